@@ -1,0 +1,167 @@
+"""The `tracedb` command: ingest, reports, query, sql, demo."""
+import argparse
+import os
+import sys
+import warnings
+from importlib import resources
+
+import duckdb
+
+from tracedb import db, output, reports
+from tracedb.ingest import IngestError, ingest_file
+
+
+class UsageError(Exception):
+    pass
+
+
+def _open(path, write=False):
+    if not write and not os.path.exists(path):
+        raise UsageError(f"{path}: no such database (create it with `tracedb ingest ... --db {path}`)")
+    try:
+        return db.connect(path, read_only=not write)
+    except duckdb.Error as e:
+        raise UsageError(f"{path}: cannot open database ({str(e).splitlines()[0]})") from None
+
+
+def _params(pairs):
+    out = {}
+    for p in pairs or []:
+        if "=" not in p:
+            raise UsageError(f"--param {p!r}: expected K=V")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def _format(args):
+    return args.format or ("table" if sys.stdout.isatty() else "csv")
+
+
+def cmd_ingest(args):
+    if args.run and len(args.paths) > 1:
+        raise UsageError("--run names the run of a single file; give one PATH")
+    con = _open(args.db, write=True)
+    failed = 0
+    for path in args.paths:
+        try:
+            r = ingest_file(con, path, run=args.run, pair_with=args.pair_with)
+        except IngestError as e:
+            print(f"tracedb: error: {e}", file=sys.stderr)
+            failed += 1
+            continue
+        if r.status == "skipped":
+            print(f"skipped {path}: {r.message}")
+        else:
+            counts = db.rows(con, """SELECT (SELECT count(*) FROM events WHERE run = $r),
+                                             (SELECT count(*) FROM kernels WHERE run = $r),
+                                             (SELECT count(*) FROM iterations WHERE run = $r)""", {"r": r.run})[0]
+            print(f"loaded {path} as run {r.run} ({r.kind}: {counts[0]} events, "
+                  f"{counts[1]} kernels, {counts[2]} iterations)")
+    con.close()
+    return 1 if failed else 0
+
+
+def cmd_reports(args):
+    for r in reports.all_reports().values():
+        params = ", ".join(f"{p.name}={p.default if p.default is not None else ''}" for p in r.params
+                           if p.name != "run")
+        print(f"{r.name}\n    {r.description}" + (f"\n    parameters: {params}" if params else ""))
+    return 0
+
+
+def cmd_query(args):
+    params = _params(args.param)
+    if args.run is not None:
+        params["run"] = args.run
+    con = _open(args.db)
+    table = reports.run(con, args.name, params)
+    output.write(table, _format(args), args.output)
+    return 0
+
+
+def cmd_sql(args):
+    con = _open(args.db)
+    try:
+        table = con.sql(args.query).to_arrow_table()
+    except duckdb.Error as e:
+        raise UsageError(f"sql: {str(e).splitlines()[0]}") from None
+    output.write(table, _format(args), args.output)
+    return 0
+
+
+def cmd_demo(args):
+    """The main job on the sample profile that ships with the package."""
+    sample = resources.files("tracedb.sample")
+    con = _open(args.db, write=True)
+    r = ingest_file(con, str(sample.joinpath("h100_resnet50_bs64_amp.json.gz")))
+    print(f"{'loaded' if r.status == 'loaded' else 'already loaded'}: sample trace as run {r.run} "
+          f"(database {args.db})\n")
+    table = reports.run(con, "gpu_utilization", {"run": r.run, "batch_size": "64"})
+    output.write(table, args.format or "table")
+    return 0
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="tracedb", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def out_opts(sp):
+        sp.add_argument("--format", choices=output.FORMATS, help="default: table on a terminal, else csv")
+        sp.add_argument("-o", "--output", help="write to this file instead of stdout")
+
+    sp = sub.add_parser("ingest", help="load traces, ncu reports, power logs, calibrations")
+    sp.add_argument("paths", nargs="+", metavar="PATH")
+    sp.add_argument("--db", required=True)
+    sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
+    sp.add_argument("--pair-with", help="trace run this ncu report or power log belongs to")
+    sp.set_defaults(func=cmd_ingest)
+
+    sp = sub.add_parser("reports", help="list the saved reports")
+    sp.set_defaults(func=cmd_reports)
+
+    sp = sub.add_parser("query", help="run a saved report")
+    sp.add_argument("name")
+    sp.add_argument("--db", required=True)
+    sp.add_argument("--run")
+    sp.add_argument("--param", action="append", metavar="K=V")
+    out_opts(sp)
+    sp.set_defaults(func=cmd_query)
+
+    sp = sub.add_parser("sql", help="run ad-hoc SQL")
+    sp.add_argument("query")
+    sp.add_argument("--db", required=True)
+    out_opts(sp)
+    sp.set_defaults(func=cmd_sql)
+
+    sp = sub.add_parser("demo", help="ingest the bundled sample profile and print its GPU utilization")
+    sp.add_argument("--db", default="tracedb-demo.duckdb")
+    sp.add_argument("--format", choices=output.FORMATS)
+    sp.set_defaults(func=cmd_demo)
+    return p
+
+
+def _warn(message, category, filename, lineno, file=None, line=None):
+    print(f"tracedb: warning: {message}", file=sys.stderr)
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    warnings.showwarning = _warn
+    try:
+        return args.func(args)
+    except (UsageError, IngestError, reports.ReportError, ValueError) as e:
+        print(f"tracedb: error: {e}", file=sys.stderr)
+        return 1
+    except duckdb.Error as e:
+        print(f"tracedb: error: database: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print("tracedb: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

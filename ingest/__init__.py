@@ -1,0 +1,117 @@
+"""Ingest: detect a file's kind, load it as one run in one transaction.
+
+A failure at any point rolls the transaction back (the database is as it
+was); a file whose content is already loaded is skipped.
+"""
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+
+import duckdb
+
+from tracedb.db import rows, scalar
+from tracedb.ingest.detect import detect
+from tracedb.ingest.errors import IngestError
+
+__all__ = ["IngestError", "IngestResult", "ingest_file", "run_name_for"]
+
+
+@dataclass
+class IngestResult:
+    path: str
+    run: str
+    kind: str
+    status: str          # loaded | skipped
+    message: str = ""
+
+
+def run_name_for(path):
+    """Default run name: the file name without its trace/compression suffixes."""
+    name = os.path.basename(str(path))
+    name = re.sub(r"(\.gz)$", "", name)
+    name = re.sub(r"(\.pt\.trace)?\.(json|csv|txt|log)$", "", name)
+    return name or "run"
+
+
+def _unique_run(con, name):
+    taken = {r[0] for r in rows(con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
+                                [name, name + "~%"])}
+    if name not in taken:
+        return name
+    i = 2
+    while f"{name}~{i}" in taken:
+        i += 1
+    return f"{name}~{i}"
+
+
+def _existing(con, digest):
+    return scalar(con, "SELECT run FROM runs WHERE content_hash = ?", [digest])
+
+
+def _register(con, run, kind, path, digest, **fields):
+    cols = ["run", "kind", "path", "content_hash"] + list(fields)
+    con.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [run, kind, str(path), digest] + list(fields.values()))
+
+
+def _update(con, run, **fields):
+    sets = ", ".join(f"{k} = ?" for k in fields)
+    con.execute(f"UPDATE runs SET {sets} WHERE run = ?", list(fields.values()) + [run])
+
+
+def ingest_file(con, path, run=None, pair_with=None, offset_ns=None):
+    """Load one file into the database behind `con`. Returns an IngestResult."""
+    path = str(path)
+    if not os.path.exists(path):
+        raise IngestError(path, "no such file")
+    if os.path.isdir(path):
+        raise IngestError(path, "is a directory")
+    kind = detect(path)
+    if kind == "xplane":
+        from tracedb.ingest import xplane
+        return xplane.ingest(con, path, run, lambda p, r: ingest_file(con, p, r))
+    if kind == "ncu-rep":
+        raise IngestError(path, ".ncu-rep files are read through NVIDIA's ncu_report module, which "
+                                "is not importable here: export CSV with "
+                                "`ncu --import FILE --csv --page raw > FILE.csv` and ingest that")
+    with tempfile.TemporaryDirectory(prefix="tracedb-") as work:
+        return _ingest_kind(con, path, kind, run, pair_with, offset_ns, work)
+
+
+def _ingest_kind(con, path, kind, run, pair_with, offset_ns, work):
+    name = run or run_name_for(path)
+    if kind == "trace":
+        from tracedb.ingest import trace, trace_json
+        hasher = hashlib.sha256()
+        tf = trace_json.split(path, work, hasher)
+        digest = hasher.hexdigest()
+        loader = lambda r: trace.load(con, tf, r)
+        describe = lambda r: trace.run_metadata(con, r, tf.members)
+    else:
+        raise IngestError(path, f"{kind} files are not supported by this version")
+    if (old := _existing(con, digest)) is not None:
+        return IngestResult(path, old, kind, "skipped", f"already ingested as run {old}")
+    con.begin()
+    try:
+        if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
+            raise IngestError(path, f"run {run!r} already exists with other content")
+        name = _unique_run(con, name)
+        _register(con, name, kind, path, digest, paired_run=pair_with)
+        info = loader(name) or {}
+        fields = describe(name)
+        fields.update(info)
+        fields["n_events"] = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [name])
+        _update(con, name, **fields)
+        con.commit()
+    except IngestError:
+        con.rollback()
+        raise
+    except duckdb.Error as e:
+        con.rollback()
+        raise IngestError(path, f"database error while loading ({str(e).splitlines()[0]})") from None
+    except BaseException:
+        con.rollback()
+        raise
+    return IngestResult(path, name, kind, "loaded")

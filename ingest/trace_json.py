@@ -1,0 +1,280 @@
+"""Chrome-trace JSON (Kineto, XProf trace_viewer): find the event array, stream it out.
+
+A trace is either an object `{..., "traceEvents": [...], ...}` or a bare array
+`[...]` (which Chrome allows to be cut off before its `]`). The reader never
+builds the document in Python: it copies the event array, as bytes, into a
+temporary file that holds exactly one JSON array, and parses the small
+members before and after it. DuckDB's parallel JSON reader then scans that
+file (the fast path), or `exact_batches` streams it element by element into
+Arrow batches, keeping every number's text (the exact path, for traces whose
+timestamps a double cannot hold to the nanosecond, and for cut-off arrays).
+"""
+import decimal
+import json
+import os
+import queue
+import threading
+import zlib
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from tracedb.ingest.errors import IngestError
+from tracedb.ingest.source import CHUNK, open_bytes, progress
+
+_DEC = json.JSONDecoder()
+_WS = " \t\r\n\ufeff"
+HEAD_MAX = 64 << 20
+TAIL = 1 << 20
+
+# Columns of the raw event relation that both paths produce, as DuckDB types.
+RAW_COLUMNS = {
+    "ph": "VARCHAR", "cat": "VARCHAR", "name": "VARCHAR", "pid": "VARCHAR",
+    "tid": "VARCHAR", "ts": "VARCHAR", "dur": "VARCHAR", "id": "VARCHAR",
+    "args": "JSON",
+}
+
+
+@dataclass
+class TraceFile:
+    """A trace split into its metadata members and a file holding its event array."""
+    path: str
+    form: str                      # object | array
+    members: dict = field(default_factory=dict)
+    events_path: str = ""
+    truncated: bool = False
+    content_hash: str = ""
+
+
+def _skip(s, i):
+    while i < len(s) and s[i] in _WS:
+        i += 1
+    return i
+
+
+def _members(s, i, stop_key=None):
+    """Parse `"k": v, ...` of an object from s[i] on. Returns (members, i, stopped).
+
+    Stops after the ':' of stop_key (stopped=True) or after the closing '}'.
+    Raises ValueError (JSONDecodeError or IndexError) where the text ends or is not JSON.
+    """
+    out = {}
+    while True:
+        i = _skip(s, i)
+        if s[i] == "}":
+            return out, i + 1, False
+        key, i = _DEC.raw_decode(s, i)
+        if not isinstance(key, str):
+            raise ValueError("object key is not a string")
+        i = _skip(s, i)
+        if s[i] != ":":
+            raise ValueError("expected ':'")
+        i = _skip(s, i + 1)
+        if key == stop_key:
+            return out, i, True
+        out[key], i = _DEC.raw_decode(s, i)
+        i = _skip(s, i)
+        if s[i] == ",":
+            i += 1
+        elif s[i] != "}":
+            raise ValueError("expected ',' or '}'")
+
+
+def _prologue(path, buf, at_eof):
+    """(form, members, byte offset of the event array's '[') from the start of a file."""
+    s = buf.decode("utf-8", "surrogateescape")
+    i = _skip(s, 0)
+    if i >= len(s):
+        raise IngestError(path, "file is empty")
+    if s[i] == "[":
+        return "array", {}, len(s[:i].encode("utf-8", "surrogateescape"))
+    if s[i] != "{":
+        raise IngestError(path, "not a trace: not JSON (expected '{' or '[' at the start)")
+    try:
+        members, j, stopped = _members(s, i + 1, stop_key="traceEvents")
+    except (ValueError, IndexError):
+        if not at_eof:
+            return None
+        raise IngestError(path, "not a trace: the JSON object is malformed or cut off "
+                                "before its traceEvents array") from None
+    if not stopped:
+        raise IngestError(path, "not a trace: JSON object without a traceEvents array")
+    if j >= len(s) or s[j] != "[":
+        raise IngestError(path, "not a trace: traceEvents is not an array")
+    return "object", members, len(s[:j].encode("utf-8", "surrogateescape"))
+
+
+def _epilogue(form, tail):
+    """(index of the array's closing ']' in tail, members after it) or None if not closed."""
+    s = tail.decode("utf-8", "surrogateescape")
+    if form == "array":
+        j = len(s.rstrip(_WS)) - 1
+        return (len(s[:j].encode("utf-8", "surrogateescape")), {}) if j >= 0 and s[j] == "]" else None
+    p = s.find("]")
+    while p >= 0:
+        i = _skip(s, p + 1)
+        try:
+            if i < len(s) and s[i] in ",}":
+                members, k = ({}, i + 1) if s[i] == "}" else _members(s, i + 1)[:2]
+                if _skip(s, k) == len(s):
+                    return len(s[:p].encode("utf-8", "surrogateescape")), members
+        except (ValueError, IndexError):
+            pass
+        p = s.find("]", p + 1)
+    return None
+
+
+class _Hashing:
+    """Feeds a hashlib object from a worker thread (hashlib releases the GIL), so
+    hashing runs beside the copy on a second core."""
+
+    def __init__(self, hasher):
+        self.q = queue.Queue(maxsize=4)
+        self.t = threading.Thread(target=self._run, args=(hasher,), daemon=True)
+        self.t.start()
+
+    def _run(self, hasher):
+        while (chunk := self.q.get()) is not None:
+            hasher.update(chunk)
+
+    def update(self, chunk):
+        self.q.put(chunk)
+
+    def close(self):
+        self.q.put(None)
+        self.t.join()
+
+
+def split(path, workdir, hasher):
+    """Copy the event array of the trace at path into workdir; parse what surrounds it.
+
+    hasher (hashlib object) receives the whole decompressed content.
+    """
+    hashing = _Hashing(hasher)
+    try:
+        return _split(path, workdir, hashing)
+    finally:
+        hashing.close()
+
+
+def _split(path, workdir, hasher):
+    size = os.path.getsize(path)
+    events_path = os.path.join(workdir, "events.json")
+    try:
+        f = open_bytes(path)
+    except OSError as e:
+        raise IngestError(path, f"cannot open ({e})") from None
+    with f, open(events_path, "wb") as out, progress(path, size) as at:
+        buf, eof, cut = b"", False, False
+        layout = None
+        while layout is None:
+            try:
+                chunk = f.read(CHUNK)
+            except (EOFError, zlib.error, OSError):
+                chunk, cut = b"", True
+            eof = not chunk
+            buf += chunk
+            hasher.update(chunk)
+            layout = _prologue(path, buf, eof)
+            if layout is None and len(buf) > HEAD_MAX:
+                raise IngestError(path, "not a trace: no traceEvents array in the first 64 MB")
+        form, members, start = layout
+        out.write(buf[start:])
+        tail = buf[start:][-TAIL:]
+        written = len(buf) - start
+        while not eof:
+            try:
+                chunk = f.read(CHUNK)
+            except (EOFError, zlib.error, OSError):
+                chunk, cut = b"", True
+            if not chunk:
+                break
+            hasher.update(chunk)
+            out.write(chunk)
+            written += len(chunk)
+            tail = (tail + chunk)[-TAIL:]
+            at(f.raw_tell())
+    end = _epilogue(form, tail)
+    tf = TraceFile(path=str(path), form=form, members=members, events_path=events_path)
+    if end is None:
+        if form == "object":
+            why = "the gzip stream is cut off" if cut else "the traceEvents array is not closed"
+            raise IngestError(path, f"truncated: {why}")
+        tf.truncated = True
+    else:
+        p, after = end
+        os.truncate(events_path, written - len(tail) + p + 1)
+        for k, v in after.items():
+            tf.members.setdefault(k, v)
+    return tf
+
+
+def _text(v):
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, decimal.Decimal)):
+        return str(v)
+    return json.dumps(v, separators=(",", ":"), default=float)
+
+
+def exact_batches(tf, batch_rows=65536):
+    """Stream the event array element by element into Arrow batches (numbers as text).
+
+    Yields (batch, truncated_tail) pairs; a cut-off array ends at its last complete event.
+    """
+    dec = json.JSONDecoder(parse_float=decimal.Decimal)
+    schema = pa.schema([(k, pa.string()) for k in RAW_COLUMNS])
+    cols = {k: [] for k in RAW_COLUMNS}
+
+    def flush():
+        batch = pa.record_batch([pa.array(cols[k], pa.string()) for k in RAW_COLUMNS], schema=schema)
+        for v in cols.values():
+            v.clear()
+        return batch
+
+    with open(tf.events_path, "rb") as f:
+        s, pos, eof, n = "", 0, False, 0
+
+        def more():
+            nonlocal s, pos, eof
+            chunk = f.read(CHUNK)
+            eof = not chunk
+            s = s[pos:] + chunk.decode("utf-8", "surrogateescape")
+            pos = 0
+
+        more()
+        pos = _skip(s, pos) + 1          # past '['
+        while True:
+            pos = _skip(s, pos)
+            while pos >= len(s) and not eof:
+                more()
+                pos = _skip(s, pos)
+            if pos >= len(s):
+                break                     # cut off between events
+            if s[pos] == "]":
+                break
+            if s[pos] == ",":
+                pos += 1
+                continue
+            try:
+                ev, end = dec.raw_decode(s, pos)
+            except json.JSONDecodeError as e:
+                if eof:
+                    if tf.truncated:
+                        break
+                    raise IngestError(tf.path, f"malformed event near byte {e.pos}: {e.msg}") from None
+                more()
+                continue
+            if not isinstance(ev, dict):
+                raise IngestError(tf.path, f"event {n} is not an object")
+            pos, n = end, n + 1
+            for k in RAW_COLUMNS:
+                v = ev.get(k)
+                cols[k].append(json.dumps(v, separators=(",", ":"), default=float)
+                               if k == "args" and v is not None else _text(v))
+            if len(cols["ph"]) >= batch_rows:
+                yield flush()
+    if cols["ph"]:
+        yield flush()

@@ -1,0 +1,1 @@
+"""Saved reports: one .sql file each, with a documented header (see tracedb.reports)."""

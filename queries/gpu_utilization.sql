@@ -1,0 +1,42 @@
+-- name: gpu_utilization
+-- description: GPU utilization per run and iteration (METHOD.md section 3, high
+--   level): the share of the iteration during which at least one kernel runs.
+--   Kernel time is the union of the iteration's kernel intervals over all
+--   streams (view kernel_busy_intervals); the plain sum is given beside it.
+--   `steady` marks the steady iteration: the first whose duration is within 5%
+--   of the median of the iterations after it (view iteration_steadiness).
+-- parameters:
+--   run VARCHAR = NULL: run to report on (all runs when absent)
+--   batch_size INTEGER = NULL: samples per iteration; gives samples_per_s
+-- columns:
+--   run VARCHAR: run name
+--   iteration INTEGER: step number
+--   total_ns BIGINT: iteration duration (marker start to later of marker end and last GPU activity end), ns
+--   kernel_busy_ns BIGINT: time with at least one kernel running, ns
+--   kernel_sum_ns BIGINT: plain sum of kernel durations, ns
+--   kernels BIGINT: number of kernels launched in the iteration
+--   idle_ns BIGINT: total_ns - kernel_busy_ns, ns
+--   gpu_util_pct DOUBLE: 100 * kernel_busy_ns / total_ns, %
+--   steady BOOLEAN: true on the run's steady iteration
+--   samples_per_s DOUBLE: batch_size / total time, samples/s (NULL without batch_size)
+-- requires: iterations
+WITH busy AS (
+    SELECT run, iteration, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals GROUP BY run, iteration
+), ksum AS (
+    SELECT run, iteration, sum(dur_ns) AS sum_ns, count(*) AS n
+    FROM kernels WHERE kind = 'kernel' AND iteration IS NOT NULL GROUP BY run, iteration
+)
+SELECT i.run, i.iteration, i.dur_ns AS total_ns,
+       CAST(coalesce(b.busy_ns, 0) AS BIGINT) AS kernel_busy_ns,
+       CAST(coalesce(k.sum_ns, 0) AS BIGINT) AS kernel_sum_ns,
+       coalesce(k.n, 0) AS kernels,
+       CAST(i.dur_ns - coalesce(b.busy_ns, 0) AS BIGINT) AS idle_ns,
+       100.0 * coalesce(b.busy_ns, 0) / i.dur_ns AS gpu_util_pct,
+       s.steady,
+       CAST($batch_size AS DOUBLE) / (i.dur_ns / 1e9) AS samples_per_s
+FROM iterations i
+LEFT JOIN busy b USING (run, iteration)
+LEFT JOIN ksum k USING (run, iteration)
+JOIN iteration_steadiness s USING (run, iteration)
+WHERE $run IS NULL OR i.run = $run
+ORDER BY i.run, i.iteration;

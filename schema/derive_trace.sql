@@ -1,0 +1,110 @@
+-- Derive threads, kernels and iterations of one trace run from its events.
+-- Parameter: $run VARCHAR. (Each event's iteration is the view event_iterations.)
+
+-- Process and thread names (the last metadata event wins, as in the viewer).
+INSERT INTO threads
+WITH p AS (
+    SELECT pid, arg_max(args->>'name', event_id) AS process_name
+    FROM events WHERE run = $run AND ph = 'M' AND name = 'process_name' GROUP BY pid
+), t AS (
+    SELECT pid, tid, arg_max(args->>'name', event_id) AS thread_name
+    FROM events WHERE run = $run AND ph = 'M' AND name = 'thread_name' GROUP BY pid, tid
+)
+SELECT $run, coalesce(t.pid, p.pid), t.tid, p.process_name, t.thread_name
+FROM t FULL OUTER JOIN p ON t.pid = p.pid;
+
+-- GPU activity of the run.
+CREATE OR REPLACE TEMP TABLE _gpu AS
+SELECT * FROM events
+WHERE run = $run AND ph = 'X' AND gpu_activity_kind(cat) IS NOT NULL;
+
+-- The launch call of each correlation id that has GPU activity (first call wins).
+CREATE OR REPLACE TEMP TABLE _launch AS
+SELECT correlation, event_id, name, ts_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns, pid, tid
+FROM events
+WHERE run = $run AND ph = 'X' AND is_launch_category(cat)
+  AND correlation IN (SELECT correlation FROM _gpu WHERE correlation IS NOT NULL)
+QUALIFY row_number() OVER (PARTITION BY correlation ORDER BY ts_ns, event_id) = 1;
+
+-- Framework ops that can enclose something.
+CREATE OR REPLACE TEMP TABLE _op AS
+SELECT event_id, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, name
+FROM events
+WHERE run = $run AND ph = 'X' AND is_framework_op_category(cat) AND dur_ns > 0;
+
+-- Nesting depth on each thread: ops open at each op start and at each launch.
+-- At equal times ends come first, then op starts (outer before inner), then launches.
+CREATE OR REPLACE TEMP TABLE _depth AS
+WITH b AS (
+    SELECT pid, tid, ts_ns AS t, 1 AS ord, -end_ns AS tie, event_id, 1 AS delta, true AS is_op FROM _op
+    UNION ALL
+    SELECT pid, tid, end_ns, 0, 0, event_id, -1, NULL FROM _op
+    UNION ALL
+    SELECT pid, tid, ts_ns, 2, 0, event_id, 0, false FROM _launch
+)
+SELECT * FROM (
+    SELECT pid, tid, t, event_id, is_op,
+           sum(delta) OVER (PARTITION BY pid, tid ORDER BY t, ord, tie, event_id
+                            ROWS UNBOUNDED PRECEDING) - delta AS depth
+    FROM b)
+WHERE is_op IS NOT NULL;
+
+-- Innermost enclosing op of a launch at depth d: the latest op start on the
+-- thread at or before it whose own depth is d - 1.
+CREATE OR REPLACE TEMP TABLE _launch_op AS
+SELECT p.event_id AS launch_event_id, o.event_id AS op_event_id
+FROM (SELECT *, depth - 1 AS parent_depth FROM _depth WHERE NOT is_op AND depth > 0) p
+ASOF JOIN (SELECT * FROM _depth WHERE is_op) o
+    ON p.pid = o.pid AND p.tid = o.tid AND p.parent_depth = o.depth AND p.t >= o.t;
+
+INSERT INTO kernels
+SELECT
+    $run, g.event_id, gpu_activity_kind(g.cat), g.name, g.ts_ns, g.dur_ns, g.device,
+    TRY_CAST(a[1] AS BIGINT), g.stream, g.correlation,
+    TRY_CAST(a[2] AS INTEGER), TRY_CAST(a[3] AS INTEGER), TRY_CAST(a[4] AS INTEGER),
+    TRY_CAST(a[5] AS INTEGER), TRY_CAST(a[6] AS INTEGER), TRY_CAST(a[7] AS INTEGER),
+    TRY_CAST(a[8] AS INTEGER), TRY_CAST(a[9] AS BIGINT), NULL, NULL,
+    l.event_id, l.name, l.ts_ns, l.end_ns, l.pid, l.tid,
+    op.event_id, op.name, NULL,
+    row_number() OVER (ORDER BY coalesce(l.ts_ns, g.ts_ns), g.event_id) - 1
+FROM (
+    SELECT *, json_extract_string(args, ['$.context', '$.grid[0]', '$.grid[1]', '$.grid[2]',
+                                         '$.block[0]', '$.block[1]', '$.block[2]',
+                                         '$."registers per thread"', '$."shared memory"']) AS a
+    FROM _gpu
+) g
+LEFT JOIN _launch l ON l.correlation = g.correlation
+LEFT JOIN _launch_op lo ON lo.launch_event_id = l.event_id
+LEFT JOIN _op op ON op.event_id = lo.op_event_id AND op.end_ns >= l.ts_ns;
+
+-- Iterations: PyTorch ProfilerStep#N on the CPU side, TensorFlow events with a step_num.
+CREATE OR REPLACE TEMP TABLE _marker AS
+SELECT event_id, name, ts_ns AS start_ns, ts_ns + dur_ns AS marker_end_ns,
+       coalesce(TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER),
+                TRY_CAST(args->>'step_num' AS INTEGER)) AS step
+FROM events
+WHERE run = $run AND ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL
+  AND ((name LIKE 'ProfilerStep#%' AND lower(coalesce(cat, '')) <> 'gpu_user_annotation')
+       OR (contains(CAST(args AS VARCHAR), '"step_num"') AND args->>'step_num' IS NOT NULL))
+QUALIFY step IS NOT NULL
+    AND row_number() OVER (PARTITION BY step ORDER BY ts_ns, event_id) = 1;
+
+UPDATE kernels SET iteration = m.step
+FROM _marker m
+WHERE kernels.run = $run
+  AND coalesce(kernels.launch_ts_ns, kernels.ts_ns) BETWEEN m.start_ns AND m.marker_end_ns;
+
+INSERT INTO iterations
+SELECT $run, m.step, m.name, m.event_id, m.start_ns, m.marker_end_ns,
+       greatest(m.marker_end_ns, coalesce(max(k.ts_ns + k.dur_ns), m.marker_end_ns)) AS end_ns,
+       greatest(m.marker_end_ns, coalesce(max(k.ts_ns + k.dur_ns), m.marker_end_ns)) - m.start_ns
+FROM _marker m
+LEFT JOIN kernels k ON k.run = $run AND k.iteration = m.step
+GROUP BY m.step, m.name, m.event_id, m.start_ns, m.marker_end_ns;
+
+DROP TABLE _gpu;
+DROP TABLE _launch;
+DROP TABLE _op;
+DROP TABLE _depth;
+DROP TABLE _launch_op;
+DROP TABLE _marker;

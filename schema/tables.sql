@@ -1,0 +1,149 @@
+-- tracedb schema: every table of the database. Column reference: docs/schema.md.
+-- Times are integer nanoseconds on one timeline per run (absolute epoch ns
+-- when the source says how: Kineto baseTimeNanoseconds, NVML wall clock).
+
+CREATE TABLE IF NOT EXISTS schema_info (
+    key   VARCHAR PRIMARY KEY,
+    value VARCHAR
+);
+
+-- One row per ingested source file.
+CREATE TABLE IF NOT EXISTS runs (
+    run               VARCHAR PRIMARY KEY,
+    kind              VARCHAR NOT NULL,      -- trace | ncu | power | calibration
+    path              VARCHAR NOT NULL,      -- path as given at ingest
+    content_hash      VARCHAR NOT NULL UNIQUE, -- sha256 of the decompressed content
+    framework         VARCHAR,               -- pytorch | tensorflow | jax | ncu | nvml ...
+    device_name       VARCHAR,
+    device_properties JSON,                  -- Kineto deviceProperties, ncu device__attribute_*
+    rank              INTEGER,               -- distributedInfo.rank
+    world_size        INTEGER,
+    distributed_info  JSON,
+    base_time_ns      BIGINT,                -- Kineto baseTimeNanoseconds (0 when absent)
+    metadata          JSON,                  -- every top-level field of the source but its events
+    paired_run        VARCHAR,               -- ncu/power run: the trace run it belongs to
+    n_events          BIGINT,
+    ingested_at       TIMESTAMP DEFAULT current_timestamp
+);
+
+-- Process and thread names from metadata (ph = 'M') events.
+CREATE TABLE IF NOT EXISTS threads (
+    run          VARCHAR NOT NULL,
+    pid          VARCHAR NOT NULL,
+    tid          VARCHAR,                    -- NULL for process-level names
+    process_name VARCHAR,
+    thread_name  VARCHAR
+);
+
+-- Every event of a trace, in file order.
+CREATE TABLE IF NOT EXISTS events (
+    run          VARCHAR NOT NULL,
+    event_id     BIGINT NOT NULL,            -- 0-based position in the file's event array
+    ph           VARCHAR,                    -- Chrome trace phase: X, B, E, i, M, s, f, C ...
+    cat          VARCHAR,                    -- category as written by the profiler
+    name         VARCHAR,
+    pid          VARCHAR,                    -- process id (strings kept: "Spans", "")
+    tid          VARCHAR,                    -- thread id ("stream 7" kept as written)
+    ts_ns        BIGINT,                     -- start, ns
+    dur_ns       BIGINT,                     -- duration, ns (NULL for instant events)
+    correlation  BIGINT,                     -- args.correlation / correlation_id
+    external_id  BIGINT,                     -- args."External id"
+    stream       BIGINT,                     -- args.stream, or N of tid "stream N"
+    device       BIGINT,                     -- args.device
+    flow_id      VARCHAR,                    -- id of flow (s/f) events
+    args         JSON
+);
+
+-- GPU activity (kernels, memcpy, memset) of traces and of ncu reports.
+CREATE TABLE IF NOT EXISTS kernels (
+    run                  VARCHAR NOT NULL,
+    kernel_id            BIGINT NOT NULL,    -- trace: event_id; ncu: the report's ID
+    kind                 VARCHAR NOT NULL,   -- kernel | memcpy | memset
+    name                 VARCHAR,
+    ts_ns                BIGINT,             -- NULL for ncu (replayed, no usable time)
+    dur_ns               BIGINT,             -- ncu: gpu__time_duration.sum
+    device               BIGINT,
+    context              BIGINT,
+    stream               BIGINT,
+    correlation          BIGINT,
+    grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
+    block_x INTEGER, block_y INTEGER, block_z INTEGER,
+    registers_per_thread INTEGER,
+    shared_mem_bytes     BIGINT,             -- static + dynamic
+    static_shared_mem_bytes  BIGINT,
+    dynamic_shared_mem_bytes BIGINT,
+    launch_event_id      BIGINT,             -- runtime/driver call that launched it
+    launch_name          VARCHAR,
+    launch_ts_ns         BIGINT,
+    launch_end_ns        BIGINT,
+    launch_pid           VARCHAR,
+    launch_tid           VARCHAR,
+    op_event_id          BIGINT,             -- innermost framework op enclosing the launch
+    op_name              VARCHAR,
+    iteration            INTEGER,
+    seq                  BIGINT              -- launch order within the run (0-based)
+);
+
+-- Iterations (training steps).
+CREATE TABLE IF NOT EXISTS iterations (
+    run            VARCHAR NOT NULL,
+    iteration      INTEGER NOT NULL,         -- step number (ProfilerStep#N, step_num)
+    name           VARCHAR,
+    marker_event_id BIGINT,
+    start_ns       BIGINT NOT NULL,          -- start of the step marker
+    marker_end_ns  BIGINT NOT NULL,          -- end of the step marker
+    end_ns         BIGINT NOT NULL,          -- max(marker end, end of last GPU activity launched inside)
+    dur_ns         BIGINT NOT NULL
+);
+
+-- Hardware counters (ncu): one row per kernel and metric, in base units.
+CREATE TABLE IF NOT EXISTS counters (
+    run       VARCHAR NOT NULL,
+    kernel_id BIGINT NOT NULL,
+    metric    VARCHAR NOT NULL,
+    value     DOUBLE,
+    unit      VARCHAR
+);
+
+-- Power samples (NVML, nvidia-smi, DCGM).
+CREATE TABLE IF NOT EXISTS power (
+    run              VARCHAR NOT NULL,
+    gpu              INTEGER NOT NULL,
+    ts_ns            BIGINT NOT NULL,        -- absolute epoch ns
+    power_w          DOUBLE,
+    energy_j         DOUBLE,                 -- cumulative energy counter
+    instant_power_w  DOUBLE,
+    sm_clock_mhz     DOUBLE,
+    mem_clock_mhz    DOUBLE,
+    temp_c           DOUBLE
+);
+
+-- Calibration points of the data-movement energy model (cuda_bench).
+CREATE TABLE IF NOT EXISTS calibration (
+    run               VARCHAR NOT NULL,
+    gpu               VARCHAR NOT NULL,
+    level             VARCHAR NOT NULL,      -- shared | l1 | l2 | dram
+    threads_per_block INTEGER,
+    blocks            INTEGER,
+    accesses          DOUBLE,                -- 32-byte sectors of the measurement loop
+    energy_j          DOUBLE,                -- (warm-up + measurement) - warm-up
+    dur_ns            BIGINT,
+    sm_clock_mhz      DOUBLE,
+    mem_clock_mhz     DOUBLE,
+    temp_c            DOUBLE,
+    valid             BOOLEAN,
+    reference         BOOLEAN DEFAULT false  -- published values, not measured here
+);
+
+-- Pairs of trace kernels and ncu kernels.
+CREATE TABLE IF NOT EXISTS matches (
+    trace_run        VARCHAR NOT NULL,
+    ncu_run          VARCHAR NOT NULL,
+    trace_kernel_id  BIGINT NOT NULL,
+    ncu_kernel_id    BIGINT NOT NULL,
+    score            DOUBLE NOT NULL,
+    name_score       DOUBLE,
+    launch_score     DOUBLE,
+    order_score      DOUBLE,
+    duration_score   DOUBLE
+);

@@ -1,0 +1,69 @@
+-- Shared building blocks (macros and views) used by the derivation and by
+-- the saved reports. They live in the database file, so the DuckDB CLI and
+-- notebooks can use them too. Documented in docs/schema.md.
+
+-- GPU activity kind of a trace category (current and old Kineto spellings); NULL if none.
+CREATE OR REPLACE MACRO gpu_activity_kind(cat) AS
+    CASE lower(cat)
+        WHEN 'kernel' THEN 'kernel'
+        WHEN 'gpu_memcpy' THEN 'memcpy' WHEN 'memcpy' THEN 'memcpy'
+        WHEN 'gpu_memset' THEN 'memset' WHEN 'memset' THEN 'memset'
+    END;
+
+-- Runtime or driver API call (the launch side of a correlation id).
+CREATE OR REPLACE MACRO is_launch_category(cat) AS
+    lower(cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver');
+
+-- Framework operator (PyTorch aten ops, old Kineto "Operator").
+CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
+    lower(cat) IN ('cpu_op', 'operator');
+
+-- Union of the kernel intervals of each (run, iteration) over all streams:
+-- one row per maximal busy interval. Gaps-and-islands over kernels sorted by start.
+CREATE OR REPLACE VIEW kernel_busy_intervals AS
+WITH k AS (
+    SELECT run, iteration, ts_ns AS s, ts_ns + dur_ns AS e
+    FROM kernels
+    WHERE kind = 'kernel' AND ts_ns IS NOT NULL AND iteration IS NOT NULL
+), marked AS (
+    SELECT *, CASE WHEN s > max(e) OVER (PARTITION BY run, iteration ORDER BY s, e
+                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                   THEN 1 ELSE 0 END AS new_island
+    FROM k
+), islands AS (
+    SELECT *, sum(new_island) OVER (PARTITION BY run, iteration ORDER BY s, e
+                                    ROWS UNBOUNDED PRECEDING) AS island
+    FROM marked
+)
+SELECT run, iteration, min(s) AS start_ns, max(e) AS end_ns, max(e) - min(s) AS dur_ns
+FROM islands
+GROUP BY run, iteration, island;
+
+-- The steady iteration of each trace run: the first whose duration is within
+-- 5% of the median of the iterations after it (the last one when none is).
+CREATE OR REPLACE VIEW iteration_steadiness AS
+WITH later AS (
+    SELECT a.run, a.iteration, a.dur_ns,
+           coalesce(median(b.dur_ns), a.dur_ns) AS median_after_ns
+    FROM iterations a
+    LEFT JOIN iterations b ON b.run = a.run AND b.start_ns > a.start_ns
+    GROUP BY a.run, a.iteration, a.dur_ns
+), flagged AS (
+    SELECT *, abs(dur_ns - median_after_ns) <= 0.05 * median_after_ns AS stable FROM later
+)
+SELECT run, iteration, dur_ns, median_after_ns,
+       iteration = (SELECT min(f2.iteration) FROM flagged f2
+                    WHERE f2.run = flagged.run AND f2.stable) AS steady
+FROM flagged;
+
+-- The iteration of every timed event: GPU activity by the iteration it was
+-- launched in, everything else by time (start within [start_ns, end_ns]).
+-- A view rather than a stored column: an UPDATE of millions of event rows
+-- would cost more than the rest of the ingest.
+CREATE OR REPLACE VIEW event_iterations AS
+SELECT e.run, e.event_id,
+       CASE WHEN k.kernel_id IS NOT NULL THEN k.iteration
+            WHEN e.ts_ns <= i.end_ns THEN i.iteration END AS iteration
+FROM (SELECT run, event_id, ts_ns FROM events WHERE ph <> 'M' AND ts_ns IS NOT NULL) e
+ASOF LEFT JOIN iterations i ON e.run = i.run AND e.ts_ns >= i.start_ns
+LEFT JOIN kernels k ON k.run = e.run AND k.kernel_id = e.event_id AND k.ts_ns IS NOT NULL;
