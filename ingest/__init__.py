@@ -56,11 +56,6 @@ def _register(con, run, kind, path, digest, **fields):
                 [run, kind, str(path), digest] + list(fields.values()))
 
 
-def _update(con, run, **fields):
-    sets = ", ".join(f"{k} = ?" for k in fields)
-    con.execute(f"UPDATE runs SET {sets} WHERE run = ?", list(fields.values()) + [run])
-
-
 def ingest_file(con, path, run=None, pair_with=None, offset_ns=None):
     """Load one file into the database behind `con`. Returns an IngestResult."""
     path = str(path)
@@ -86,24 +81,28 @@ def _ingest_kind(con, path, kind, run, pair_with, offset_ns, work):
         from tracedb.ingest import trace, trace_json
         hasher = hashlib.sha256()
         tf = trace_json.split(path, work, hasher)
-        digest = hasher.hexdigest()
+        size = tf.content_bytes
+        # A duplicate has the same size: only then wait for the hash before loading;
+        # otherwise hashing an uncompressed file overlaps the parse.
+        if scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [size]):
+            tf.wait_hash()
+        digest = lambda: (tf.wait_hash(), hasher.hexdigest())[1]
         loader = lambda r: trace.load(con, tf, r)
         describe = lambda r: trace.run_metadata(con, r, tf.members)
     else:
         raise IngestError(path, f"{kind} files are not supported by this version")
-    if (old := _existing(con, digest)) is not None:
+    if tf.hashing is None and (old := _existing(con, digest())) is not None:
         return IngestResult(path, old, kind, "skipped", f"already ingested as run {old}")
     con.begin()
     try:
         if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
             raise IngestError(path, f"run {run!r} already exists with other content")
         name = _unique_run(con, name)
-        _register(con, name, kind, path, digest, paired_run=pair_with)
         info = loader(name) or {}
         fields = describe(name)
         fields.update(info)
         fields["n_events"] = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [name])
-        _update(con, name, **fields)
+        _register(con, name, kind, path, digest(), content_bytes=size, paired_run=pair_with, **fields)
         con.commit()
     except IngestError:
         con.rollback()

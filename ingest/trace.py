@@ -26,10 +26,9 @@ def _load_fast(con, tf, params):
         "maximum_object_size=268435456)")
     try:
         run_script(con, sql_text("schema", "load_events.sql"), params)
-    except duckdb.Error as e:
+    except duckdb.Error as e:    # the caller rolls back, the view with the rest
         raise IngestError(tf.path, f"malformed trace JSON ({str(e).splitlines()[0]})") from None
-    finally:
-        con.execute("DROP VIEW IF EXISTS _trace_source")
+    con.execute("DROP VIEW _trace_source")
 
 
 def _needs_exact(con, run, base_ns):
@@ -48,10 +47,8 @@ def _load_exact(con, tf, params):
         table = pa.Table.from_batches([batch])
         table = table.add_column(0, "event_id", pa.array(range(n, n + len(table)), pa.int64()))
         con.register("_trace_source", table)
-        try:
-            run_script(con, sql, params)
-        finally:
-            con.unregister("_trace_source")
+        run_script(con, sql, params)
+        con.unregister("_trace_source")
         n += len(table)
     return n
 

@@ -43,7 +43,13 @@ class TraceFile:
     members: dict = field(default_factory=dict)
     events_path: str = ""
     truncated: bool = False
-    content_hash: str = ""
+    content_bytes: int = 0
+    hashing: object = None         # thread still hashing an uncompressed file, or None
+
+    def wait_hash(self):
+        if self.hashing is not None:
+            self.hashing.join()
+            self.hashing = None
 
 
 def _skip(s, i):
@@ -129,6 +135,7 @@ class _Hashing:
     hashing runs beside the copy on a second core."""
 
     def __init__(self, hasher):
+        self.direct = hasher
         self.q = queue.Queue(maxsize=4)
         self.t = threading.Thread(target=self._run, args=(hasher,), daemon=True)
         self.t.start()
@@ -148,13 +155,53 @@ class _Hashing:
 def split(path, workdir, hasher):
     """Copy the event array of the trace at path into workdir; parse what surrounds it.
 
-    hasher (hashlib object) receives the whole decompressed content.
+    hasher (hashlib object) receives the whole decompressed content. For an
+    uncompressed file the hashing may still run when this returns (it overlaps
+    the parse): call TraceFile.wait_hash() before reading the digest.
     """
     hashing = _Hashing(hasher)
     try:
         return _split(path, workdir, hashing)
     finally:
         hashing.close()
+
+
+def _read_prologue(path, f, hasher):
+    """Read from f until the event array's '[' is found: (form, members, buf, start, eof, cut)."""
+    buf, cut = b"", False
+    while True:
+        try:
+            chunk = f.read(CHUNK)
+        except (EOFError, zlib.error, OSError):
+            chunk, cut = b"", True
+        eof = not chunk
+        buf += chunk
+        if hasher:
+            hasher.update(chunk)
+        layout = _prologue(path, buf, eof)
+        if layout is not None:
+            return layout + (buf, eof, cut)
+        if len(buf) > HEAD_MAX:
+            raise IngestError(path, "not a trace: no traceEvents array in the first 64 MB")
+
+
+def _copy_plain(path, out, start):
+    """Kernel-side copy of path[start:] to out (no bytes through Python)."""
+    with open(path, "rb") as src:
+        size = os.fstat(src.fileno()).st_size
+        pos = start
+        while pos < size:
+            n = os.copy_file_range(src.fileno(), out.fileno(), size - pos, pos)
+            if n == 0:
+                break
+            pos += n
+    return size - start
+
+
+def _hash_plain(path, hasher):
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            hasher.update(chunk)
 
 
 def _split(path, workdir, hasher):
@@ -164,38 +211,37 @@ def _split(path, workdir, hasher):
         f = open_bytes(path)
     except OSError as e:
         raise IngestError(path, f"cannot open ({e})") from None
+    plain = not hasattr(f, "fileobj")
     with f, open(events_path, "wb") as out, progress(path, size) as at:
-        buf, eof, cut = b"", False, False
-        layout = None
-        while layout is None:
-            try:
-                chunk = f.read(CHUNK)
-            except (EOFError, zlib.error, OSError):
-                chunk, cut = b"", True
-            eof = not chunk
-            buf += chunk
-            hasher.update(chunk)
-            layout = _prologue(path, buf, eof)
-            if layout is None and len(buf) > HEAD_MAX:
-                raise IngestError(path, "not a trace: no traceEvents array in the first 64 MB")
-        form, members, start = layout
-        out.write(buf[start:])
-        tail = buf[start:][-TAIL:]
-        written = len(buf) - start
-        while not eof:
-            try:
-                chunk = f.read(CHUNK)
-            except (EOFError, zlib.error, OSError):
-                chunk, cut = b"", True
-            if not chunk:
-                break
-            hasher.update(chunk)
-            out.write(chunk)
-            written += len(chunk)
-            tail = (tail + chunk)[-TAIL:]
-            at(f.raw_tell())
+        form, members, start, buf, eof, cut = _read_prologue(path, f, None if plain else hasher)
+        if plain:
+            # Uncompressed: the kernel copies while a thread hashes the whole file.
+            hashing = threading.Thread(target=_hash_plain, args=(path, hasher.direct), daemon=True)
+            hashing.start()
+            written = _copy_plain(path, out, start)
+            out.flush()
+            with open(events_path, "rb") as g:
+                g.seek(max(0, written - TAIL))
+                tail = g.read()
+        else:
+            out.write(buf[start:])
+            tail = buf[start:][-TAIL:]
+            written = len(buf) - start
+            while not eof:
+                try:
+                    chunk = f.read(CHUNK)
+                except (EOFError, zlib.error, OSError):
+                    chunk, cut = b"", True
+                if not chunk:
+                    break
+                hasher.update(chunk)
+                out.write(chunk)
+                written += len(chunk)
+                tail = (tail + chunk)[-TAIL:]
+                at(f.raw_tell())
     end = _epilogue(form, tail)
-    tf = TraceFile(path=str(path), form=form, members=members, events_path=events_path)
+    tf = TraceFile(path=str(path), form=form, members=members, events_path=events_path,
+                   content_bytes=start + written, hashing=hashing if plain else None)
     if end is None:
         if form == "object":
             why = "the gzip stream is cut off" if cut else "the traceEvents array is not closed"

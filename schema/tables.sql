@@ -13,6 +13,7 @@ CREATE TABLE IF NOT EXISTS runs (
     kind              VARCHAR NOT NULL,      -- trace | ncu | power | calibration
     path              VARCHAR NOT NULL,      -- path as given at ingest
     content_hash      VARCHAR NOT NULL UNIQUE, -- sha256 of the decompressed content
+    content_bytes     BIGINT,                -- size of the decompressed content
     framework         VARCHAR,               -- pytorch | tensorflow | jax | ncu | nvml ...
     device_name       VARCHAR,
     device_properties JSON,                  -- Kineto deviceProperties, ncu device__attribute_*

@@ -10,6 +10,12 @@ CREATE OR REPLACE MACRO gpu_activity_kind(cat) AS
         WHEN 'gpu_memset' THEN 'memset' WHEN 'memset' THEN 'memset'
     END;
 
+-- µs as JSON number text -> integer ns, exactly. The common "123.456" form is
+-- read as an integer with the point removed; anything else goes through DECIMAL.
+CREATE OR REPLACE MACRO us_text_to_ns(t) AS
+    CASE WHEN t[-4] = '.' AND NOT contains(lower(t), 'e') THEN TRY_CAST(replace(t, '.', '') AS BIGINT)
+         ELSE CAST(round(TRY_CAST(t AS DECIMAL(38, 4)) * 1000) AS BIGINT) END;
+
 -- Runtime or driver API call (the launch side of a correlation id).
 CREATE OR REPLACE MACRO is_launch_category(cat) AS
     lower(cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver');

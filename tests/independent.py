@@ -1,0 +1,91 @@
+"""Reference computations straight from the raw JSON, in plain Python, for the tests."""
+from decimal import Decimal
+
+GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+            "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
+
+
+def ns(doc, ts):
+    return int(Decimal(str(ts)) * 1000) + (doc.get("baseTimeNanoseconds") or 0)
+
+
+def gpu_events(doc):
+    return [(i, e) for i, e in enumerate(doc["traceEvents"])
+            if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
+
+
+def launches(doc):
+    """correlation -> (event index, event) of the first launch call."""
+    out = {}
+    for i, e in enumerate(doc["traceEvents"]):
+        if e.get("ph") == "X" and e.get("cat") in LAUNCH_CATS and "correlation" in (e.get("args") or {}):
+            c = e["args"]["correlation"]
+            if c not in out or ns(doc, e["ts"]) < ns(doc, out[c][1]["ts"]):
+                out[c] = (i, e)
+    return out
+
+
+def innermost_op(doc, launch):
+    """The innermost cpu_op on the launch's thread enclosing the launch start (brute force)."""
+    t = ns(doc, launch["ts"])
+    best = None
+    for i, e in enumerate(doc["traceEvents"]):
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("pid") == launch["pid"] \
+                and e.get("tid") == launch["tid"] and Decimal(str(e["dur"])) > 0:
+            s, end = ns(doc, e["ts"]), ns(doc, e["ts"]) + int(Decimal(str(e["dur"])) * 1000)
+            if s <= t <= end:
+                key = (s, -end, i)
+                if best is None or key > best[0]:
+                    best = (key, i)
+    return best[1] if best else None
+
+
+def iterations(doc):
+    """step -> (start_ns, marker_end_ns) from ProfilerStep#N (CPU side) or step_num events."""
+    out = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") != "X" or "dur" not in e:
+            continue
+        name = str(e.get("name", ""))
+        if name.startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation":
+            step = int(name.split("#")[1])
+        elif "step_num" in (e.get("args") or {}):
+            step = int(e["args"]["step_num"])
+        else:
+            continue
+        s = ns(doc, e["ts"])
+        out.setdefault(step, (s, s + int(Decimal(str(e["dur"])) * 1000)))
+    return out
+
+
+def utilization(doc):
+    """step -> dict(total_ns, busy_ns, sum_ns, kernels) with kernels assigned by launch time."""
+    its = iterations(doc)
+    la = launches(doc)
+    per = {k: [] for k in its}
+    for _, e in gpu_events(doc):
+        if GPU_CATS[e["cat"]] != "kernel":
+            continue
+        c = (e.get("args") or {}).get("correlation")
+        t = ns(doc, la[c][1]["ts"]) if c in la else ns(doc, e["ts"])
+        for k, (s, m) in its.items():
+            if s <= t <= m:
+                st = ns(doc, e["ts"])
+                per[k].append((st, st + int(Decimal(str(e["dur"])) * 1000)))
+    out = {}
+    for k, (s, m) in its.items():
+        iv = sorted(per[k])
+        busy, cur = 0, None
+        for a, b in iv:
+            if cur is None or a > cur[1]:
+                if cur:
+                    busy += cur[1] - cur[0]
+                cur = [a, b]
+            else:
+                cur[1] = max(cur[1], b)
+        if cur:
+            busy += cur[1] - cur[0]
+        end = max([m] + [b for _, b in iv])
+        out[k] = {"total_ns": end - s, "busy_ns": busy, "sum_ns": sum(b - a for a, b in iv), "kernels": len(iv)}
+    return out

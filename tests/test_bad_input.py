@@ -1,0 +1,112 @@
+"""Bad input: a clear error naming the file, and the database exactly as it was."""
+import gzip
+import json
+import shutil
+
+import pytest
+
+from conftest import DATA, raw_trace
+from tracedb.db import rows, scalar
+from tracedb.ingest import IngestError, ingest_file
+
+AMP = DATA / "torch" / "h100_resnet50_bs64_amp.json.gz"
+
+
+def snapshot(con):
+    return [scalar(con, f"SELECT count(*) FROM {t}") for t in ("runs", "events", "kernels", "iterations", "threads")]
+
+
+@pytest.fixture
+def loaded_db(fresh_db):
+    ingest_file(fresh_db, DATA / "tf" / "cpu_sync_lenet_bs64.json.gz")
+    return fresh_db
+
+
+def _write(tmp_path, name, data):
+    p = tmp_path / name
+    p.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return p
+
+
+@pytest.mark.parametrize("name,data,words", [
+    ("empty.json", "", "empty"),
+    ("notes.txt", "hello, this is not a trace\n", "unknown format"),
+    ("obj.json", '{"a": 1, "b": [1, 2]}', "no traceEvents"),
+    ("bad_events.json", '{"traceEvents": 5}', "not an array"),
+    ("cut_object.json", '{"schemaVersion": 1, "traceEvents": [{"ph": "X", "ts": 1, "dur": 2}, {"ph": "X", "ts"',
+     "truncated"),
+    ("garbage_inside.json", '{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2}, nonsense]}', "malformed"),
+    ("scalar_event.json", '[{"ph": "X", "ts": 1, "dur": 2}, 42]', "malformed"),
+])
+def test_rejected_with_clear_error_and_nothing_lost(loaded_db, tmp_path, name, data, words):
+    before = snapshot(loaded_db)
+    p = _write(tmp_path, name, data)
+    with pytest.raises(IngestError) as e:
+        ingest_file(loaded_db, p)
+    assert str(p) in str(e.value) and words in str(e.value)
+    assert snapshot(loaded_db) == before
+
+
+def test_truncated_gzip_of_object_trace_rejected(loaded_db, tmp_path):
+    data = AMP.read_bytes()
+    p = _write(tmp_path, "cut.json.gz", data[: len(data) // 2])
+    before = snapshot(loaded_db)
+    with pytest.raises(IngestError, match="truncated"):
+        ingest_file(loaded_db, p)
+    assert snapshot(loaded_db) == before
+
+
+def test_bare_array_cut_off_is_repaired_with_warning(fresh_db, tmp_path):
+    doc = raw_trace(AMP)
+    events = doc["traceEvents"][:500]
+    text = "[\n" + ",\n".join(json.dumps(e, default=str) for e in events)
+    cut = text[: text.rindex('{"ph"')] + '{"ph": "X", "cat": "cpu_op", "na'   # last event half-written
+    p = _write(tmp_path, "cut_array.json", cut)
+    complete = cut.count('{"ph"') - 1
+    with pytest.warns(UserWarning, match="cut off"):
+        r = ingest_file(fresh_db, p)
+    assert scalar(fresh_db, "SELECT count(*) FROM events WHERE run = ?", [r.run]) == complete
+
+
+def test_bare_array_and_object_forms_load_the_same(fresh_db, tmp_path):
+    doc = json.loads(gzip.decompress(AMP.read_bytes()))
+    p = _write(tmp_path, "bare.json", json.dumps(doc["traceEvents"]))
+    r = ingest_file(fresh_db, p)
+    got = rows(fresh_db, "SELECT count(*), count(DISTINCT correlation), sum(dur_ns) FROM events WHERE run = ?",
+               [r.run])[0]
+    assert got[0] == len(doc["traceEvents"])
+    assert got[2] == sum(round(float(e.get("dur", 0)) * 1000) for e in doc["traceEvents"] if "dur" in e)
+
+
+def test_odd_fields_strings_nan_are_handled(fresh_db, tmp_path):
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": "host", "tid": 1, "ts": 10.5, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": "t", "ts": "abc", "dur": "2.5"},
+        {"ph": "X", "cat": "cpu_op", "name": 3, "pid": 1, "tid": 2, "ts": 12, "dur": 1, "args": {"x": [1, {"y": 2}]}},
+        {"ph": "i", "name": "mark", "pid": 1, "tid": 2, "ts": 13},
+        {},
+    ]
+    p = _write(tmp_path, "odd.json", json.dumps({"traceEvents": events}).replace('"abc"', "NaN"))
+    r = ingest_file(fresh_db, p)
+    got = rows(fresh_db, "SELECT name, pid, tid, ts_ns, dur_ns FROM events WHERE run = ? ORDER BY event_id", [r.run])
+    assert got == [("a", "host", "1", 10500, 1000), ("b", "1", "t", None, 2500), ("3", "1", "2", 12000, 1000),
+                   ("mark", "1", "2", 13000, None), (None, None, None, None, None)]
+
+
+def test_same_content_twice_is_a_noop(fresh_db, tmp_path):
+    r1 = ingest_file(fresh_db, AMP)
+    before = snapshot(fresh_db)
+    plain = _write(tmp_path, "copy.json", gzip.decompress(AMP.read_bytes()))
+    r2 = ingest_file(fresh_db, plain)          # same content, not compressed, other name
+    assert r2.status == "skipped" and r2.run == r1.run and r1.run in r2.message
+    assert snapshot(fresh_db) == before
+
+
+def test_run_names(fresh_db, tmp_path):
+    a = ingest_file(fresh_db, DATA / "tf" / "cpu_sync_lenet_bs64.json.gz", run="mine")
+    assert a.run == "mine"
+    shutil.copy(DATA / "tf" / "cpu_async_lenet_bs64.json.gz", tmp_path / "mine.json.gz")
+    b = ingest_file(fresh_db, tmp_path / "mine.json.gz")
+    assert b.run == "mine~2"
+    with pytest.raises(IngestError, match="already exists"):
+        ingest_file(fresh_db, DATA / "tf" / "cpu_async_resnet50_bs4.json.gz", run="mine")

@@ -1,0 +1,75 @@
+"""The command line as a user runs it: exit codes, one-line errors, output formats."""
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+
+from conftest import DATA
+
+AMP = str(DATA / "torch" / "h100_resnet50_bs64_amp.json.gz")
+LENET = str(DATA / "tf" / "cpu_sync_lenet_bs64.json.gz")
+
+
+def tracedb(*args):
+    return subprocess.run([sys.executable, "-m", "tracedb.cli", *args], capture_output=True, text=True)
+
+
+def test_ingest_query_sql_formats(tmp_path):
+    db = str(tmp_path / "c.duckdb")
+    r = tracedb("ingest", AMP, LENET, "--db", db)
+    assert r.returncode == 0, r.stderr
+    assert "as run h100_resnet50_bs64_amp" in r.stdout and "905 kernels" in r.stdout
+    again = tracedb("ingest", AMP, "--db", db)
+    assert again.returncode == 0 and "skipped" in again.stdout
+
+    r = tracedb("query", "gpu_utilization", "--db", db, "--run", "h100_resnet50_bs64_amp",
+                "--param", "batch_size=64", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    (row,) = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert row["run"] == "h100_resnet50_bs64_amp" and float(row["samples_per_s"]) > 0
+
+    r = tracedb("query", "overview", "--db", db, "--format", "json")
+    assert [json.loads(l)["run"] for l in r.stdout.splitlines()] == ["cpu_sync_lenet_bs64", "h100_resnet50_bs64_amp"]
+
+    out = tmp_path / "o.parquet"
+    r = tracedb("sql", "SELECT run, count(*) AS n FROM kernels GROUP BY run", "--db", db,
+                "--format", "parquet", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert pq.read_table(out).to_pylist() == [{"run": "h100_resnet50_bs64_amp", "n": 905}]
+
+    r = tracedb("query", "gpu_utilization", "--db", db, "--format", "table")
+    assert "gpu_util_pct" in r.stdout.splitlines()[0] and "(3 rows)" in r.stdout
+
+
+def test_errors_are_one_line_without_traceback(tmp_path):
+    db = str(tmp_path / "c.duckdb")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X"}, ')
+    for args, words in [
+        (("ingest", str(bad), "--db", db), str(bad)),
+        (("ingest", str(tmp_path / "missing.json"), "--db", db), "no such file"),
+        (("query", "gpu_utilization", "--db", str(tmp_path / "none.duckdb")), "no such database"),
+        (("query", "nope", "--db", db), "no report named"),
+        (("sql", "SELECT * FROM nowhere", "--db", db), "nowhere"),
+        (("query", "gpu_utilization", "--db", db, "--param", "x"), "K=V"),
+    ]:
+        r = tracedb(*args)
+        assert r.returncode != 0, args
+        assert "Traceback" not in r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], (args, r.stderr)
+
+
+def test_reports_lists_descriptions():
+    r = tracedb("reports")
+    assert r.returncode == 0 and "gpu_utilization" in r.stdout and "overview" in r.stdout
+
+
+def test_demo_runs_on_shipped_sample(tmp_path):
+    r = tracedb("demo", "--db", str(tmp_path / "demo.duckdb"), "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    row = list(csv.DictReader(io.StringIO(r.stdout.split("\n\n", 1)[1])))[0]
+    assert row["iteration"] == "2" and 0 < float(row["gpu_util_pct"]) < 100

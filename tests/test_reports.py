@@ -1,0 +1,70 @@
+"""The first saved reports, checked against independent computations from the raw JSON."""
+import pytest
+
+import independent as ref
+from conftest import TORCH, TRACES, raw_trace, run_name
+from tracedb import reports
+from tracedb.reports import ReportError
+
+
+@pytest.mark.parametrize("path", TRACES, ids=run_name)
+def test_gpu_utilization_matches_raw_json(fixture_db, path):
+    run = run_name(path)
+    doc = raw_trace(path)
+    want = ref.utilization(doc)
+    got = {r["iteration"]: r for r in reports.run(fixture_db, "gpu_utilization",
+                                                 {"run": run, "batch_size": "64"}).to_pylist()}
+    assert set(got) == set(want)
+    for step, w in want.items():
+        g = got[step]
+        assert g["total_ns"] == w["total_ns"]
+        assert g["kernel_busy_ns"] == w["busy_ns"]
+        assert g["kernel_sum_ns"] == w["sum_ns"]
+        assert g["kernels"] == w["kernels"]
+        assert g["idle_ns"] == w["total_ns"] - w["busy_ns"]
+        assert g["gpu_util_pct"] == pytest.approx(100 * w["busy_ns"] / w["total_ns"])
+        assert g["samples_per_s"] == pytest.approx(64 / (w["total_ns"] / 1e9))
+    assert sum(r["steady"] for r in got.values()) == 1
+
+
+def test_steady_is_first_within_5pct_of_later_median(fixture_db):
+    rows = reports.run(fixture_db, "gpu_utilization", {"run": "cpu_async_lenet_bs64"}).to_pylist()
+    d0, d1 = rows[0]["total_ns"], rows[1]["total_ns"]
+    assert abs(d0 - d1) > 0.05 * d1          # step 0 is a warm-up: 6% slower
+    assert [r["steady"] for r in rows] == [False, True]
+    assert rows[0]["samples_per_s"] is None
+
+
+def test_gpu_busy_is_below_sum_and_total(fixture_db):
+    for r in reports.run(fixture_db, "gpu_utilization", {}).to_pylist():
+        assert r["kernel_busy_ns"] <= r["kernel_sum_ns"] and r["kernel_busy_ns"] <= r["total_ns"]
+
+
+@pytest.mark.parametrize("path", TORCH, ids=run_name)
+def test_overview(fixture_db, path):
+    run = run_name(path)
+    doc = raw_trace(path)
+    (row,) = reports.run(fixture_db, "overview", {"run": run}).to_pylist()
+    timed = [e for e in doc["traceEvents"] if "ts" in e and e.get("ph") != "M"]
+    assert row["events"] == len(doc["traceEvents"])
+    assert row["kernels"] == len(ref.gpu_events(doc))
+    assert row["iterations"] == 1 and row["framework"] == "pytorch"
+    assert row["device_name"] == doc["deviceProperties"][0]["name"]
+    assert row["start_ns"] == min(ref.ns(doc, e["ts"]) for e in timed)
+
+
+def test_report_errors_are_clear(fixture_db):
+    with pytest.raises(ReportError, match="no report named"):
+        reports.run(fixture_db, "nope")
+    with pytest.raises(ReportError, match="no parameter"):
+        reports.run(fixture_db, "gpu_utilization", {"batch": "3"})
+    with pytest.raises(ReportError, match="must be INTEGER"):
+        reports.run(fixture_db, "gpu_utilization", {"batch_size": "many"})
+    with pytest.raises(ReportError, match="no run named"):
+        reports.run(fixture_db, "gpu_utilization", {"run": "ghost"})
+
+
+def test_every_report_has_documented_header():
+    for r in reports.all_reports().values():
+        assert r.description and r.columns, r.name
+        assert any(p.name == "run" for p in r.params)

@@ -1,0 +1,40 @@
+"""Kineto traces of other eras: old categories, 'stream N' tids, epoch µs with ns decimals."""
+import json
+
+from tracedb.db import rows, scalar
+from tracedb.ingest import ingest_file
+
+OLD = [
+    {"ph": "X", "cat": "Operator", "name": "ProfilerStep#7", "pid": 11, "tid": 11,
+     "ts": 1655992512000000, "dur": 900},
+    {"ph": "X", "cat": "Operator", "name": "aten::add", "pid": 11, "tid": 11, "ts": 1655992512000100, "dur": 50},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 11, "tid": 11, "ts": 1655992512000110,
+     "dur": 10, "args": {"correlation": 5, "external id": 9}},
+    {"ph": "X", "cat": "Kernel", "name": "add_kernel", "pid": 0, "tid": "stream 7", "ts": 1655992512000200,
+     "dur": 30, "args": {"correlation": 5, "device": 0, "grid": [4, 1, 1], "block": [256, 1, 1]}},
+]
+
+
+def test_old_categories_and_integer_epoch_us(fresh_db, tmp_path):
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(OLD))                       # bare array form
+    r = ingest_file(fresh_db, p)
+    k = rows(fresh_db, """SELECT kind, stream, device, launch_name, op_name, iteration, ts_ns, grid_x, block_x
+                          FROM kernels WHERE run = ?""", [r.run])
+    assert k == [("kernel", 7, 0, "cudaLaunchKernel", "aten::add", 7, 1655992512000200000, 4, 256)]
+    assert rows(fresh_db, "SELECT start_ns, end_ns FROM iterations WHERE run = ?", [r.run]) == \
+        [(1655992512000000000, 1655992512000900000)]
+    assert scalar(fresh_db, "SELECT external_id FROM events WHERE run = ? AND cat = 'Runtime'", [r.run]) == 9
+
+
+def test_float_epoch_us_keeps_nanoseconds(fresh_db, tmp_path):
+    # 19 significant digits: a double cannot hold these to the nanosecond.
+    text = ('{"traceEvents": [\n'
+            '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1700000000123456.789, "dur": 1.001},\n'
+            '{"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1700000000123457.001, "dur": 0.999}\n'
+            ']}')
+    p = tmp_path / "epoch.json"
+    p.write_text(text)
+    r = ingest_file(fresh_db, p)
+    assert rows(fresh_db, "SELECT ts_ns, dur_ns FROM events WHERE run = ? ORDER BY event_id", [r.run]) == \
+        [(1700000000123456789, 1001), (1700000000123457001, 999)]
