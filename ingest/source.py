@@ -1,6 +1,5 @@
 """Reading a source file as bytes: gzip by its magic number, hashing, progress."""
 import gzip
-import hashlib
 import os
 import sys
 import zlib
@@ -54,13 +53,13 @@ def progress(path, total):
         yield lambda n: bar.update(task, completed=n)
 
 
-def content_hash(path):
-    """sha256 of the decompressed content: the identity of a source for re-ingest."""
-    h = hashlib.sha256()
-    try:
-        with open_bytes(path) as f:
-            while chunk := f.read(CHUNK):
-                h.update(chunk)
-    except (OSError, EOFError, zlib.error) as e:
-        raise IngestError(path, f"cannot read ({e})") from None
-    return h.hexdigest()
+@contextmanager
+def status(message):
+    """A spinner with a message on a terminal, nothing otherwise."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(message):
+        yield

@@ -7,6 +7,7 @@ import duckdb
 from tracedb.db import run_script, scalar, sql_text
 from tracedb.ingest import trace_json
 from tracedb.ingest.errors import IngestError
+from tracedb.ingest.source import status
 
 # Above 2^43 µs a double's spacing exceeds 1 ns: DuckDB's JSON reader (which
 # parses numbers as doubles) would lose the nanoseconds of such timestamps.
@@ -65,7 +66,8 @@ def load(con, tf, run):
     params = {"run": run, "base_ns": base_ns}
     exact = tf.truncated
     if not exact:
-        _load_fast(con, tf, params)
+        with status(f"parsing {path}"):
+            _load_fast(con, tf, params)
         if _needs_exact(con, run, base_ns):
             con.execute("DELETE FROM events WHERE run = ?", [run])
             exact = True
@@ -74,7 +76,8 @@ def load(con, tf, run):
     if tf.truncated:
         n = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [run])
         warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n} events)")
-    run_script(con, sql_text("schema", "derive_trace.sql"), {"run": run})
+    with status("linking kernels, launches, ops and iterations"):
+        run_script(con, sql_text("schema", "derive_trace.sql"), {"run": run})
     return {"base_time_ns": base_ns}
 
 

@@ -110,3 +110,15 @@ def test_run_names(fresh_db, tmp_path):
     assert b.run == "mine~2"
     with pytest.raises(IngestError, match="already exists"):
         ingest_file(fresh_db, DATA / "tf" / "cpu_async_resnet50_bs4.json.gz", run="mine")
+
+
+def test_xplane_without_xprof_says_how_to_enable(fresh_db, tmp_path):
+    pytest.importorskip("tracedb")
+    try:
+        import xprof  # noqa: F401
+        pytest.skip("xprof is installed: the message is for machines without it")
+    except ImportError:
+        pass
+    p = _write(tmp_path, "host.xplane.pb", b"\x0a\x00")
+    with pytest.raises(IngestError, match=r"pip install 'tracedb\[tf\]'"):
+        ingest_file(fresh_db, p)
