@@ -113,7 +113,6 @@ def test_run_names(fresh_db, tmp_path):
 
 
 def test_xplane_without_xprof_says_how_to_enable(fresh_db, tmp_path):
-    pytest.importorskip("tracedb")
     try:
         import xprof  # noqa: F401
         pytest.skip("xprof is installed: the message is for machines without it")
