@@ -56,7 +56,7 @@ def _register(con, run, kind, path, digest, **fields):
                 [run, kind, str(path), digest] + list(fields.values()))
 
 
-def ingest_file(con, path, run=None, pair_with=None, offset_ns=None):
+def ingest_file(con, path, run=None, pair_with=None):
     """Load one file into the database behind `con`. Returns an IngestResult."""
     path = str(path)
     if not os.path.exists(path):
@@ -72,10 +72,10 @@ def ingest_file(con, path, run=None, pair_with=None, offset_ns=None):
                                 "is not importable here: export CSV with "
                                 "`ncu --import FILE --csv --page raw > FILE.csv` and ingest that")
     with tempfile.TemporaryDirectory(prefix="tracedb-") as work:
-        return _ingest_kind(con, path, kind, run, pair_with, offset_ns, work)
+        return _ingest_kind(con, path, kind, run, pair_with, work)
 
 
-def _ingest_kind(con, path, kind, run, pair_with, offset_ns, work):
+def _ingest_kind(con, path, kind, run, pair_with, work):
     name = run or run_name_for(path)
     if kind == "trace":
         from tracedb.ingest import trace, trace_json
