@@ -3,6 +3,7 @@ import json
 import warnings
 
 import duckdb
+import pyarrow as pa
 
 from tracedb.db import run_script, scalar, sql_text
 from tracedb.ingest import trace_json
@@ -43,8 +44,6 @@ def _load_exact(con, tf, params):
     n = 0
     sql = sql_text("schema", "load_events.sql")
     for batch in trace_json.exact_batches(tf):
-        import pyarrow as pa
-
         table = pa.Table.from_batches([batch])
         table = table.add_column(0, "event_id", pa.array(range(n, n + len(table)), pa.int64()))
         con.register("_trace_source", table)

@@ -132,13 +132,11 @@ def _epilogue(form, tail):
 
 class _Hashing:
     """Feeds a hashlib object from a worker thread (hashlib releases the GIL), so
-    hashing runs beside the copy on a second core."""
+    hashing a decompressed stream runs beside the decompression on a second core."""
 
     def __init__(self, hasher):
-        self.direct = hasher
         self.q = queue.Queue(maxsize=4)
         self.t = threading.Thread(target=self._run, args=(hasher,), daemon=True)
-        self.t.start()
 
     def _run(self, hasher):
         while (chunk := self.q.get()) is not None:
@@ -147,23 +145,13 @@ class _Hashing:
     def update(self, chunk):
         self.q.put(chunk)
 
-    def close(self):
+    def __enter__(self):
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
         self.q.put(None)
         self.t.join()
-
-
-def split(path, workdir, hasher):
-    """Copy the event array of the trace at path into workdir; parse what surrounds it.
-
-    hasher (hashlib object) receives the whole decompressed content. For an
-    uncompressed file the hashing may still run when this returns (it overlaps
-    the parse): call TraceFile.wait_hash() before reading the digest.
-    """
-    hashing = _Hashing(hasher)
-    try:
-        return _split(path, workdir, hashing)
-    finally:
-        hashing.close()
 
 
 def _read_prologue(path, f, hasher):
@@ -204,7 +192,13 @@ def _hash_plain(path, hasher):
             hasher.update(chunk)
 
 
-def _split(path, workdir, hasher):
+def split(path, workdir, hasher):
+    """Copy the event array of the trace at path into workdir; parse what surrounds it.
+
+    hasher (hashlib object) receives the whole decompressed content. For an
+    uncompressed file the hashing may still run when this returns (it overlaps
+    the parse): call TraceFile.wait_hash() before reading the digest.
+    """
     size = os.path.getsize(path)
     events_path = os.path.join(workdir, "events.json")
     try:
@@ -212,11 +206,12 @@ def _split(path, workdir, hasher):
     except OSError as e:
         raise IngestError(path, f"cannot open ({e})") from None
     plain = not hasattr(f, "fileobj")
+    hashing = None
     with f, open(events_path, "wb") as out, progress(path, size) as at:
-        form, members, start, buf, eof, cut = _read_prologue(path, f, None if plain else hasher)
         if plain:
             # Uncompressed: the kernel copies while a thread hashes the whole file.
-            hashing = threading.Thread(target=_hash_plain, args=(path, hasher.direct), daemon=True)
+            form, members, start, _, _, cut = _read_prologue(path, f, None)
+            hashing = threading.Thread(target=_hash_plain, args=(path, hasher), daemon=True)
             hashing.start()
             written = _copy_plain(path, out, start)
             out.flush()
@@ -224,24 +219,26 @@ def _split(path, workdir, hasher):
                 g.seek(max(0, written - TAIL))
                 tail = g.read()
         else:
-            out.write(buf[start:])
-            tail = buf[start:][-TAIL:]
-            written = len(buf) - start
-            while not eof:
-                try:
-                    chunk = f.read(CHUNK)
-                except (EOFError, zlib.error, OSError):
-                    chunk, cut = b"", True
-                if not chunk:
-                    break
-                hasher.update(chunk)
-                out.write(chunk)
-                written += len(chunk)
-                tail = (tail + chunk)[-TAIL:]
-                at(f.raw_tell())
+            with _Hashing(hasher) as h:
+                form, members, start, buf, eof, cut = _read_prologue(path, f, h)
+                out.write(buf[start:])
+                tail = buf[start:][-TAIL:]
+                written = len(buf) - start
+                while not eof:
+                    try:
+                        chunk = f.read(CHUNK)
+                    except (EOFError, zlib.error, OSError):
+                        chunk, cut = b"", True
+                    if not chunk:
+                        break
+                    h.update(chunk)
+                    out.write(chunk)
+                    written += len(chunk)
+                    tail = (tail + chunk)[-TAIL:]
+                    at(f.raw_tell())
     end = _epilogue(form, tail)
     tf = TraceFile(path=str(path), form=form, members=members, events_path=events_path,
-                   content_bytes=start + written, hashing=hashing if plain else None)
+                   content_bytes=start + written, hashing=hashing)
     if end is None:
         if form == "object":
             why = "the gzip stream is cut off" if cut else "the traceEvents array is not closed"
