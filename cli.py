@@ -53,13 +53,41 @@ def cmd_ingest(args):
         if r.status == "skipped":
             print(f"skipped {path}: {r.message}")
         else:
-            counts = db.rows(con, """SELECT (SELECT count(*) FROM events WHERE run = $r),
-                                             (SELECT count(*) FROM kernels WHERE run = $r),
-                                             (SELECT count(*) FROM iterations WHERE run = $r)""", {"r": r.run})[0]
-            print(f"loaded {path} as run {r.run} ({r.kind}: {counts[0]} events, "
-                  f"{counts[1]} kernels, {counts[2]} iterations)")
+            print(f"loaded {path} as run {r.run} ({_summary(con, r.run, r.kind)})")
+        if r.match:
+            print(_match_line(r.match))
     con.close()
     return 1 if failed else 0
+
+
+def _summary(con, run, kind):
+    counts = db.rows(con, """SELECT (SELECT count(*) FROM events WHERE run = $r),
+                                     (SELECT count(*) FROM kernels WHERE run = $r),
+                                     (SELECT count(*) FROM iterations WHERE run = $r),
+                                     (SELECT count(DISTINCT metric) FROM counters WHERE run = $r)""",
+                     {"r": run})[0]
+    if kind in ("ncu", "ncu-rep"):
+        return f"ncu: {counts[1]} kernels, {counts[3]} metrics"
+    return f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
+
+
+def _match_line(m):
+    it = "the whole run" if m["iteration"] is None else f"iteration {m['iteration']}"
+    pct = 100.0 * m["matched"] / m["ncu_kernels"] if m["ncu_kernels"] else 0.0
+    return (f"matched {m['matched']} of {m['ncu_kernels']} ncu kernels ({pct:.1f}%) with the "
+            f"{m['trace_kernels']} kernels of {m['trace_run']} {it} in {m['seconds']:.2f} s "
+            f"(details: tracedb query match_quality --run {m['trace_run']})")
+
+
+def cmd_match(args):
+    from tracedb.match import MatchError, match
+    con = _open(args.db, write=True)
+    try:
+        m = match(con, args.trace_run, args.ncu_run, iteration=args.iteration, whole_run=args.whole_run)
+    except MatchError as e:
+        raise UsageError(f"match: {e}") from None
+    print(_match_line(m))
+    return 0
 
 
 def cmd_reports(args):
@@ -116,6 +144,15 @@ def parser():
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
     sp.add_argument("--pair-with", help="trace run this ncu report or power log belongs to")
     sp.set_defaults(func=cmd_ingest)
+
+    sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")
+    sp.add_argument("trace_run")
+    sp.add_argument("ncu_run")
+    sp.add_argument("--db", required=True)
+    g = sp.add_mutually_exclusive_group()
+    g.add_argument("--iteration", type=int, help="trace iteration to match (default: the steady one)")
+    g.add_argument("--whole-run", action="store_true", help="match every kernel of the trace run")
+    sp.set_defaults(func=cmd_match)
 
     sp = sub.add_parser("reports", help="list the saved reports")
     sp.set_defaults(func=cmd_reports)

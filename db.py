@@ -4,7 +4,8 @@ from importlib import resources
 
 import duckdb
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+SCHEMA_FILES = ("tables.sql", "migrate.sql", "views.sql", "ncu.sql")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -26,7 +27,8 @@ def statements(text):
 
 def bind(sql, params):
     """The subset of params that a statement names as $name (DuckDB rejects extras)."""
-    return {k: params.get(k) for k in set(_PARAM.findall(sql))}
+    code = re.sub(r"--[^\n]*", "", sql)
+    return {k: params.get(k) for k in set(_PARAM.findall(code))}
 
 
 def run_script(con, text, params=None):
@@ -38,8 +40,8 @@ def connect(path, read_only=False):
     """Open (and create if needed) a tracedb DuckDB file with the schema applied."""
     con = duckdb.connect(str(path), read_only=read_only)
     if not read_only:
-        run_script(con, sql_text("schema", "tables.sql"))
-        run_script(con, sql_text("schema", "views.sql"))
+        for name in SCHEMA_FILES:
+            run_script(con, sql_text("schema", name))
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('version', ?)", [SCHEMA_VERSION])
     return con
 

@@ -136,7 +136,7 @@ def bound_params(report, given):
 def check_requirements(con, report, values):
     for table in report.requires:
         n = scalar(con, f"SELECT count(*) FROM {table} WHERE $run IS NULL OR "
-                        f"{'trace_run' if table == 'matches' else 'run'} = $run", {"run": values.get("run")})
+                        f"{'trace_run' if table in ('matches', 'match_runs') else 'run'} = $run", {"run": values.get("run")})
         if not n:
             where = f" for run {values['run']}" if values.get("run") else ""
             raise ReportError(f"report {report.name} needs {table}, and the database has none{where}")

@@ -25,6 +25,7 @@ class IngestResult:
     kind: str
     status: str          # loaded | skipped
     message: str = ""
+    match: dict = None   # summary of the matching done for --pair-with
 
 
 def run_name_for(path):
@@ -67,16 +68,24 @@ def ingest_file(con, path, run=None, pair_with=None):
     if kind == "xplane":
         from tracedb.ingest import xplane
         return xplane.ingest(con, path, run, lambda p, r: ingest_file(con, p, r))
-    if kind == "ncu-rep":
-        raise IngestError(path, ".ncu-rep files are read through NVIDIA's ncu_report module, which "
-                                "is not importable here: export CSV with "
-                                "`ncu --import FILE --csv --page raw > FILE.csv` and ingest that")
     with tempfile.TemporaryDirectory(prefix="tracedb-") as work:
-        return _ingest_kind(con, path, kind, run, pair_with, work)
+        result = _ingest_kind(con, path, kind, run, pair_with, work)
+    if pair_with is not None and result.kind in ("ncu", "ncu-rep"):
+        from tracedb.match import match
+        result.match = match(con, pair_with, result.run)
+    return result
 
 
 def _ingest_kind(con, path, kind, run, pair_with, work):
     name = run or run_name_for(path)
+    if pair_with is not None:
+        pair_kind = scalar(con, "SELECT kind FROM runs WHERE run = ?", [pair_with])
+        if pair_kind is None:
+            raise IngestError(path, f"--pair-with {pair_with!r}: no such run in the database")
+        if kind in ("ncu", "ncu-rep") and pair_kind != "trace":
+            raise IngestError(path, f"--pair-with {pair_with!r}: an ncu report pairs with a trace run, "
+                                    f"and that run is a {pair_kind} run")
+    hash_pending = False
     if kind == "trace":
         from tracedb.ingest import trace, trace_json
         hasher = hashlib.sha256()
@@ -86,12 +95,23 @@ def _ingest_kind(con, path, kind, run, pair_with, work):
         # otherwise hashing an uncompressed file overlaps the parse.
         if scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [size]):
             tf.wait_hash()
+        hash_pending = tf.hashing is not None
         digest = lambda: (tf.wait_hash(), hasher.hexdigest())[1]
-        loader = lambda r: trace.load(con, tf, r)
-        describe = lambda r: trace.run_metadata(con, r, tf.members)
+
+        def load_all(r):
+            info = trace.load(con, tf, r) or {}
+            fields = trace.run_metadata(con, r, tf.members)
+            fields.update(info)
+            fields["n_events"] = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [r])
+            return fields
+    elif kind in ("ncu", "ncu-rep"):
+        from tracedb.ingest import ncu
+        prep = ncu.prepare(con, path, kind, work)
+        size, digest = prep.content_bytes, lambda: prep.digest
+        load_all = lambda r: ncu.load(con, prep, r)
     else:
         raise IngestError(path, f"{kind} files are not supported by this version")
-    if tf.hashing is None and (old := _existing(con, digest())) is not None:
+    if not hash_pending and (old := _existing(con, digest())) is not None:
         return IngestResult(path, old, kind, "skipped", f"already ingested as run {old}")
     # zstd for everything written by this ingest: measured on a 1 GB trace, it writes
     # 1.3 s faster than DuckDB's per-column choice and makes a smaller file.
@@ -101,10 +121,7 @@ def _ingest_kind(con, path, kind, run, pair_with, work):
         if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
             raise IngestError(path, f"run {run!r} already exists with other content")
         name = _unique_run(con, name)
-        info = loader(name) or {}
-        fields = describe(name)
-        fields.update(info)
-        fields["n_events"] = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [name])
+        fields = load_all(name)
         _register(con, name, kind, path, digest(), content_bytes=size, paired_run=pair_with, **fields)
         con.commit()
     except IngestError:

@@ -101,9 +101,10 @@ CREATE TABLE IF NOT EXISTS iterations (
 CREATE TABLE IF NOT EXISTS counters (
     run       VARCHAR NOT NULL,
     kernel_id BIGINT NOT NULL,
-    metric    VARCHAR NOT NULL,
-    value     DOUBLE,
-    unit      VARCHAR
+    metric    VARCHAR NOT NULL,              -- ncu metric name with rollup (dram__sectors_read.sum)
+    value     DOUBLE,                        -- in base units (ns, cycle, byte, sector, inst)
+    text_value VARCHAR,                      -- the value as printed when it is not a number (n/a, names)
+    unit      VARCHAR                        -- base unit
 );
 
 -- Power samples (NVML, nvidia-smi, DCGM).
@@ -136,15 +137,31 @@ CREATE TABLE IF NOT EXISTS calibration (
     reference         BOOLEAN DEFAULT false  -- published values, not measured here
 );
 
--- Pairs of trace kernels and ncu kernels.
+-- Pairs of trace kernels and ncu kernels (one-to-one), with the score and its parts.
 CREATE TABLE IF NOT EXISTS matches (
     trace_run        VARCHAR NOT NULL,
     ncu_run          VARCHAR NOT NULL,
     trace_kernel_id  BIGINT NOT NULL,
     ncu_kernel_id    BIGINT NOT NULL,
-    score            DOUBLE NOT NULL,
-    name_score       DOUBLE,
-    launch_score     DOUBLE,
-    order_score      DOUBLE,
-    duration_score   DOUBLE
+    score            DOUBLE NOT NULL,        -- weighted sum of the parts, 0..1
+    name_score       DOUBLE,                 -- 1 = same normalized name, else 0.5 x Jaro-Winkler
+    launch_score     DOUBLE,                 -- share of grid, block, registers, shared memory equal
+    order_score      DOUBLE,                 -- 1 / (1 + distance from the expected stream position)
+    duration_score   DOUBLE,                 -- shorter / longer duration
+    order_distance   INTEGER,                -- launches between expected and actual stream position
+    round            INTEGER                 -- assignment round that chose the pair
+);
+
+-- One row per matched (trace run, ncu run): what was matched and how well.
+CREATE TABLE IF NOT EXISTS match_runs (
+    trace_run      VARCHAR NOT NULL,
+    ncu_run        VARCHAR NOT NULL,
+    iteration      INTEGER,                  -- trace iteration matched (NULL: the whole run)
+    trace_kernels  BIGINT,
+    ncu_kernels    BIGINT,
+    matched        BIGINT,
+    candidates     BIGINT,
+    seconds        DOUBLE,
+    matched_at     TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (trace_run, ncu_run)
 );

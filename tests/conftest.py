@@ -41,3 +41,42 @@ def fresh_db(tmp_path):
     con = db.connect(tmp_path / "t.duckdb")
     yield con
     con.close()
+
+
+NCU = DATA / "ncu"
+AMP_TRACE = DATA / "torch" / "h100_resnet50_bs64_amp.json.gz"
+AMP_NCU = NCU / "h100_resnet50_bs64_amp_raw.csv.gz"
+AMP_NCU_BASE = NCU / "h100_resnet50_bs64_amp_raw_baseunits.csv.gz"
+
+
+def read_ncu_csv(path):
+    """Independent parse of an ncu CSV export: (header, units row, data rows) as text."""
+    import csv
+    with gzip.open(path, "rt", newline="") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1], rows[2:]
+
+
+def write_ncu_csv(path, header, units, data, preamble=()):
+    """Write rows the way ncu does (every value quoted), gzip-compressed."""
+    import csv
+    with gzip.open(path, "wt", newline="") as f:
+        for line in preamble:
+            f.write(line + "\n")
+        w = csv.writer(f, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        w.writerow(header)
+        if units is not None:
+            w.writerow(units)
+        w.writerows(data)
+    return path
+
+
+@pytest.fixture(scope="session")
+def matched_db(tmp_path_factory):
+    """The amp trace and its ncu report (auto units), ingested and matched."""
+    path = tmp_path_factory.mktemp("match") / "matched.duckdb"
+    con = db.connect(path)
+    ingest_file(con, AMP_TRACE)
+    ingest_file(con, AMP_NCU, pair_with="h100_resnet50_bs64_amp")
+    yield con
+    con.close()

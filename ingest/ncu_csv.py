@@ -1,0 +1,140 @@
+"""Nsight Compute CSV exports (`--page raw` and `--page details`) -> DuckDB temp tables.
+
+ncu mixes its own `==PROF==`/`==WARNING==` lines and the application's output
+with the CSV when it prints to a terminal. One streaming pass copies only the
+CSV lines to a temporary file (hashing the content as it goes); DuckDB's
+reader then parses that file in parallel, every value as text. Values are
+converted to numbers and base units in SQL (schema/load_ncu.sql).
+
+Both forms end as two temp tables:
+  _ncu_identity(kernel_id, process_id, process_name, host_name, name, context,
+                stream, block_size, grid_size, device, cc)
+  _ncu_values(kernel_id, metric, unit, value_text)
+"""
+import csv
+import os
+import warnings
+from dataclasses import dataclass, field
+
+import duckdb
+
+from tracedb.ingest.errors import IngestError
+from tracedb.ingest.source import open_bytes
+
+# Columns that identify a kernel launch rather than measure it.
+IDENTITY = {
+    "ID": "kernel_id", "Process ID": "process_id", "Process Name": "process_name",
+    "Host Name": "host_name", "Kernel Name": "name", "Context": "context", "Stream": "stream",
+    "Block Size": "block_size", "Grid Size": "grid_size", "Device": "device", "CC": "cc",
+}
+DETAILS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
+HEADER_START = b'"ID",'
+MAX_PREAMBLE_BYTES = 16 << 20
+
+
+@dataclass
+class CleanCsv:
+    path: str                  # the CSV lines only, header first
+    header: list
+    form: str                  # raw | details
+    content_bytes: int
+    dropped_lines: int = 0     # non-CSV lines (ncu/app messages)
+    truncated: bool = False
+    notes: list = field(default_factory=list)
+
+
+def clean(path, out_path, hasher):
+    """Copy the CSV lines of an ncu export to out_path; hash the whole content."""
+    header = None
+    dropped = content = 0
+    last = b""
+    with open_bytes(path) as src, open(out_path, "wb") as dst:
+        for line in src:
+            hasher.update(line)
+            content += len(line)
+            if header is None:
+                if line.startswith(HEADER_START):
+                    header = next(csv.reader([line.decode("utf-8", "replace")]))
+                    dst.write(line)
+                elif content > MAX_PREAMBLE_BYTES:
+                    break
+                continue
+            if line.startswith(b'"'):
+                if last:
+                    dst.write(last)
+                last = line
+            elif line.strip():
+                dropped += 1
+        truncated = bool(last) and not last.rstrip(b"\r\n").endswith(b'"')
+        if last and not truncated:
+            dst.write(last if last.endswith(b"\n") else last + b"\n")
+    if header is None:
+        raise IngestError(path, 'not an Nsight Compute CSV export: no header line starting with "ID",')
+    if "Kernel Name" not in header:
+        raise IngestError(path, 'ncu CSV header has no "Kernel Name" column')
+    form = "details" if all(c in header for c in ("Metric Name", "Metric Value")) else "raw"
+    if truncated:
+        warnings.warn(f"{path}: last line is cut off; it was dropped")
+    return CleanCsv(out_path, header, form, content, dropped, truncated)
+
+
+def _q(name):
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _read(con, cc):
+    types = "{" + ", ".join(f"'{c.replace(chr(39), chr(39) * 2)}': 'VARCHAR'" for c in cc.header) + "}"
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _ncu_csv AS SELECT * FROM read_csv("
+        f"'{cc.path}', header=true, delim=',', quote='\"', escape='\"', columns={types}, "
+        "auto_detect=false, max_line_size=67108864)")
+
+
+def _identity_select(header):
+    cols = []
+    for src, dst in IDENTITY.items():
+        cols.append(f"{_q(src)} AS {dst}" if src in header else f"NULL::VARCHAR AS {dst}")
+    return ", ".join(cols)
+
+
+def load(con, path, work):
+    """Parse an ncu CSV export into _ncu_identity and _ncu_values. Returns (CleanCsv, hexdigest)."""
+    import hashlib
+    hasher = hashlib.sha256()
+    cc = clean(path, os.path.join(work, "ncu.csv"), hasher)
+    try:
+        _read(con, cc)
+    except duckdb.Error as e:
+        raise IngestError(path, f"malformed ncu CSV ({str(e).splitlines()[0]})") from None
+    ident = _identity_select(cc.header)
+    data = "(SELECT * FROM _ncu_csv WHERE TRY_CAST(\"ID\" AS BIGINT) IS NOT NULL)"
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_identity AS
+        SELECT * REPLACE (CAST(kernel_id AS BIGINT) AS kernel_id) FROM (SELECT {ident} FROM {data})
+        QUALIFY row_number() OVER (PARTITION BY kernel_id) = 1""")
+    if cc.form == "details":
+        rule = ', "Rule Name"' if "Rule Name" in cc.header else ""
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_values AS
+            SELECT CAST("ID" AS BIGINT) AS kernel_id,
+                   coalesce(l.metric, d."Metric Name") AS metric,
+                   d."Metric Unit" AS unit, d."Metric Value" AS value_text
+            FROM {data} d
+            LEFT JOIN ncu_metric_labels l ON l.label = d."Metric Name"
+            WHERE coalesce(d."Metric Name", '') <> ''
+            QUALIFY row_number() OVER (PARTITION BY "ID", coalesce(l.metric, d."Metric Name")) = 1""")
+    else:
+        metrics = [c for c in cc.header if c not in IDENTITY]
+        if not metrics:
+            raise IngestError(path, "ncu CSV has no metric columns")
+        excl = ", ".join(_q(c) for c in cc.header if c in IDENTITY and c != "ID")
+        units_row = "(SELECT * FROM _ncu_csv WHERE coalesce(\"ID\", '') = '' LIMIT 1)"
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_values AS
+            WITH v AS (UNPIVOT (SELECT * EXCLUDE ({excl}) FROM {data})
+                       ON COLUMNS(* EXCLUDE ("ID")) INTO NAME metric VALUE value_text),
+                 u AS (UNPIVOT (SELECT * EXCLUDE ({excl}) FROM {units_row})
+                       ON COLUMNS(* EXCLUDE ("ID")) INTO NAME metric VALUE unit)
+            SELECT CAST(v."ID" AS BIGINT) AS kernel_id, v.metric, u.unit, v.value_text
+            FROM v LEFT JOIN u USING (metric)""")
+    con.execute("DROP TABLE _ncu_csv")
+    if cc.dropped_lines:
+        cc.notes.append(f"{cc.dropped_lines} non-CSV lines skipped")
+    return cc, hasher.hexdigest()
