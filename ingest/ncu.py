@@ -33,18 +33,18 @@ def load(con, prep, run):
     n = scalar(con, "SELECT count(*) FROM _ncu_identity")
     if not n:
         raise IngestError(prep.path, "the report holds no profiled kernels")
-    bad = scalar(con, "SELECT count(*) FROM _ncu_values WHERE value_text IS NOT NULL "
-                      "AND ncu_number(value_text) IS NULL AND lower(value_text) <> 'n/a' "
-                      "AND metric NOT LIKE 'device__attribute_%' AND unit IS NOT NULL AND unit <> ''")
     run_script(con, sql_text("schema", "load_ncu.sql"), {"run": run})
-    device = dict(rows(con, "SELECT attribute, value FROM _ncu_device ORDER BY attribute"))
+    bad = scalar(con, "SELECT count(*) FROM counters WHERE run = ? AND text_value IS NOT NULL "
+                      "AND lower(text_value) <> 'n/a' AND unit IS NOT NULL", [run])
+    device = dict(rows(con, """SELECT replace(metric, 'device__attribute_', ''),
+                                      coalesce(CAST(ncu_number(value_text) * ncu_unit_factor(unit) AS VARCHAR), value_text)
+                               FROM _ncu_device_values ORDER BY 1"""))
     meta = rows(con, """SELECT list(DISTINCT process_id ORDER BY process_id),
                                list(DISTINCT process_name ORDER BY process_name),
                                list(DISTINCT host_name ORDER BY host_name),
                                any_value(cc) FROM _ncu_identity""")[0]
     notes = prep.notes + ([f"{bad} values with a unit were not numbers (kept as text_value)"] if bad else [])
-    for t in ("_ncu_identity", "_ncu_values", "_ncu_converted", "_ncu_device"):
-        con.execute(f"DROP TABLE IF EXISTS {t}")
+    ncu_csv.drop(con)
     return {
         "framework": "ncu",
         "device_name": device.get("display_name"),

@@ -9,7 +9,8 @@ converted to numbers and base units in SQL (schema/load_ncu.sql).
 Both forms end as two temp tables:
   _ncu_identity(kernel_id, process_id, process_name, host_name, name, context,
                 stream, block_size, grid_size, device, cc)
-  _ncu_values(kernel_id, metric, unit, value_text)
+  _ncu_values(kernel_id, metric, unit, value_text)   (a view over the CSV for --page raw)
+  _ncu_device_values(metric, unit, value_text)      device__attribute_* of the first kernel
 """
 import csv
 import os
@@ -106,14 +107,15 @@ def load(con, path, work):
         _read(con, cc)
     except duckdb.Error as e:
         raise IngestError(path, f"malformed ncu CSV ({str(e).splitlines()[0]})") from None
+    if cc.dropped_lines:
+        cc.notes.append(f"{cc.dropped_lines} non-CSV lines skipped")
     ident = _identity_select(cc.header)
     data = "(SELECT * FROM _ncu_csv WHERE TRY_CAST(\"ID\" AS BIGINT) IS NOT NULL)"
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_identity AS
         SELECT * REPLACE (CAST(kernel_id AS BIGINT) AS kernel_id) FROM (SELECT {ident} FROM {data})
         QUALIFY row_number() OVER (PARTITION BY kernel_id) = 1""")
     if cc.form == "details":
-        rule = ', "Rule Name"' if "Rule Name" in cc.header else ""
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_values AS
+        con.execute(f"""CREATE OR REPLACE TEMP VIEW _ncu_values AS
             SELECT CAST("ID" AS BIGINT) AS kernel_id,
                    coalesce(l.metric, d."Metric Name") AS metric,
                    d."Metric Unit" AS unit, d."Metric Value" AS value_text
@@ -121,20 +123,45 @@ def load(con, path, work):
             LEFT JOIN ncu_metric_labels l ON l.label = d."Metric Name"
             WHERE coalesce(d."Metric Name", '') <> ''
             QUALIFY row_number() OVER (PARTITION BY "ID", coalesce(l.metric, d."Metric Name")) = 1""")
+        con.execute("""CREATE OR REPLACE TEMP TABLE _ncu_device_values AS
+            SELECT metric, unit, value_text FROM _ncu_values
+            WHERE metric LIKE 'device__attribute_%'
+              AND kernel_id = (SELECT min(kernel_id) FROM _ncu_values)""")
     else:
         metrics = [c for c in cc.header if c not in IDENTITY]
         if not metrics:
             raise IngestError(path, "ncu CSV has no metric columns")
-        excl = ", ".join(_q(c) for c in cc.header if c in IDENTITY and c != "ID")
+        device = [c for c in metrics if c.startswith("device__attribute_")]
+        measured = [c for c in metrics if c not in device]
+        if not measured:
+            raise IngestError(path, "ncu CSV has no measured metric columns (device attributes only)")
         units_row = "(SELECT * FROM _ncu_csv WHERE coalesce(\"ID\", '') = '' LIMIT 1)"
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_values AS
-            WITH v AS (UNPIVOT (SELECT * EXCLUDE ({excl}) FROM {data})
-                       ON COLUMNS(* EXCLUDE ("ID")) INTO NAME metric VALUE value_text),
-                 u AS (UNPIVOT (SELECT * EXCLUDE ({excl}) FROM {units_row})
-                       ON COLUMNS(* EXCLUDE ("ID")) INTO NAME metric VALUE unit)
+        first_row = f"(SELECT * FROM {data} ORDER BY CAST(\"ID\" AS BIGINT) LIMIT 1)"
+
+        def long(cols, source, value="value_text"):
+            return (f"(UNPIVOT (SELECT \"ID\", {', '.join(_q(c) for c in cols)} FROM {source}) "
+                    f"ON {', '.join(_q(c) for c in cols)} INTO NAME metric VALUE {value})")
+        # Device attributes repeat on every row: read them from the first row only.
+        if device:
+            con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_device_values AS
+                SELECT v.metric, u.unit, v.value_text FROM {long(device, first_row)} v
+                LEFT JOIN {long(device, units_row, 'unit')} u USING (metric)""")
+        else:
+            con.execute("CREATE OR REPLACE TEMP TABLE _ncu_device_values "
+                        "(metric VARCHAR, unit VARCHAR, value_text VARCHAR)")
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_units AS
+            SELECT metric, unit FROM {long(measured, units_row, 'unit')}""")
+        # A view: the long form (kernels x metrics rows) is never held in memory at once.
+        con.execute(f"""CREATE OR REPLACE TEMP VIEW _ncu_values AS
             SELECT CAST(v."ID" AS BIGINT) AS kernel_id, v.metric, u.unit, v.value_text
-            FROM v LEFT JOIN u USING (metric)""")
-    con.execute("DROP TABLE _ncu_csv")
-    if cc.dropped_lines:
-        cc.notes.append(f"{cc.dropped_lines} non-CSV lines skipped")
+            FROM {long(measured, data)} v LEFT JOIN _ncu_units u USING (metric)""")
     return cc, hasher.hexdigest()
+
+
+def drop(con):
+    """Drop the temp tables and views that a reader made."""
+    for name, kind in con.execute(
+            "SELECT view_name, 'VIEW' FROM duckdb_views() WHERE temporary AND view_name LIKE '\\_ncu\\_%' ESCAPE '\\' "
+            "UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() "
+            "WHERE temporary AND table_name LIKE '\\_ncu\\_%' ESCAPE '\\'").fetchall():
+        con.execute(f"DROP {kind} IF EXISTS {name}")

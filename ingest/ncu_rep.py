@@ -114,6 +114,9 @@ def load(con, path, work):
                NULL::VARCHAR AS host_name, name, context, stream, block_size, grid_size, device,
                NULL::VARCHAR AS cc FROM _ncu_identity_arrow""")
     con.execute("CREATE OR REPLACE TEMP TABLE _ncu_values AS SELECT * FROM _ncu_values_arrow")
+    con.execute("""CREATE OR REPLACE TEMP TABLE _ncu_device_values AS
+        SELECT metric, unit, value_text FROM _ncu_values
+        WHERE metric LIKE 'device__attribute_%' AND kernel_id = 0""")
     con.unregister("_ncu_identity_arrow")
     con.unregister("_ncu_values_arrow")
     return "ncu-rep", h.hexdigest(), size

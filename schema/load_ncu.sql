@@ -1,26 +1,16 @@
--- Load one ncu report from the readers' temp tables (_ncu_identity, _ncu_values:
--- all values as text, units as ncu printed them) into counters and kernels.
--- Values go to base units here; device__attribute_* go to runs.device_properties
--- (the caller reads them from _ncu_device), not to counters.
-
-CREATE OR REPLACE TEMP TABLE _ncu_converted AS
-SELECT kernel_id, metric,
-       ncu_number(value_text) * ncu_unit_factor(unit) AS value,
-       CASE WHEN ncu_number(value_text) IS NULL THEN value_text END AS text_value,
-       CASE WHEN ncu_number(value_text) IS NOT NULL THEN ncu_base_unit(unit) ELSE nullif(unit, '') END AS unit
-FROM _ncu_values;
-
-CREATE OR REPLACE TEMP TABLE _ncu_device AS
-SELECT replace(metric, 'device__attribute_', '') AS attribute,
-       coalesce(CAST(value AS VARCHAR), text_value) AS value
-FROM _ncu_converted
-WHERE metric LIKE 'device__attribute_%'
-  AND kernel_id = (SELECT min(kernel_id) FROM _ncu_identity);
+-- Load one ncu report from the readers' temp relations (_ncu_identity;
+-- _ncu_values: all values as text, units as ncu printed them) into counters
+-- and kernels. Values go to base units here. device__attribute_* describe the
+-- GPU, not the kernel: they go to runs.device_properties (from
+-- _ncu_device_values), not to counters.
 
 INSERT INTO counters (run, kernel_id, metric, value, text_value, unit)
-SELECT $run, kernel_id, metric, value, text_value, unit
-FROM _ncu_converted
-WHERE metric NOT LIKE 'device__attribute_%';
+SELECT $run, kernel_id, metric,
+       ncu_number(value_text) * ncu_unit_factor(unit),
+       CASE WHEN ncu_number(value_text) IS NULL THEN value_text END,
+       CASE WHEN ncu_number(value_text) IS NOT NULL THEN ncu_base_unit(unit) ELSE nullif(unit, '') END
+FROM _ncu_values
+WHERE metric NOT LIKE 'device__attribute_%' AND value_text IS NOT NULL;
 
 INSERT INTO kernels (run, kernel_id, kind, name, dur_ns, device, context, stream,
                      grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread,
@@ -40,8 +30,9 @@ WITH m AS (
         max(value) FILTER (metric = 'launch__stream_id') AS stream,
         max(value) FILTER (metric = 'launch__context_id') AS context,
         max(value) FILTER (metric = 'launch__device_id') AS device
-    FROM _ncu_converted
-    WHERE metric IN ('gpu__time_duration.sum', 'launch__registers_per_thread',
+    FROM counters
+    WHERE run = $run
+      AND metric IN ('gpu__time_duration.sum', 'launch__registers_per_thread',
                      'launch__shared_mem_per_block_static', 'launch__shared_mem_per_block_dynamic',
                      'launch__grid_dim_x', 'launch__grid_dim_y', 'launch__grid_dim_z',
                      'launch__block_dim_x', 'launch__block_dim_y', 'launch__block_dim_z',
