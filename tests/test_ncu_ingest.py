@@ -218,7 +218,7 @@ def test_same_report_twice_is_skipped(fresh_db):
 
 def test_ncu_rep_without_the_module_says_to_export_csv(fresh_db, tmp_path, monkeypatch):
     from tracedb.ingest import ncu_rep
-    if ncu_rep.import_ncu_report() is not None:
+    if ncu_rep.find_ncu_report() is not None:
         pytest.skip("ncu_report is importable here; tests/test_ncu_rep_device.py covers it")
     p = tmp_path / "r.ncu-rep"
     p.write_bytes(b"NVIDIA Nsight Compute report")

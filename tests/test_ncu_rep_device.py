@@ -1,0 +1,51 @@
+"""The .ncu-rep reader against a real report, where Nsight Compute and a GPU exist.
+
+Profiles tests/data/capture/small_cnn_step.py with ncu, exports the same report
+as base-unit raw CSV, and checks that both ingest to the same kernels and
+counters. Skipped (with the reason) on machines without ncu, its Python
+module or a GPU: CI. Run on the GPU machine; its last result is in
+tests/data/README.md.
+"""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracedb.db import rows
+from tracedb.ingest import ingest_file
+from tracedb.ingest.ncu_rep import find_ncu_report
+
+CAPTURE = Path(__file__).parent / "data" / "capture"
+
+
+def _gpu():
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("ncu") is None or find_ncu_report() is None or not _gpu(),
+    reason="needs ncu, its ncu_report module and a CUDA GPU with torch")
+
+
+def test_ncu_rep_and_its_csv_export_load_the_same(fresh_db, tmp_path):
+    subprocess.run(["bash", str(CAPTURE / "ncu_small.sh"), str(tmp_path)], check=True)
+    rep = tmp_path / "small_cnn.ncu-rep"
+    csv = tmp_path / "small_cnn_raw_baseunits.csv"
+    r1 = ingest_file(fresh_db, rep)
+    r2 = ingest_file(fresh_db, csv)
+    assert r1.kind == "ncu-rep" and r2.kind == "ncu"
+    k = "SELECT kernel_id, normalize_kernel_name(name), grid_x, grid_y, grid_z, block_x, block_y, block_z, " \
+        "registers_per_thread, shared_mem_bytes, dur_ns, stream FROM kernels WHERE run = ? ORDER BY kernel_id"
+    assert rows(fresh_db, k, [r1.run]) == rows(fresh_db, k, [r2.run])
+    c = "SELECT kernel_id, metric, value, unit FROM counters WHERE run = ? AND metric LIKE '%.sum' ORDER BY 1, 2"
+    a, b = rows(fresh_db, c, [r1.run]), rows(fresh_db, c, [r2.run])
+    assert len(a) == len(b) > 40 * 20
+    for (k1, m1, v1, u1), (k2, m2, v2, u2) in zip(a, b):
+        assert (k1, m1, u1) == (k2, m2, u2)
+        assert v1 == pytest.approx(v2, rel=1e-6), (k1, m1)
