@@ -224,3 +224,29 @@ def test_ncu_rep_without_the_module_says_to_export_csv(fresh_db, tmp_path, monke
     p.write_bytes(b"NVIDIA Nsight Compute report")
     with pytest.raises(IngestError, match="export CSV with `ncu --import"):
         ingest_file(fresh_db, p)
+
+
+def test_details_with_labels_and_rule_columns(fresh_db, tmp_path):
+    """Newer ncu adds rule columns; without --print-metric-name name, names are labels."""
+    import csv
+    with gzip.open(SMALL["details_names_baseunits"], "rt", newline="") as f:
+        rows_ = list(csv.reader(f))
+    header = rows_[0] + ["Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup"]
+    mi = header.index("Metric Name")
+    out = []
+    for r in rows_[1:]:
+        r = r + ["", "", "", "", ""]
+        if r[mi] == "gpu__time_duration.sum":
+            r[mi] = "Duration"
+        out.append(r)
+    rule = list(out[0])
+    rule[mi], rule[mi + 1], rule[mi + 2] = "", "", ""
+    rule[-5:] = ["SOLBottleneck", "OPT", "This kernel exhibits low compute throughput", "global", "12.5"]
+    out.insert(1, rule)
+    p = write_ncu_csv(tmp_path / "details_labels.csv.gz", header, None, out)
+    r = ingest_file(fresh_db, p)
+    got = dict(rows(fresh_db, "SELECT kernel_id, value FROM counters WHERE run = ? AND metric = 'gpu__time_duration.sum'", [r.run]))
+    assert len(got) == 42
+    want = {int(x[0]): num(x[header.index("Metric Value")]) for x in rows_[1:] if x[mi] == "gpu__time_duration.sum"}
+    assert got == want
+    assert scalar(fresh_db, "SELECT count(DISTINCT metric) FROM counters WHERE run = ?", [r.run]) == 88
