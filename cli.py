@@ -90,6 +90,18 @@ def cmd_match(args):
     return 0
 
 
+def cmd_chart(args):
+    from tracedb import charts
+    params = _params(args.param)
+    if args.run is not None:
+        params["run"] = args.run
+    con = _open(args.db)
+    chart = charts.build(con, args.name, params)
+    charts.save(chart, args.output)
+    print(f"wrote {args.output} (chart {args.name} from report {charts.CHARTS[args.name][0]})")
+    return 0
+
+
 def cmd_reports(args):
     for r in reports.all_reports().values():
         params = ", ".join(f"{p.name}={p.default if p.default is not None else ''}" for p in r.params
@@ -119,14 +131,25 @@ def cmd_sql(args):
 
 
 def cmd_demo(args):
-    """The main job on the sample profile that ships with the package."""
+    """The main job on the sample profile that ships with the package: the trace and
+    its ncu report, matched, and the utilization levels of the steady iteration."""
     sample = resources.files("tracedb.sample")
     con = _open(args.db, write=True)
     r = ingest_file(con, str(sample.joinpath("h100_resnet50_bs64_amp.json.gz")))
     print(f"{'loaded' if r.status == 'loaded' else 'already loaded'}: sample trace as run {r.run} "
-          f"(database {args.db})\n")
-    table = reports.run(con, "gpu_utilization", {"run": r.run, "batch_size": "64"})
-    output.write(table, args.format or "table")
+          f"(database {args.db})")
+    n = ingest_file(con, str(sample.joinpath("h100_resnet50_bs64_amp_raw.csv.gz")), pair_with=r.run)
+    print(f"{'loaded' if n.status == 'loaded' else 'already loaded'}: its Nsight Compute report as run {n.run}")
+    print(_match_line(n.match) + "\n")
+    table = reports.run(con, "utilization_levels", {"run": r.run, "batch_size": "64"})
+    if args.format:
+        output.write(table, args.format)
+    else:
+        row = table.to_pylist()[0]
+        width = max(map(len, row))
+        for k, v in row.items():
+            print(f"{k:<{width}}  {v}")
+        print("\nmore: tracedb reports; tracedb query utilization_by_layer --db " + args.db)
     return 0
 
 
@@ -165,13 +188,21 @@ def parser():
     out_opts(sp)
     sp.set_defaults(func=cmd_query)
 
+    sp = sub.add_parser("chart", help="draw a chart of a saved report (html, png, svg)")
+    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers")
+    sp.add_argument("--db", required=True)
+    sp.add_argument("--run")
+    sp.add_argument("--param", action="append", metavar="K=V")
+    sp.add_argument("-o", "--output", required=True, help="out.html, out.png or out.svg")
+    sp.set_defaults(func=cmd_chart)
+
     sp = sub.add_parser("sql", help="run ad-hoc SQL")
     sp.add_argument("query")
     sp.add_argument("--db", required=True)
     out_opts(sp)
     sp.set_defaults(func=cmd_sql)
 
-    sp = sub.add_parser("demo", help="ingest the bundled sample profile and print its GPU utilization")
+    sp = sub.add_parser("demo", help="ingest the bundled sample profile and print its utilization levels")
     sp.add_argument("--db", default="tracedb-demo.duckdb")
     sp.add_argument("--format", choices=output.FORMATS)
     sp.set_defaults(func=cmd_demo)

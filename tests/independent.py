@@ -89,3 +89,22 @@ def utilization(doc):
         end = max([m] + [b for _, b in iv])
         out[k] = {"total_ns": end - s, "busy_ns": busy, "sum_ns": sum(b - a for a, b in iv), "kernels": len(iv)}
     return out
+
+
+def iteration_activities(doc, step):
+    """[(name, kind, dur_ns)] of the GPU activities launched inside iteration `step`."""
+    s, m = iterations(doc)[step]
+    la = launches(doc)
+    out = []
+    for _, e in gpu_events(doc):
+        c = (e.get("args") or {}).get("correlation")
+        t = ns(doc, la[c][1]["ts"]) if c in la else ns(doc, e["ts"])
+        if s <= t <= m:
+            out.append((e["name"], GPU_CATS[e["cat"]], int(Decimal(str(e["dur"])) * 1000)))
+    return out
+
+
+def ncu_counters(header, data, metric):
+    """ncu ID -> value of `metric` from a base-units raw export (independent parse)."""
+    i, k = header.index(metric), header.index("ID")
+    return {int(r[k]): float(r[i].replace(",", "")) for r in data}

@@ -73,3 +73,16 @@ def test_demo_runs_on_shipped_sample(tmp_path):
     assert r.returncode == 0, r.stderr
     row = list(csv.DictReader(io.StringIO(r.stdout.split("\n\n", 1)[1])))[0]
     assert row["iteration"] == "2" and 0 < float(row["gpu_util_pct"]) < 100
+    assert float(row["gpu_util_pct"]) >= float(row["smsp_active_pct_iter"]) >= float(row["issue_slot_pct_iter"]) \
+        >= float(row["tc_issue_pct_iter"]) > 0
+    assert "matched 852 of 852 ncu kernels" in r.stdout
+
+
+def test_chart_command(tmp_path):
+    dbp = str(tmp_path / "demo.duckdb")
+    assert tracedb("demo", "--db", dbp, "--format", "csv").returncode == 0
+    r = tracedb("chart", "levels", "--db", dbp, "-o", str(tmp_path / "l.svg"))
+    assert r.returncode == 0 and (tmp_path / "l.svg").read_text().lstrip().startswith("<svg")
+    r = tracedb("chart", "levels", "--db", dbp, "-o", str(tmp_path / "l.pdf"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [f"tracedb: error: {tmp_path / 'l.pdf'}: chart files are .html, .png, .svg or .json"]

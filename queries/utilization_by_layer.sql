@@ -1,0 +1,43 @@
+-- name: utilization_by_layer
+-- description: Time share and utilization levels per layer type (convolution,
+--   matmul/linear, attention, normalization, elementwise/activation, pooling,
+--   embedding, loss, optimizer, memory copy/set, other) for an iteration. The
+--   layer type comes from the framework op that launched each kernel, by the
+--   rules of the table layer_rules (users may add rules). Levels are summed
+--   counters of the layer's matched kernels (NULL without ncu data).
+-- parameters:
+--   run VARCHAR = NULL: trace run (all when absent)
+--   iteration INTEGER = NULL: iteration (the steady one when absent)
+-- columns:
+--   run VARCHAR: trace run
+--   iteration INTEGER: iteration
+--   layer_type VARCHAR: layer type
+--   activities BIGINT: kernels, memcpy and memset of this type
+--   time_ns BIGINT: their summed duration in the trace, ns
+--   time_share_pct DOUBLE: share of the iteration's GPU activity time, %
+--   matched_kernels BIGINT: kernels with ncu counters
+--   smsp_active_pct DOUBLE: summed SMSP active / elapsed cycles, %
+--   issue_slot_pct DOUBLE: summed issue / elapsed cycles, %
+--   tc_active_pct DOUBLE: summed tensor pipe active / elapsed cycles, %
+--   tc_issue_pct DOUBLE: summed tensor instructions / elapsed cycles, %
+-- requires: iterations
+WITH it AS (
+    SELECT run, iteration FROM iteration_utilization
+    WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))
+), act AS (
+    SELECT k.run, k.iteration, l.layer_type, count(*) AS activities, sum(k.dur_ns) AS time_ns
+    FROM kernels k JOIN it USING (run, iteration) JOIN kernel_layers l USING (run, kernel_id)
+    GROUP BY ALL
+), lv AS (
+    SELECT run, iteration, layer_type, count(*) AS matched_kernels,
+           sum(smsp_cycles_elapsed) AS e, sum(smsp_cycles_active) AS a, sum(smsp_issue_active) AS i,
+           sum(tc_cycles_active) AS c, sum(tc_inst) AS n
+    FROM kernel_levels JOIN it USING (run, iteration) GROUP BY ALL
+)
+SELECT run, iteration, layer_type, activities, CAST(time_ns AS BIGINT) AS time_ns,
+       round(100.0 * time_ns / sum(time_ns) OVER (PARTITION BY run, iteration), 2) AS time_share_pct,
+       coalesce(matched_kernels, 0) AS matched_kernels,
+       round(100.0 * a / e, 2) AS smsp_active_pct, round(100.0 * i / e, 2) AS issue_slot_pct,
+       round(100.0 * c / e, 3) AS tc_active_pct, round(100.0 * n / e, 3) AS tc_issue_pct
+FROM act LEFT JOIN lv USING (run, iteration, layer_type)
+ORDER BY run, iteration, time_ns DESC;

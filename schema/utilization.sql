@@ -1,0 +1,135 @@
+-- Multi-level utilization (METHOD.md section 3): layer types, per-kernel and
+-- per-iteration levels. The saved reports in queries/ read these views.
+-- Documented in docs/schema.md ("utilization").
+
+-- Rules that give a kernel its layer type, tried in priority order (lowest
+-- first); the first whose regular expression matches wins, else 'other'.
+-- field: 'kind' (kernels.kind), 'op' (innermost framework op that launched
+-- it) or 'kernel' (kernel name; used when no op rule matched, e.g. a kernel
+-- without a launching op). Users may add rows.
+CREATE TABLE IF NOT EXISTS layer_rules (
+    priority   INTEGER NOT NULL,
+    field      VARCHAR NOT NULL,
+    pattern    VARCHAR NOT NULL,     -- RE2 regular expression
+    layer_type VARCHAR NOT NULL,
+    PRIMARY KEY (field, pattern)
+);
+INSERT OR REPLACE INTO layer_rules VALUES
+    (10, 'kind', '^(memcpy|memset)$', 'memory copy/set'),
+    (20, 'op', '(?i)optimizer|_foreach_|_fused_(sgd|adam)|_amp_foreach_non_finite|_amp_update_scale', 'optimizer'),
+    (30, 'op', '(?i)attention|scaled_dot_product|flash', 'attention'),
+    (40, 'op', '(?i)conv', 'convolution'),
+    (50, 'op', '(?i)aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm)$', 'matmul/linear'),
+    (60, 'op', '(?i)(batch|layer|group|instance|rms)_norm', 'normalization'),
+    (70, 'op', '(?i)pool', 'pooling'),
+    (80, 'op', '(?i)embedding', 'embedding'),
+    (90, 'op', '(?i)nll_loss|cross_entropy|mse_loss|l1_loss|log_softmax|_softmax_backward_data|loss', 'loss'),
+    (100, 'op', '(?i)relu|gelu|silu|sigmoid|tanh|threshold|clamp|dropout|softmax|aten::(add|sub|mul|div|copy|fill|zero|sum|mean|where|exp|pow|sqrt|rsqrt|neg|abs|reciprocal|gather|cat|index|masked_fill|_to_copy|to)', 'elementwise/activation'),
+    (200, 'kernel', '(?i)multi_tensor_apply|amp_update_scale|sgd|adam', 'optimizer'),
+    (210, 'kernel', '(?i)conv|dgrad|wgrad|fprop|nchwtonhwc|nhwctonchw', 'convolution'),
+    (220, 'kernel', '(?i)gemm|nvjet|cutlass|cublas', 'matmul/linear'),
+    (230, 'kernel', '(?i)bn_fw|bn_bw|batch_norm|layer_norm', 'normalization'),
+    (240, 'kernel', '(?i)pool', 'pooling'),
+    (250, 'kernel', '(?i)elementwise|reduce_kernel', 'elementwise/activation');
+
+-- Layer type of every trace kernel, by layer_rules. Rules are tried on the
+-- distinct (kind, op, name) combinations only, then joined back.
+CREATE OR REPLACE VIEW kernel_layers AS
+WITH combos AS (
+    SELECT DISTINCT kind, coalesce(op_name, '') AS op, name FROM kernels WHERE ts_ns IS NOT NULL
+), typed AS (
+    SELECT c.kind, c.op, c.name, r.layer_type
+    FROM combos c JOIN layer_rules r
+      ON regexp_matches(CASE r.field WHEN 'kind' THEN c.kind WHEN 'op' THEN c.op ELSE c.name END, r.pattern)
+    QUALIFY row_number() OVER (PARTITION BY c.kind, c.op, c.name ORDER BY r.priority) = 1
+)
+SELECT k.run, k.kernel_id, coalesce(t.layer_type, 'other') AS layer_type
+FROM kernels k
+LEFT JOIN typed t ON t.kind = k.kind AND t.op = coalesce(k.op_name, '') AND t.name = k.name
+WHERE k.ts_ns IS NOT NULL;
+
+-- The ncu run whose matches the utilization reports use for a trace run:
+-- the one matched last.
+CREATE OR REPLACE VIEW trace_ncu_pairs AS
+SELECT trace_run AS run, ncu_run, iteration AS matched_iteration
+FROM match_runs
+QUALIFY row_number() OVER (PARTITION BY trace_run ORDER BY matched_at DESC, ncu_run) = 1;
+
+-- One row per matched kernel with its layer type and per-kernel levels, %
+-- of the kernel's SMSP elapsed cycles.
+CREATE OR REPLACE VIEW kernel_levels AS
+SELECT mk.*, coalesce(l.layer_type, 'other') AS layer_type,
+       100.0 * smsp_cycles_active / nullif(smsp_cycles_elapsed, 0) AS smsp_active_pct,
+       100.0 * smsp_issue_active / nullif(smsp_cycles_elapsed, 0) AS issue_slot_pct,
+       100.0 * tc_cycles_active / nullif(smsp_cycles_elapsed, 0) AS tc_active_pct,
+       100.0 * tc_inst / nullif(smsp_cycles_elapsed, 0) AS tc_issue_pct
+FROM matched_kernels mk
+JOIN trace_ncu_pairs p ON p.run = mk.run AND p.ncu_run = mk.ncu_run
+LEFT JOIN kernel_layers l ON l.run = mk.run AND l.kernel_id = mk.kernel_id;
+
+-- Per run and iteration: time, GPU utilization and (where an ncu run is
+-- matched to that iteration) the summed counters and the five levels, both
+-- relative to the kernels' SMSP elapsed cycles and scaled to the iteration
+-- by GPU utilization (*_iter). note says why a level is NULL.
+CREATE OR REPLACE VIEW iteration_utilization AS
+WITH busy AS (
+    SELECT run, iteration, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals GROUP BY run, iteration
+), ksum AS (
+    SELECT run, iteration, sum(dur_ns) AS sum_ns, count(*) AS n
+    FROM kernels WHERE kind = 'kernel' AND iteration IS NOT NULL GROUP BY run, iteration
+), c AS (
+    SELECT run, iteration, count(*) AS matched, sum(dur_ns) AS matched_ns,
+           sum(smsp_cycles_elapsed) AS e, count(smsp_cycles_elapsed) AS n_e,
+           sum(smsp_cycles_active) AS a, count(smsp_cycles_active) AS n_a,
+           sum(smsp_issue_active) AS i, count(smsp_issue_active) AS n_i,
+           sum(tc_cycles_active) AS tc, count(tc_cycles_active) AS n_tc,
+           sum(tc_inst) AS tn, count(tc_inst) AS n_tn,
+           string_agg(DISTINCT tc_cycles_active_source, ', ') AS tc_src,
+           string_agg(DISTINCT tc_inst_source, ', ') AS tn_src
+    FROM kernel_levels GROUP BY run, iteration
+), lv AS (
+    SELECT i.run, i.iteration, s.steady, i.dur_ns AS total_ns,
+           CAST(coalesce(b.busy_ns, 0) AS BIGINT) AS kernel_busy_ns,
+           CAST(coalesce(k.sum_ns, 0) AS BIGINT) AS kernel_sum_ns,
+           coalesce(k.n, 0) AS kernels,
+           100.0 * coalesce(b.busy_ns, 0) / i.dur_ns AS gpu_util_pct,
+           p.ncu_run, p.matched_iteration, coalesce(c.matched, 0) AS matched_kernels,
+           100.0 * c.matched_ns / nullif(k.sum_ns, 0) AS matched_time_pct,
+           CASE WHEN c.n_e = c.matched THEN c.e END AS smsp_cycles_elapsed,
+           CASE WHEN c.n_a = c.matched THEN c.a END AS smsp_cycles_active,
+           CASE WHEN c.n_i = c.matched THEN c.i END AS smsp_issue_cycles,
+           CASE WHEN c.n_tc = c.matched THEN c.tc END AS tc_active_cycles,
+           CASE WHEN c.n_tn = c.matched THEN c.tn END AS tc_inst,
+           c.n_e, c.n_a, c.n_i, c.n_tc, c.n_tn, c.matched, c.tc_src, c.tn_src
+    FROM iterations i
+    JOIN iteration_steadiness s USING (run, iteration)
+    LEFT JOIN busy b USING (run, iteration)
+    LEFT JOIN ksum k USING (run, iteration)
+    LEFT JOIN trace_ncu_pairs p ON p.run = i.run
+    LEFT JOIN c ON c.run = i.run AND c.iteration = i.iteration
+)
+SELECT run, iteration, steady, total_ns, kernel_busy_ns, kernel_sum_ns, kernels, gpu_util_pct,
+       ncu_run, matched_kernels, matched_time_pct,
+       smsp_cycles_elapsed, smsp_cycles_active, smsp_issue_cycles, tc_active_cycles, tc_inst,
+       100.0 * smsp_cycles_active / smsp_cycles_elapsed AS smsp_active_pct,
+       100.0 * smsp_issue_cycles / smsp_cycles_elapsed AS issue_slot_pct,
+       100.0 * tc_active_cycles / smsp_cycles_elapsed AS tc_active_pct,
+       100.0 * tc_inst / smsp_cycles_elapsed AS tc_issue_pct,
+       gpu_util_pct * smsp_cycles_active / smsp_cycles_elapsed AS smsp_active_pct_iter,
+       gpu_util_pct * smsp_issue_cycles / smsp_cycles_elapsed AS issue_slot_pct_iter,
+       gpu_util_pct * tc_active_cycles / smsp_cycles_elapsed AS tc_active_pct_iter,
+       gpu_util_pct * tc_inst / smsp_cycles_elapsed AS tc_issue_pct_iter,
+       CASE
+         WHEN ncu_run IS NULL THEN 'no ncu run matched to this trace run: ingest one with --pair-with or run tracedb match'
+         WHEN coalesce(matched, 0) = 0 THEN 'ncu run ' || ncu_run || ' was matched to iteration '
+              || coalesce(CAST(matched_iteration AS VARCHAR), 'all') || ', not this one'
+         ELSE concat_ws('; ',
+              CASE WHEN n_e < matched THEN 'SMSP elapsed cycles missing for ' || (matched - n_e) || ' kernels' END,
+              CASE WHEN n_a < matched THEN 'SMSP active cycles missing for ' || (matched - n_a) || ' kernels' END,
+              CASE WHEN n_i < matched THEN 'issue cycles missing for ' || (matched - n_i) || ' kernels' END,
+              CASE WHEN n_tc < matched THEN 'no tensor pipe cycle counter for ' || (matched - n_tc) || ' kernels (see metric_sources)' END,
+              CASE WHEN n_tn < matched THEN 'no tensor instruction counter for ' || (matched - n_tn) || ' kernels (see metric_sources)' END,
+              CASE WHEN matched_time_pct < 99 THEN 'counters cover ' || round(matched_time_pct, 1) || '% of kernel time' END,
+              'ncu ' || ncu_run || '; TC cycles: ' || coalesce(tc_src, '-') || '; TC instructions: ' || coalesce(tn_src, '-'))
+       END AS note
+FROM lv;
