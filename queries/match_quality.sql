@@ -25,7 +25,7 @@
 --   launch_disagree BIGINT: pairs whose grid or block differ
 --   order_shifted BIGINT: pairs away from their expected stream position
 --   seconds DOUBLE: time the matching took, s
--- requires: match_runs
+-- requires: matches
 WITH p AS (
     SELECT run, ncu_run, count(*) AS matched, min(score) AS score_min,
            quantile_cont(score, 0.01) AS score_p01, median(score) AS score_p50,
