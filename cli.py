@@ -45,7 +45,8 @@ def cmd_ingest(args):
     failed = 0
     for path in args.paths:
         try:
-            r = ingest_file(con, path, run=args.run, pair_with=args.pair_with)
+            r = ingest_file(con, path, run=args.run, pair_with=args.pair_with,
+                            options={"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns})
         except IngestError as e:
             print(f"tracedb: error: {e}", file=sys.stderr)
             failed += 1
@@ -56,6 +57,8 @@ def cmd_ingest(args):
             print(f"loaded {path} as run {r.run} ({_summary(con, r.run, r.kind)})")
         if r.match:
             print(_match_line(r.match))
+        elif r.kind == "power" and r.message and r.status == "loaded":
+            print(r.message)
     con.close()
     return 1 if failed else 0
 
@@ -68,6 +71,10 @@ def _summary(con, run, kind):
                      {"r": run})[0]
     if kind in ("ncu", "ncu-rep"):
         return f"ncu: {counts[1]} kernels, {counts[3]} metrics"
+    if kind == "power":
+        n, g, s = db.rows(con, "SELECT count(*), count(DISTINCT gpu), (max(ts_ns) - min(ts_ns)) / 1e9 "
+                               "FROM power WHERE run = ?", [run])[0]
+        return f"power: {n} samples, {g} GPU(s), {s:.2f} s"
     return f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
 
 
@@ -100,6 +107,20 @@ def cmd_chart(args):
     charts.save(chart, args.output)
     print(f"wrote {args.output} (chart {args.name} from report {charts.CHARTS[args.name][0]})")
     return 0
+
+
+def cmd_power_log(args):
+    from tracedb.power_log import PowerLogError, record
+    command = args.command_[1:] if args.command_[:1] == ["--"] else args.command_
+    gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else None
+    try:
+        rc = record(args.output, command, interval_ms=args.interval_ms, gpus=gpus, idle_s=args.idle_s)
+    except PowerLogError as e:
+        raise UsageError(f"power-log: {e}") from None
+    except FileNotFoundError as e:
+        raise UsageError(f"power-log: cannot run {command[0]!r} ({e.strerror})") from None
+    print(f"wrote {args.output}", file=sys.stderr)
+    return rc
 
 
 def cmd_reports(args):
@@ -166,6 +187,9 @@ def parser():
     sp.add_argument("--db", required=True)
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
     sp.add_argument("--pair-with", help="trace run this ncu report or power log belongs to")
+    sp.add_argument("--offset-ns", type=int, help="power log: trace time - power time, ns (traces without absolute time)")
+    sp.add_argument("--tz", help="power log: time zone of nvidia-smi's local timestamps (default: this machine's)")
+    sp.add_argument("--columns", help="power log: the --query-gpu list of a header-less nvidia-smi log")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")
@@ -176,6 +200,15 @@ def parser():
     g.add_argument("--iteration", type=int, help="trace iteration to match (default: the steady one)")
     g.add_argument("--whole-run", action="store_true", help="match every kernel of the trace run")
     sp.set_defaults(func=cmd_match)
+
+    sp = sub.add_parser("power-log", help="sample NVML power to a CSV while a command runs")
+    sp.add_argument("-o", "--output", required=True)
+    sp.add_argument("--interval-ms", type=float, default=10)
+    sp.add_argument("--idle-s", type=float, default=0.5, help="idle sampling before and after (default 0.5)")
+    sp.add_argument("--gpus", help="comma-separated GPU indices (default: all)")
+    sp.add_argument("command_", nargs=argparse.REMAINDER, metavar="-- COMMAND...",
+                    help="command to run (none: sample until Ctrl-C)")
+    sp.set_defaults(func=cmd_power_log)
 
     sp = sub.add_parser("reports", help="list the saved reports")
     sp.set_defaults(func=cmd_reports)

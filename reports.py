@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 
+import duckdb
+
 from tracedb.db import bind, scalar
 
 _TYPES = {"INTEGER": int, "BIGINT": int, "DOUBLE": float, "VARCHAR": str, "BOOLEAN": None}
@@ -32,6 +34,7 @@ class Param:
     type: str
     default: object
     doc: str
+    choices: tuple = ()      # from a doc that starts "one of a | b | c:"
 
 
 @dataclass
@@ -92,8 +95,10 @@ def parse(text, fallback_name):
         elif section == "parameters" and body:
             p = re.match(r"(\w+)\s+(\w+)(?:\s*=\s*([^:]+))?:\s*(.*)$", body)
             if p:
+                ch = re.match(r"one of ([\w|\s]+):", p.group(4))
+                choices = tuple(c.strip() for c in ch.group(1).split("|")) if ch else ()
                 params.append(Param(p.group(1), p.group(2), _parse_default(p.group(3) or "NULL", p.group(2)),
-                                    p.group(4)))
+                                    p.group(4), choices))
         elif section == "columns" and body:
             c = re.match(r"(\w+)\s+(\w+):\s*(.*)$", body)
             if c:
@@ -130,6 +135,8 @@ def bound_params(report, given):
     values = {p.name: p.default for p in report.params}
     for k, v in given.items():
         values[k] = _convert(v, known[k].type, k)
+        if known[k].choices and values[k] not in known[k].choices:
+            raise ReportError(f"parameter {k} must be one of {', '.join(known[k].choices)}, got {v!r}")
     return values
 
 
@@ -150,4 +157,8 @@ def run(con, name, params=None):
                                                     [values["run"]]):
         raise ReportError(f"no run named {values['run']!r} in the database")
     check_requirements(con, report, values)
-    return con.sql(report.sql, params=bind(report.sql, values)).to_arrow_table()
+    try:
+        return con.sql(report.sql, params=bind(report.sql, values)).to_arrow_table()
+    except duckdb.InvalidInputException as e:     # error('...') raised by the report itself
+        msg = str(e).splitlines()[0].removeprefix("Invalid Input Error: ")
+        raise ReportError(f"report {report.name}: {msg}") from None

@@ -57,8 +57,12 @@ def _register(con, run, kind, path, digest, **fields):
                 [run, kind, str(path), digest] + list(fields.values()))
 
 
-def ingest_file(con, path, run=None, pair_with=None):
-    """Load one file into the database behind `con`. Returns an IngestResult."""
+def ingest_file(con, path, run=None, pair_with=None, options=None):
+    """Load one file into the database behind `con`. Returns an IngestResult.
+
+    options (power logs): columns (nvidia-smi --query-gpu list of a header-less
+    log), tz (zone of nvidia-smi's local times), offset_ns (trace time - power time).
+    """
     path = str(path)
     if not os.path.exists(path):
         raise IngestError(path, "no such file")
@@ -69,21 +73,26 @@ def ingest_file(con, path, run=None, pair_with=None):
         from tracedb.ingest import xplane
         return xplane.ingest(con, path, run, lambda p, r: ingest_file(con, p, r))
     with tempfile.TemporaryDirectory(prefix="tracedb-") as work:
-        result = _ingest_kind(con, path, kind, run, pair_with, work)
+        result = _ingest_kind(con, path, kind, run, pair_with, work, options or {})
     if pair_with is not None and result.kind in ("ncu", "ncu-rep"):
         from tracedb.match import match
         result.match = match(con, pair_with, result.run)
+    if pair_with is not None and result.kind == "power":
+        from tracedb.ingest import power
+        result.message = power.align(con, result.run, pair_with, (options or {}).get("offset_ns"))
     return result
 
 
-def _ingest_kind(con, path, kind, run, pair_with, work):
+def _ingest_kind(con, path, kind, run, pair_with, work, options):
     name = run or run_name_for(path)
+    if run is None and kind == "power" and not re.search(r"power|smi|nvml", name, re.I):
+        name += "_power"
     if pair_with is not None:
         pair_kind = scalar(con, "SELECT kind FROM runs WHERE run = ?", [pair_with])
         if pair_kind is None:
             raise IngestError(path, f"--pair-with {pair_with!r}: no such run in the database")
-        if kind in ("ncu", "ncu-rep") and pair_kind != "trace":
-            raise IngestError(path, f"--pair-with {pair_with!r}: an ncu report pairs with a trace run, "
+        if kind in ("ncu", "ncu-rep", "power") and pair_kind != "trace":
+            raise IngestError(path, f"--pair-with {pair_with!r}: a {kind} file pairs with a trace run, "
                                     f"and that run is a {pair_kind} run")
     hash_pending = False
     if kind == "trace":
@@ -109,6 +118,16 @@ def _ingest_kind(con, path, kind, run, pair_with, work):
         prep = ncu.prepare(con, path, kind, work)
         size, digest = prep.content_bytes, lambda: prep.digest
         load_all = lambda r: ncu.load(con, prep, r)
+    elif kind == "calibration":
+        from tracedb.ingest import calibration
+        digest_hex, size, meta = calibration.prepare(con, path, work)
+        digest = lambda: digest_hex
+        load_all = lambda r: calibration.load(con, r, meta)
+    elif kind == "power":
+        from tracedb.ingest import power
+        digest_hex, size, meta = power.prepare(con, path, options, work)
+        digest = lambda: digest_hex
+        load_all = lambda r: power.load(con, path, r, meta)
     else:
         raise IngestError(path, f"{kind} files are not supported by this version")
     if not hash_pending and (old := _existing(con, digest())) is not None:

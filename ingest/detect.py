@@ -31,6 +31,8 @@ def detect(path):
     first = text.splitlines()[0].lower() if text else ""
     if "power" in first and ("timestamp" in first or "index" in first or "#entity" in first):
         return "power"
+    if re.match(r"^\s*\d{4}/\d\d/\d\d \d\d:\d\d:\d\d", first):
+        return "power"          # nvidia-smi --format=csv,noheader
     if first.startswith("#entity") or "dcgm" in first:
         return "power"
     if "level" in first and "energy_j" in first:

@@ -117,7 +117,19 @@ CREATE TABLE IF NOT EXISTS power (
     instant_power_w  DOUBLE,
     sm_clock_mhz     DOUBLE,
     mem_clock_mhz    DOUBLE,
-    temp_c           DOUBLE
+    temp_c           DOUBLE,
+    phase            VARCHAR                 -- tracedb power-log: idle_before | run | idle_after
+);
+
+-- How a power run's clock maps onto a trace run's timeline:
+-- trace time = power ts_ns + offset_ns.
+CREATE TABLE IF NOT EXISTS power_alignment (
+    power_run  VARCHAR NOT NULL,
+    trace_run  VARCHAR NOT NULL,
+    offset_ns  BIGINT NOT NULL,
+    method     VARCHAR NOT NULL,             -- absolute | offset | window-start
+    note       VARCHAR,
+    PRIMARY KEY (power_run, trace_run)
 );
 
 -- Calibration points of the data-movement energy model (cuda_bench).
@@ -134,7 +146,10 @@ CREATE TABLE IF NOT EXISTS calibration (
     mem_clock_mhz     DOUBLE,
     temp_c            DOUBLE,
     valid             BOOLEAN,
-    reference         BOOLEAN DEFAULT false  -- published values, not measured here
+    reference         BOOLEAN DEFAULT false, -- published values, not measured here
+    array_bytes       BIGINT,                -- size of the pointer-chasing array
+    hit_rate_pct      DOUBLE,                -- ncu hit rate of the target level (safety check)
+    note              VARCHAR                -- why a point is not valid
 );
 
 -- Pairs of trace kernels and ncu kernels (one-to-one), with the score and its parts.

@@ -1,0 +1,72 @@
+"""cuda_bench output (CSV of points, or JSON with "cuda_bench" metadata and
+"points") -> the `calibration` table. The fits are computed in SQL
+(view calibration_fits), not read from the file."""
+import hashlib
+import json
+
+from tracedb.db import rows, scalar
+from tracedb.ingest.errors import IngestError
+from tracedb.ingest.source import open_bytes
+
+REQUIRED = ("gpu", "level", "threads_per_block", "blocks", "accesses", "energy_j")
+OPTIONAL = {"dur_ns": "BIGINT", "sm_clock_mhz": "DOUBLE", "mem_clock_mhz": "DOUBLE", "temp_c": "DOUBLE",
+            "valid": "BOOLEAN", "array_bytes": "BIGINT", "hit_rate_pct": "DOUBLE", "note": "VARCHAR"}
+TYPES = {"gpu": "VARCHAR", "level": "VARCHAR", "threads_per_block": "INTEGER", "blocks": "INTEGER",
+         "accesses": "DOUBLE", "energy_j": "DOUBLE", **OPTIONAL}
+LEVELS = ("shared", "l1", "l2", "dram")
+
+
+def _q(s):
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def prepare(con, path, work):
+    data = open_bytes(path).read()
+    digest = hashlib.sha256(data).hexdigest()
+    text = data.decode("utf-8", "replace").lstrip("\ufeff")
+    meta = {}
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise IngestError(path, f"calibration JSON is malformed ({e})") from None
+        points = doc.get("points")
+        if not isinstance(points, list) or not points:
+            raise IngestError(path, "calibration JSON has no \"points\" list")
+        meta = doc.get("cuda_bench") or {}
+        src = f"{work}/points.json"
+        with open(src, "w") as f:
+            json.dump(points, f)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _cal_raw AS SELECT * FROM read_json({_q(src)}, format='array')")
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _cal_raw AS SELECT * FROM read_csv({_q(path)}, header=true, all_varchar=true)")
+    names = {r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _cal_raw)")}
+    missing = [c for c in REQUIRED if c not in names]
+    if missing:
+        raise IngestError(path, f"calibration points lack the columns {', '.join(missing)}")
+    cols = {c: (f"TRY_CAST({c} AS {t})" if c in names else ("true" if c == "valid" else f"NULL::{t}"))
+            for c, t in TYPES.items()}
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _cal AS SELECT {', '.join(f'{v} AS {k}' for k, v in cols.items())} FROM _cal_raw")
+    bad = scalar(con, f"""SELECT count(*) FROM _cal WHERE gpu IS NULL OR level NOT IN {LEVELS}
+                          OR threads_per_block IS NULL OR blocks IS NULL OR accesses IS NULL
+                          OR energy_j IS NULL OR isnan(energy_j) OR isnan(accesses)""")
+    n = scalar(con, "SELECT count(*) FROM _cal")
+    if n == 0:
+        raise IngestError(path, "no calibration points")
+    if bad:
+        raise IngestError(path, f"{bad} of {n} calibration points have a missing or non-numeric value "
+                                f"or a level other than {', '.join(LEVELS)}")
+    return digest, len(data), meta
+
+
+def load(con, run, meta):
+    con.execute("""INSERT INTO calibration (run, gpu, level, threads_per_block, blocks, accesses, energy_j,
+                       dur_ns, sm_clock_mhz, mem_clock_mhz, temp_c, valid, reference, array_bytes,
+                       hit_rate_pct, note)
+                   SELECT ?, gpu, level, threads_per_block, blocks, accesses, energy_j, dur_ns, sm_clock_mhz,
+                          mem_clock_mhz, temp_c, coalesce(valid, true), false, array_bytes, hit_rate_pct, note
+                   FROM _cal""", [run])
+    n, gpu = rows(con, "SELECT count(*), any_value(gpu) FROM _cal")[0]
+    con.execute("DROP TABLE _cal")
+    con.execute("DROP TABLE _cal_raw")
+    return {"framework": "cuda_bench", "device_name": gpu, "metadata": json.dumps(meta), "n_events": n}

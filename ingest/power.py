@@ -1,0 +1,182 @@
+"""NVML power logs -> the `power` table: our sampler's CSV (`tracedb power-log`)
+and nvidia-smi `--query-gpu ... --format=csv[,noheader][,nounits]` logs.
+
+DuckDB reads the file as text; schema/load_power.sql converts units
+(`W`, `MHz`, `[N/A]`) and times. nvidia-smi prints local date-times: they are
+read in the time zone given at ingest (default: this machine's) and the zone
+used is kept in runs.metadata.
+"""
+import csv
+import datetime as dt
+import hashlib
+import io
+import json
+import re
+from zoneinfo import ZoneInfo
+
+from tracedb.db import rows, run_script, scalar, sql_text
+from tracedb.ingest.errors import IngestError
+from tracedb.ingest.source import head, open_bytes
+
+SMI_TIME = re.compile(r"^\s*(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(\.\d+)?)\s*,")
+# nvidia-smi query names (with or without "current.") -> power table columns
+SMI_FIELDS = {
+    "timestamp": "ts", "index": "gpu", "power.draw": "power_w", "power.draw.average": "power_w",
+    "power.draw.instant": "instant_power_w", "clocks.sm": "sm_clock_mhz",
+    "clocks.current.sm": "sm_clock_mhz", "clocks.mem": "mem_clock_mhz",
+    "clocks.current.memory": "mem_clock_mhz", "temperature.gpu": "temp_c",
+}
+SAMPLER_COLUMNS = {"timestamp_ns", "power_mw"}
+
+
+def _q(s):
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def sniff(path):
+    """'sampler' | 'nvidia-smi' | 'nvidia-smi-noheader' for a power log, else IngestError."""
+    text = head(path).decode("utf-8", "replace").lstrip("\ufeff")
+    first = text.splitlines()[0] if text else ""
+    cols = [c.strip() for c in first.split(",")]
+    if SAMPLER_COLUMNS <= set(cols):
+        return "sampler"
+    if cols and cols[0] == "timestamp" and any(c.split(" [")[0] in SMI_FIELDS for c in cols[1:]):
+        return "nvidia-smi"
+    if SMI_TIME.match(first):
+        return "nvidia-smi-noheader"
+    if first.startswith("#Entity"):
+        raise IngestError(path, "dcgmi dmon output carries no timestamps, so it cannot be aligned "
+                                "with a trace: log with `tracedb power-log` or nvidia-smi -lms instead")
+    raise IngestError(path, "unknown power log: expected tracedb power-log CSV (timestamp_ns, power_mw, ...) "
+                            "or nvidia-smi --query-gpu=timestamp,... --format=csv output")
+
+
+def _tz_offset_ns(first_stamp, tz):
+    """UTC offset (ns) of the zone at the log's first local time."""
+    zone = ZoneInfo(tz) if tz else dt.datetime.now().astimezone().tzinfo
+    t = dt.datetime.strptime(first_stamp.split(".")[0], "%Y/%m/%d %H:%M:%S")
+    off = t.replace(tzinfo=zone).utcoffset() if tz else zone.utcoffset(None)
+    return int(off.total_seconds() * 1e9), (tz or str(dt.datetime.now().astimezone().tzname()))
+
+
+def prepare(con, path, options, work):
+    """Read the log into the temp table _power_raw (text) and describe it."""
+    form = sniff(path)
+    h = hashlib.sha256()
+    size = 0
+    with open_bytes(path) as f:
+        while chunk := f.read(8 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    meta = {"format": form}
+    if form == "sampler":
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _power_raw AS
+            SELECT * FROM read_csv({_q(path)}, header=true, all_varchar=true, auto_detect=true)""")
+        names = [r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _power_raw)")]
+        sel = {"ts_ns": "TRY_CAST(timestamp_ns AS BIGINT)",
+               "gpu": "TRY_CAST(gpu AS INTEGER)" if "gpu" in names else "0",
+               "power_w": "TRY_CAST(power_mw AS DOUBLE) / 1e3",
+               "energy_j": "TRY_CAST(energy_mj AS DOUBLE) / 1e3" if "energy_mj" in names else "NULL",
+               "instant_power_w": "TRY_CAST(instant_power_mw AS DOUBLE) / 1e3" if "instant_power_mw" in names else "NULL",
+               "sm_clock_mhz": "TRY_CAST(sm_clock_mhz AS DOUBLE)" if "sm_clock_mhz" in names else "NULL",
+               "mem_clock_mhz": "TRY_CAST(mem_clock_mhz AS DOUBLE)" if "mem_clock_mhz" in names else "NULL",
+               "temp_c": "TRY_CAST(temp_c AS DOUBLE)" if "temp_c" in names else "NULL",
+               "phase": "phase" if "phase" in names else "NULL",
+               "bad": "TRY_CAST(timestamp_ns AS BIGINT) IS NULL OR (power_mw IS NOT NULL AND TRY_CAST(power_mw AS DOUBLE) IS NULL)"}
+    else:
+        text = open_bytes(path).read().decode("utf-8", "replace")
+        lines = [l for l in text.splitlines() if l.strip()]
+        if form == "nvidia-smi":
+            header = [c.strip() for c in lines[0].split(",")]
+            data = lines[1:]
+        else:
+            fields = (options or {}).get("columns")
+            if not fields:
+                raise IngestError(path, "nvidia-smi log without a header line: give the --query-gpu list "
+                                        "it was made with, e.g. --columns timestamp,index,power.draw")
+            header = [c.strip() for c in fields.split(",")]
+            data = lines
+        keys = [SMI_FIELDS.get(c.split(" [")[0].strip()) for c in header]
+        if "ts" not in keys:
+            raise IngestError(path, "nvidia-smi log has no timestamp column")
+        if "power_w" not in keys and "instant_power_w" not in keys:
+            raise IngestError(path, "nvidia-smi log has no power.draw column")
+        parsed = list(csv.reader(io.StringIO("\n".join(data)), skipinitialspace=True))
+        width = len(header)
+        cut = parsed and len(parsed[-1]) < width
+        if cut:
+            parsed = parsed[:-1]
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow([k or f"_c{i}" for i, k in enumerate(keys)])
+        w.writerows(r[:width] for r in parsed)
+        tmp = f"{work}/power.csv"
+        with open(tmp, "w") as f:
+            f.write(buf.getvalue())
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _power_raw AS
+            SELECT * FROM read_csv({_q(tmp)}, header=true, all_varchar=true, auto_detect=false,
+                                   columns={{{', '.join(f"{_q(k or f'_c{i}')}: 'VARCHAR'" for i, k in enumerate(keys))}}})""")
+        if not parsed:
+            raise IngestError(path, "the power log holds no samples")
+        try:
+            off, zone = _tz_offset_ns(parsed[0][keys.index("ts")], (options or {}).get("tz"))
+        except ValueError:
+            raise IngestError(path, f"timestamp {parsed[0][keys.index('ts')]!r} is not a number or date "
+                                    "(expected YYYY/MM/DD HH:MM:SS.mmm)") from None
+        except KeyError as e:
+            raise IngestError(path, f"unknown time zone {e}") from None
+        meta.update(timezone=zone, utc_offset_ns=off, truncated_last_line=bool(cut))
+        num = lambda k: f"TRY_CAST(regexp_extract({k}, '^\\s*(-?[0-9.]+)', 1) AS DOUBLE)" if k in keys else "NULL"
+        sel = {"ts_ns": f"epoch_ns(TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S'])) - {off}",
+               "gpu": "TRY_CAST(gpu AS INTEGER)" if "gpu" in keys else "0",
+               "power_w": num("power_w"), "energy_j": "NULL", "instant_power_w": num("instant_power_w"),
+               "sm_clock_mhz": num("sm_clock_mhz"), "mem_clock_mhz": num("mem_clock_mhz"),
+               "temp_c": num("temp_c"), "phase": "NULL",
+               "bad": "TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S']) IS NULL"}
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _power_src AS SELECT {', '.join(f'{v} AS {k}' for k, v in sel.items())} "
+                "FROM _power_raw")
+    n, bad = rows(con, "SELECT count(*), count(*) FILTER (bad) FROM _power_src")[0]
+    if n == 0:
+        raise IngestError(path, "the power log holds no samples")
+    if bad:
+        first = scalar(con, "SELECT row_number FROM (SELECT bad, row_number() OVER () AS row_number FROM _power_src) "
+                            "WHERE bad LIMIT 1")
+        raise IngestError(path, f"{bad} of {n} samples have a timestamp or power that is not a number "
+                                f"(first at data row {first})")
+    meta["samples"] = n
+    return h.hexdigest(), size, meta
+
+
+def load(con, path, run, meta):
+    run_script(con, sql_text("schema", "load_power.sql"), {"run": run})
+    info = rows(con, """SELECT count(DISTINCT gpu), min(ts_ns), max(ts_ns),
+                               quantile_cont(coalesce(instant_power_w, power_w), 0.05)
+                        FROM power WHERE run = ?""", [run])[0]
+    meta.update(gpus=info[0], start_ns=info[1], end_ns=info[2], idle_power_w_p05=info[3])
+    con.execute("DROP TABLE IF EXISTS _power_raw")
+    con.execute("DROP TABLE IF EXISTS _power_src")
+    return {"framework": "nvml", "metadata": json.dumps(meta), "n_events": meta["samples"]}
+
+
+def align(con, power_run, trace_run, offset_ns=None):
+    """Record how power_run's clock maps onto trace_run's timeline; returns a sentence."""
+    base = scalar(con, "SELECT base_time_ns FROM runs WHERE run = ?", [trace_run]) or 0
+    t0, t1 = rows(con, "SELECT min(ts_ns), max(ts_ns + coalesce(dur_ns, 0)) FROM events "
+                       "WHERE run = ? AND ph <> 'M'", [trace_run])[0]
+    p0, p1 = rows(con, "SELECT min(ts_ns), max(ts_ns) FROM power WHERE run = ?", [power_run])[0]
+    if offset_ns is not None:
+        method, off, note = "offset", int(offset_ns), "offset given at ingest"
+    elif base > 0:
+        method, off, note = "absolute", 0, "Kineto baseTimeNanoseconds: both clocks are epoch ns"
+    else:
+        method, off = "window-start", t0 - p0
+        note = ("trace has no absolute time: the log's first sample is put at the trace's first event "
+                "(log with tracedb power-log started together with the profiler, or give --offset-ns)")
+    inside = p0 + off <= t0 and t1 <= p1 + off
+    if not inside:
+        note += f"; the trace window is not inside the logged window ({(t0 - p0 - off) / 1e9:+.3f} s at the start, " \
+                f"{(p1 + off - t1) / 1e9:+.3f} s at the end)"
+    con.execute("INSERT OR REPLACE INTO power_alignment VALUES (?, ?, ?, ?, ?)",
+                [power_run, trace_run, off, method, note])
+    con.execute("UPDATE runs SET paired_run = ? WHERE run = ?", [trace_run, power_run])
+    return f"aligned with {trace_run}: {method} ({note})"

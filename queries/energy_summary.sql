@@ -1,0 +1,65 @@
+-- name: energy_summary
+-- description: Energy of an iteration (or of any window) from the power log
+--   paired with the trace (METHOD.md section 6): the energy counter's delta and
+--   the integral of power over the window (both, and their difference), idle
+--   power, static energy (idle power x duration), dynamic energy (integrated -
+--   static) and mean power. note warns when the window is shorter than the
+--   sensors' update period and says how the log was aligned with the trace.
+-- parameters:
+--   run VARCHAR = NULL: trace run (all with a power log when absent)
+--   iteration INTEGER = NULL: iteration (the steady one when absent)
+--   start_ns BIGINT = NULL: window start on the trace's timeline, ns (with end_ns, instead of an iteration)
+--   end_ns BIGINT = NULL: window end, ns
+--   power_run VARCHAR = NULL: power log to use when the trace has several
+--   gpu INTEGER = NULL: GPU index in the log (the lowest when absent)
+--   idle_power_w DOUBLE = NULL: idle power to use instead of the log's
+-- columns:
+--   run VARCHAR: trace run
+--   iteration INTEGER: iteration (NULL for a start_ns/end_ns window)
+--   power_run VARCHAR: power log used
+--   gpu INTEGER: GPU index
+--   window_ns BIGINT: window duration, ns
+--   energy_counter_j DOUBLE: NVML total-energy counter delta over the window (interpolated), J
+--   energy_integrated_j DOUBLE: integral of power over the window, J
+--   difference_j DOUBLE: energy_counter_j - energy_integrated_j, J
+--   idle_power_w DOUBLE: idle (static) power used, W
+--   static_j DOUBLE: idle_power_w x window, J
+--   dynamic_j DOUBLE: energy_integrated_j - static_j, J
+--   mean_power_w DOUBLE: energy_integrated_j / window, W
+--   samples BIGINT: power samples inside the window
+--   note VARCHAR: alignment, idle power source, and warnings
+-- requires: trace_power_pairs
+WITH win AS (
+    SELECT run, iteration, 'iteration' AS label, start_ns AS s, end_ns AS e
+    FROM iteration_utilization JOIN iterations USING (run, iteration)
+    WHERE $start_ns IS NULL AND ($run IS NULL OR run = $run)
+      AND (iteration = $iteration OR ($iteration IS NULL AND steady))
+    UNION ALL
+    SELECT run, NULL, 'window', $start_ns, $end_ns FROM runs
+    WHERE $start_ns IS NOT NULL AND kind = 'trace' AND ($run IS NULL OR run = $run)
+), en AS (
+    SELECT * FROM energy_of_windows('win', $power_run, $gpu)
+), n AS (
+    SELECT en.run, en.s, count(p.ts_ns) AS samples
+    FROM en LEFT JOIN power p ON p.run = en.power_run AND p.gpu = en.gpu AND p.ts_ns BETWEEN en.ps AND en.pe
+    GROUP BY en.run, en.s
+)
+SELECT run, iteration, power_run, gpu, e - s AS window_ns,
+       energy_counter_j, energy_integrated_j, energy_counter_j - energy_integrated_j AS difference_j,
+       coalesce($idle_power_w, idle_power_w) AS idle_power_w,
+       coalesce($idle_power_w, idle_power_w) * (e - s) / 1e9 AS static_j,
+       energy_integrated_j - coalesce($idle_power_w, idle_power_w) * (e - s) / 1e9 AS dynamic_j,
+       energy_integrated_j / ((e - s) / 1e9) AS mean_power_w,
+       samples,
+       concat_ws('; ',
+         CASE WHEN energy_integrated_j IS NULL THEN 'the window is not inside the power log' END,
+         CASE WHEN counter_period_ns IS NULL THEN 'no energy counter in this log' END,
+         CASE WHEN e - s < counter_period_ns THEN 'window (' || round((e - s) / 1e6, 1)
+              || ' ms) is shorter than the energy counter''s update period (' || CAST(round(counter_period_ns / 1e6) AS BIGINT)
+              || ' ms): repeat the iteration or lengthen the window before trusting energy_counter_j' END,
+         CASE WHEN e - s < power_period_ns THEN 'window is shorter than the power reading''s update period ('
+              || CAST(round(power_period_ns / 1e6) AS BIGINT) || ' ms): the integral interpolates between readings' END,
+         'aligned: ' || method || ' (' || alignment || ')',
+         'idle power: ' || CASE WHEN $idle_power_w IS NOT NULL THEN 'given' ELSE idle_source END) AS note
+FROM en JOIN n USING (run, s)
+ORDER BY run, s;

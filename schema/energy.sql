@@ -1,0 +1,140 @@
+-- Power and energy (METHOD.md sections 6-7): power runs paired with traces,
+-- the cumulative energy integral of each power log, calibration fits.
+-- Documented in docs/schema.md ("energy").
+
+-- Power runs for each trace run: pairs recorded at ingest (power_alignment),
+-- else power logs whose window overlaps the trace's iterations in epoch time.
+CREATE OR REPLACE VIEW trace_power_pairs AS
+WITH pw AS (SELECT run, min(ts_ns) AS s, max(ts_ns) AS e FROM power GROUP BY run),
+     tr AS (SELECT i.run, min(i.start_ns) AS s, max(i.end_ns) AS e FROM iterations i
+            JOIN runs r ON r.run = i.run WHERE r.base_time_ns > 0 GROUP BY i.run)
+SELECT trace_run AS run, power_run, offset_ns, method, note FROM power_alignment
+UNION ALL
+SELECT tr.run, pw.run, 0, 'absolute', 'not paired at ingest: the log overlaps the trace in epoch time'
+FROM tr JOIN pw ON pw.s <= tr.e AND tr.s <= pw.e
+WHERE NOT EXISTS (SELECT 1 FROM power_alignment a WHERE a.trace_run = tr.run AND a.power_run = pw.run);
+
+-- Each power sample with the power used for integration (instant power when
+-- the log has it: nvmlDeviceGetPowerUsage is a 1 s average on Ampere+), the
+-- segment to the next sample and the energy integrated before it (trapezoids).
+CREATE OR REPLACE VIEW power_integral AS
+WITH s AS (
+    SELECT run, gpu, ts_ns, coalesce(instant_power_w, power_w) AS p_w, energy_j, phase,
+           lead(ts_ns) OVER w AS next_ts, lead(coalesce(instant_power_w, power_w)) OVER w AS next_p,
+           lead(energy_j) OVER w AS next_energy_j
+    FROM power
+    WINDOW w AS (PARTITION BY run, gpu ORDER BY ts_ns)
+)
+SELECT *, coalesce(sum((next_ts - ts_ns) * (p_w + next_p) / 2e9) OVER (
+              PARTITION BY run, gpu ORDER BY ts_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS cum_j
+FROM s;
+
+-- Energy integrated from the start of a log to time t (power clock), given the
+-- power_integral row at or before t: trapezoid of the linearly interpolated power.
+CREATE OR REPLACE MACRO energy_at(cum_j, ts_ns, p_w, next_ts, next_p, t) AS
+    CASE WHEN next_ts IS NULL THEN CASE WHEN t = ts_ns THEN cum_j END
+         ELSE cum_j + (t - ts_ns) * p_w / 1e9
+                    + 0.5 * (t - ts_ns) * (t - ts_ns) * (next_p - p_w) / (next_ts - ts_ns) / 1e9 END;
+
+-- The energy counter interpolated linearly between its samples at time t.
+CREATE OR REPLACE MACRO counter_at(energy_j, ts_ns, next_energy_j, next_ts, t) AS
+    CASE WHEN next_ts IS NULL THEN CASE WHEN t = ts_ns THEN energy_j END
+         ELSE energy_j + (t - ts_ns) * (next_energy_j - energy_j) / (next_ts - ts_ns) END;
+
+-- Per power run and GPU: idle power (median of the idle phases recorded by
+-- tracedb power-log, else the 5th percentile of the log) and how often the
+-- sensors change (median time between changes of the energy counter and of
+-- the integrated power).
+CREATE OR REPLACE VIEW power_sensors AS
+WITH ch AS (
+    SELECT run, gpu, ts_ns,
+           energy_j IS DISTINCT FROM lag(energy_j) OVER w AS e_changed,
+           p_w IS DISTINCT FROM lag(p_w) OVER w AS p_changed
+    FROM power_integral WINDOW w AS (PARTITION BY run, gpu ORDER BY ts_ns)
+), e AS (
+    SELECT run, gpu, median(ts_ns - lag_ts) AS counter_period_ns FROM (
+        SELECT run, gpu, ts_ns, lag(ts_ns) OVER (PARTITION BY run, gpu ORDER BY ts_ns) AS lag_ts
+        FROM ch WHERE e_changed) GROUP BY run, gpu
+), p AS (
+    SELECT run, gpu, median(ts_ns - lag_ts) AS power_period_ns FROM (
+        SELECT run, gpu, ts_ns, lag(ts_ns) OVER (PARTITION BY run, gpu ORDER BY ts_ns) AS lag_ts
+        FROM ch WHERE p_changed) GROUP BY run, gpu
+), idle AS (
+    SELECT run, gpu,
+           coalesce(median(p_w) FILTER (phase IN ('idle_before', 'idle_after')),
+                    quantile_cont(p_w, 0.05)) AS idle_power_w,
+           CASE WHEN count(*) FILTER (phase IN ('idle_before', 'idle_after')) > 0
+                THEN 'median of the idle phases' ELSE '5th percentile of the log' END AS idle_source,
+           count(*) AS samples, min(ts_ns) AS start_ns, max(ts_ns) AS end_ns
+    FROM power_integral GROUP BY run, gpu
+)
+SELECT idle.*, e.counter_period_ns, p.power_period_ns
+FROM idle LEFT JOIN e USING (run, gpu) LEFT JOIN p USING (run, gpu);
+
+-- Published per-access energies (METHOD.md section 7: A100 at base clock),
+-- shipped so energy_breakdown can be shown before a local calibration exists.
+CREATE TABLE IF NOT EXISTS calibration_reference (
+    gpu    VARCHAR NOT NULL,
+    level  VARCHAR NOT NULL,
+    eps_pj DOUBLE NOT NULL,        -- pJ per 32-byte sector
+    source VARCHAR,
+    PRIMARY KEY (gpu, level)
+);
+INSERT OR REPLACE INTO calibration_reference VALUES
+    ('NVIDIA A100 (published)', 'shared', 82.1, 'METHOD.md section 7, A100 at base clock'),
+    ('NVIDIA A100 (published)', 'l1', 107, 'METHOD.md section 7, A100 at base clock'),
+    ('NVIDIA A100 (published)', 'l2', 368, 'METHOD.md section 7, A100 at base clock'),
+    ('NVIDIA A100 (published)', 'dram', 2090, 'METHOD.md section 7, A100 at base clock');
+
+-- Fits of the calibration points: energy = eps x accesses + offset per GPU,
+-- level and launch shape (valid points only), and the published reference
+-- values; lower_bound marks, per GPU and level, the smallest eps among fits
+-- with at least 3 points and r2 >= 0.95 (the model's lower bound).
+CREATE OR REPLACE VIEW calibration_fits AS
+WITH f AS (
+    SELECT gpu, level, threads_per_block, blocks,
+           regr_slope(energy_j, accesses) * 1e12 AS eps_pj,
+           regr_intercept(energy_j, accesses) AS offset_j,
+           regr_r2(energy_j, accesses) AS r2, count(*) AS n_points,
+           bool_or(reference) AS reference
+    FROM calibration WHERE valid
+    GROUP BY gpu, level, threads_per_block, blocks
+), ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY gpu, level
+                                 ORDER BY (n_points >= 3 AND r2 >= 0.95) DESC, eps_pj) = 1
+                                 AND n_points >= 3 AND r2 >= 0.95 AS lower_bound
+    FROM f
+)
+SELECT gpu, level, threads_per_block, blocks, eps_pj, offset_j, r2, n_points, lower_bound,
+       coalesce(reference, false) AS reference
+FROM ranked
+UNION ALL
+SELECT gpu, level, NULL, NULL, eps_pj, 0, NULL, NULL, true, true FROM calibration_reference;
+
+-- Energy of time windows on a trace's timeline: for each row of the temp
+-- relation _energy_windows(run, iteration, label, s, e) (trace ns) and the power
+-- run chosen per trace run, the integrated energy and the counter delta.
+-- Used by the energy reports through energy_of_windows().
+CREATE OR REPLACE MACRO energy_of_windows(windows, power_run_param, gpu_param) AS TABLE
+WITH pr AS (
+    SELECT * FROM trace_power_pairs
+    WHERE power_run_param IS NULL OR power_run = power_run_param
+    QUALIFY row_number() OVER (PARTITION BY run ORDER BY note LIKE 'not paired%', power_run) = 1
+), g AS (
+    SELECT run AS power_run, coalesce(gpu_param, min(gpu)) AS gpu FROM power GROUP BY run
+), w AS (
+    SELECT x.*, pr.power_run, pr.offset_ns, pr.method, pr.note AS alignment, g.gpu,
+           x.s - pr.offset_ns AS ps, x.e - pr.offset_ns AS pe
+    FROM query_table(windows) x JOIN pr USING (run) JOIN g USING (power_run)
+), a AS (
+    SELECT w.*, energy_at(i.cum_j, i.ts_ns, i.p_w, i.next_ts, i.next_p, w.ps) AS e0,
+           counter_at(i.energy_j, i.ts_ns, i.next_energy_j, i.next_ts, w.ps) AS c0
+    FROM w ASOF LEFT JOIN power_integral i ON i.run = w.power_run AND i.gpu = w.gpu AND w.ps >= i.ts_ns
+), b AS (
+    SELECT a.*, energy_at(i.cum_j, i.ts_ns, i.p_w, i.next_ts, i.next_p, a.pe) AS e1,
+           counter_at(i.energy_j, i.ts_ns, i.next_energy_j, i.next_ts, a.pe) AS c1
+    FROM a ASOF LEFT JOIN power_integral i ON i.run = a.power_run AND i.gpu = a.gpu AND a.pe >= i.ts_ns
+)
+SELECT b.* EXCLUDE (e0, e1, c0, c1), e1 - e0 AS energy_integrated_j, c1 - c0 AS energy_counter_j,
+       ps.idle_power_w, ps.idle_source, ps.counter_period_ns, ps.power_period_ns
+FROM b JOIN power_sensors ps ON ps.run = b.power_run AND ps.gpu = b.gpu;
