@@ -13,7 +13,9 @@ LEVELS = [("gpu_util_pct", "GPU"), ("smsp_active_pct_iter", "SMSP active"),
 
 
 def _rows(table):
-    return table.to_pylist()
+    """Report rows as dicts of JSON-ready values (DECIMAL -> float)."""
+    from decimal import Decimal
+    return [{k: float(v) if isinstance(v, Decimal) else v for k, v in r.items()} for r in table.to_pylist()]
 
 
 def levels(table):
@@ -62,12 +64,52 @@ def layers(table):
     ).properties(title="Time by layer type", width=420, height=40 * max(1, len({d["run"] for d in data})))
 
 
+def queue(table):
+    """Eager queue occupancy over time as a step line, iterations shaded (queue_occupancy).
+    Time runs from each run's first change."""
+    rows = [r for r in _rows(table) if r["ts_ns"] is not None]
+    if not rows:
+        raise reports.ReportError("chart queue: no queue in these runs (sync mode)")
+    t0 = {}
+    for r in rows:
+        t0[r["run"]] = min(t0.get(r["run"], r["ts_ns"]), r["ts_ns"])
+    data = [{"run": r["run"], "ms": (r["ts_ns"] - t0[r["run"]]) / 1e6, "waiting": r["nodes_waiting"]} for r in rows]
+    spans = {}
+    for r in rows:
+        if r["iteration"] is not None:
+            a, b = spans.get((r["run"], r["iteration"]), (r["ts_ns"], r["ts_ns"]))
+            spans[(r["run"], r["iteration"])] = (min(a, r["ts_ns"]), max(b, r["ts_ns"]))
+    shade = [{"run": k[0], "iteration": f"iteration {k[1]}", "start": (a - t0[k[0]]) / 1e6,
+              "end": (b - t0[k[0]]) / 1e6} for k, (a, b) in spans.items()]
+    band = alt.Chart(alt.Data(values=shade)).mark_rect(opacity=0.2).encode(
+        x="start:Q", x2="end:Q", color=alt.Color("iteration:N", title="shaded"))
+    line = alt.Chart(alt.Data(values=data)).mark_line(interpolate="step-after", color="black").encode(
+        x=alt.X("ms:Q", title="time from the first enqueue, ms"), y=alt.Y("waiting:Q", title="nodes waiting"),
+        detail="run:N", strokeDash=alt.StrokeDash("run:N"))
+    return alt.layer(band, line).properties(title="Eager scheduling queue occupancy", width=520, height=220)
+
+
+def queue_split(table):
+    """Time split by queue state and what runs, stacked per iteration (queue_utilization)."""
+    data = [{"run_iteration": f"{r['run']} #{r['iteration']}", "state": r["queue_state"],
+             "category": r["category"], "share": r["share_pct"]} for r in _rows(table)]
+    return alt.Chart(alt.Data(values=data)).mark_bar().encode(
+        y=alt.Y("run_iteration:N", title=None),
+        x=alt.X("share:Q", stack="zero", title="share of the iteration, %"),
+        color=alt.Color("category:N"),
+        opacity=alt.Opacity("state:N", title="queue", sort=["non_empty", "empty", "no_queue"]),
+        tooltip=["state:N", "category:N", alt.Tooltip("share:Q", format=".2f")],
+    ).properties(title="Time by queue state and activity", width=420)
+
+
 # chart name -> (report it is drawn from, builder)
 CHARTS = {
     "levels": ("utilization_levels", levels),
     "kernel_issue": ("kernel_utilization", kernel_issue),
     "tc_cdf": ("tc_issue_cdf", tc_cdf),
     "layers": ("utilization_by_layer", layers),
+    "queue": ("queue_occupancy", queue),
+    "queue_split": ("queue_utilization", queue_split),
 }
 
 

@@ -5,7 +5,7 @@ from importlib import resources
 import duckdb
 
 SCHEMA_VERSION = "2"
-SCHEMA_FILES = ("tables.sql", "migrate.sql", "views.sql", "ncu.sql", "utilization.sql", "energy.sql")
+SCHEMA_FILES = ("tables.sql", "migrate.sql", "views.sql", "ncu.sql", "utilization.sql", "energy.sql", "queues.sql")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 

@@ -13,16 +13,31 @@ WITH p AS (
 SELECT $run, coalesce(t.pid, p.pid), t.tid, p.process_name, t.thread_name
 FROM t FULL OUTER JOIN p ON t.pid = p.pid;
 
--- GPU activity of the run.
+-- GPU activity of the run: Kineto categories, or (XProf: TensorFlow, JAX)
+-- complete events on the stream threads of a /device:GPU:N process.
+CREATE OR REPLACE TEMP TABLE _xprof_streams AS
+SELECT pid, tid, TRY_CAST(regexp_extract(process_name, '^/device:GPU:(\d+)', 1) AS BIGINT) AS device
+FROM threads
+WHERE run = $run AND process_name LIKE '/device:GPU:%' AND thread_name LIKE 'Stream #%';
+
 CREATE OR REPLACE TEMP TABLE _gpu AS
-SELECT * FROM events
-WHERE run = $run AND ph = 'X' AND gpu_activity_kind(cat) IS NOT NULL;
+SELECT e.* REPLACE (coalesce(e.stream, CASE WHEN x.tid IS NOT NULL THEN TRY_CAST(e.tid AS BIGINT) END) AS stream,
+                    coalesce(e.device, x.device) AS device),
+       coalesce(gpu_activity_kind(e.cat),
+                CASE WHEN x.tid IS NULL THEN NULL
+                     WHEN e.name ILIKE '%memcpy%' THEN 'memcpy'
+                     WHEN e.name ILIKE '%memset%' THEN 'memset' ELSE 'kernel' END) AS kind,
+       e.args->>'kernel_details' AS details
+FROM events e
+LEFT JOIN _xprof_streams x ON x.pid = e.pid AND x.tid = e.tid
+WHERE e.run = $run AND e.ph = 'X' AND (gpu_activity_kind(e.cat) IS NOT NULL OR x.tid IS NOT NULL);
 
 -- The launch call of each correlation id that has GPU activity (first call wins).
 CREATE OR REPLACE TEMP TABLE _launch AS
 SELECT correlation, event_id, name, ts_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns, pid, tid
 FROM events
-WHERE run = $run AND ph = 'X' AND is_launch_category(cat)
+WHERE run = $run AND ph = 'X'
+  AND (is_launch_category(cat) OR (cat IS NULL AND regexp_matches(name, '^cu(da)?(Launch|GraphLaunch|Memcpy|Memset)')))
   AND correlation IN (SELECT correlation FROM _gpu WHERE correlation IS NOT NULL)
 QUALIFY row_number() OVER (PARTITION BY correlation ORDER BY ts_ns, event_id) = 1;
 
@@ -59,11 +74,20 @@ ASOF JOIN (SELECT * FROM _depth WHERE is_op) o
 
 INSERT INTO kernels
 SELECT
-    $run, g.event_id, gpu_activity_kind(g.cat), g.name, g.ts_ns, g.dur_ns, g.device,
-    TRY_CAST(a[1] AS BIGINT), g.stream, g.correlation,
-    TRY_CAST(a[2] AS INTEGER), TRY_CAST(a[3] AS INTEGER), TRY_CAST(a[4] AS INTEGER),
-    TRY_CAST(a[5] AS INTEGER), TRY_CAST(a[6] AS INTEGER), TRY_CAST(a[7] AS INTEGER),
-    TRY_CAST(a[8] AS INTEGER), TRY_CAST(a[9] AS BIGINT), NULL, NULL,
+    $run, g.event_id, g.kind, g.name, g.ts_ns, g.dur_ns, g.device,
+    TRY_CAST(coalesce(a[1], g.args->>'context_id') AS BIGINT), g.stream, g.correlation,
+    TRY_CAST(coalesce(a[2], regexp_extract(g.details, 'grid:(\d+),', 1)) AS INTEGER),
+    TRY_CAST(coalesce(a[3], regexp_extract(g.details, 'grid:\d+,(\d+),', 1)) AS INTEGER),
+    TRY_CAST(coalesce(a[4], regexp_extract(g.details, 'grid:\d+,\d+,(\d+)', 1)) AS INTEGER),
+    TRY_CAST(coalesce(a[5], regexp_extract(g.details, 'block:(\d+),', 1)) AS INTEGER),
+    TRY_CAST(coalesce(a[6], regexp_extract(g.details, 'block:\d+,(\d+),', 1)) AS INTEGER),
+    TRY_CAST(coalesce(a[7], regexp_extract(g.details, 'block:\d+,\d+,(\d+)', 1)) AS INTEGER),
+    TRY_CAST(coalesce(a[8], regexp_extract(g.details, 'regs:(\d+)', 1)) AS INTEGER),
+    coalesce(TRY_CAST(a[9] AS BIGINT),
+             TRY_CAST(regexp_extract(g.details, 'static_shared:(\d+)', 1) AS BIGINT)
+             + TRY_CAST(regexp_extract(g.details, 'dynamic_shared:(\d+)', 1) AS BIGINT)),
+    TRY_CAST(regexp_extract(g.details, 'static_shared:(\d+)', 1) AS BIGINT),
+    TRY_CAST(regexp_extract(g.details, 'dynamic_shared:(\d+)', 1) AS BIGINT),
     l.event_id, l.name, l.ts_ns, l.end_ns, l.pid, l.tid,
     op.event_id, op.name, NULL,
     row_number() OVER (ORDER BY coalesce(l.ts_ns, g.ts_ns), g.event_id) - 1
@@ -103,6 +127,7 @@ LEFT JOIN kernels k ON k.run = $run AND k.iteration = m.step
 GROUP BY m.step, m.name, m.event_id, m.start_ns, m.marker_end_ns;
 
 DROP TABLE _gpu;
+DROP TABLE _xprof_streams;
 DROP TABLE _launch;
 DROP TABLE _op;
 DROP TABLE _depth;

@@ -1,0 +1,36 @@
+-- name: launch_delay
+-- description: CUDA launch delay: kernel start minus the end of the runtime
+--   or driver call that launched it (cudaLaunchKernel, cuLaunchKernel[Ex],
+--   cudaGraphLaunch ... whatever call carries the correlation id), per
+--   kernel, or its distribution per launch call (by=launch).
+-- parameters:
+--   run VARCHAR = NULL: trace run (all when absent)
+--   iteration INTEGER = NULL: iteration (all when absent)
+--   by VARCHAR = 'kernel': one of kernel | launch: a row per kernel, or per launch call name
+-- columns:
+--   run VARCHAR: trace run
+--   iteration INTEGER: iteration
+--   launch_name VARCHAR: the launching call
+--   kernel_id BIGINT: kernel (NULL when by=launch)
+--   name VARCHAR: kernel name (NULL when by=launch)
+--   stream BIGINT: stream (NULL when by=launch)
+--   kernels BIGINT: kernels in the row
+--   delay_ns BIGINT: kernel start - launch call end, ns (median when by=launch)
+--   mean_ns DOUBLE: mean delay, ns
+--   p95_ns DOUBLE: 95th percentile of the delay, ns
+--   max_ns BIGINT: largest delay, ns
+-- requires: kernels
+WITH k AS (
+    SELECT run, iteration, launch_name, kernel_id, name, stream, ts_ns - launch_end_ns AS d
+    FROM kernels
+    WHERE launch_end_ns IS NOT NULL AND ts_ns IS NOT NULL
+      AND ($run IS NULL OR run = $run) AND ($iteration IS NULL OR iteration = $iteration)
+)
+SELECT run, iteration, launch_name, kernel_id, name, stream, 1 AS kernels, d AS delay_ns,
+       d AS mean_ns, d AS p95_ns, d AS max_ns
+FROM k WHERE $by = 'kernel'
+UNION ALL
+SELECT run, iteration, launch_name, NULL, NULL, NULL, count(*), CAST(median(d) AS BIGINT), round(avg(d), 1),
+       quantile_cont(d, 0.95), max(d)
+FROM k WHERE $by = 'launch' GROUP BY run, iteration, launch_name
+ORDER BY run, iteration, launch_name, kernel_id;

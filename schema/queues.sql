@@ -1,0 +1,113 @@
+-- Runtime queues (METHOD.md section 5): TensorFlow eager execution phases and
+-- queue, and CUDA launch queues. Documented in docs/schema.md ("queues").
+
+-- Eager execution mode of each TensorFlow run: async when the kernels run on
+-- an eager_async_executor thread, sync when they run on the Python thread.
+CREATE OR REPLACE VIEW eager_mode AS
+SELECT e.run, CASE WHEN bool_or(t.thread_name LIKE 'eager_async_executor%') THEN 'async' ELSE 'sync' END AS mode
+FROM events e JOIN threads t ON t.run = e.run AND t.pid = e.pid AND t.tid = e.tid
+WHERE e.ph = 'X' AND e.name = 'EagerKernelExecute'
+GROUP BY e.run;
+
+-- One row per eager op node: enqueue (Python thread: from the enclosing
+-- TFE_Py_FastPathExecute_C / TFE_Py_ExecuteCancelable, else EagerExecute, to
+-- the end of EagerExecute), dequeue (EagerKernelExecute), the CPU kernel call
+-- inside it (KernelAndDeviceFunc::Run) and the GPU kernels it launched.
+-- Async: the k-th enqueued node is the k-th dequeued (FIFO); the node enters
+-- the queue inside EagerExecute, so when the executor starts it before
+-- EagerExecute returns (12% of the nodes of the ResNet-50 fixture) its wait
+-- is 0. Sync: the EagerKernelExecute runs inside its EagerExecute, on the
+-- same thread, and there is no queue.
+CREATE OR REPLACE VIEW eager_nodes AS
+WITH enq0 AS (
+    SELECT e.run, e.event_id, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
+           e.args->>'eager_op' AS op, m.mode
+    FROM events e JOIN eager_mode m USING (run)
+    WHERE e.ph = 'X' AND e.name = 'EagerExecute'
+), fast AS (
+    SELECT run, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns FROM events
+    WHERE ph = 'X' AND name IN ('TFE_Py_FastPathExecute_C', 'TFE_Py_ExecuteCancelable')
+      AND run IN (SELECT run FROM eager_mode)
+), enq AS (
+    SELECT enq0.*, CASE WHEN f.end_ns >= enq0.end_ns THEN f.ts_ns ELSE enq0.ts_ns END AS enq_start,
+           row_number() OVER (PARTITION BY enq0.run ORDER BY enq0.ts_ns, enq0.event_id) AS n
+    FROM enq0 ASOF LEFT JOIN fast f
+      ON f.run = enq0.run AND f.pid = enq0.pid AND f.tid = enq0.tid AND enq0.ts_ns >= f.ts_ns
+), deq AS (
+    SELECT e.run, e.event_id, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
+           row_number() OVER (PARTITION BY e.run ORDER BY e.ts_ns, e.event_id) AS n
+    FROM events e WHERE e.ph = 'X' AND e.name = 'EagerKernelExecute' AND e.run IN (SELECT run FROM eager_mode)
+), cpu AS (     -- CPU kernel calls, each given to the dequeue that holds it
+    SELECT d.run, d.event_id AS deq_id, sum(r.dur_ns) AS cpu_ns
+    FROM (SELECT run, pid, tid, ts_ns, dur_ns FROM events
+          WHERE ph = 'X' AND name = 'KernelAndDeviceFunc::Run' AND run IN (SELECT run FROM eager_mode)) r
+    ASOF JOIN deq d ON d.run = r.run AND d.pid = r.pid AND d.tid = r.tid AND r.ts_ns >= d.ts_ns
+    WHERE r.ts_ns + r.dur_ns <= d.end_ns
+    GROUP BY d.run, d.event_id
+), gpu AS (     -- GPU activity launched from inside a dequeue
+    SELECT d.run, d.event_id AS deq_id, sum(k.dur_ns) FILTER (k.kind = 'kernel') AS gpu_ns,
+           sum(k.dur_ns) FILTER (k.kind <> 'kernel') AS copy_ns
+    FROM (SELECT run, launch_pid AS pid, launch_tid AS tid, launch_ts_ns, kind, dur_ns FROM kernels
+          WHERE launch_ts_ns IS NOT NULL AND run IN (SELECT run FROM eager_mode)) k
+    ASOF JOIN deq d ON d.run = k.run AND d.pid = k.pid AND d.tid = k.tid AND k.launch_ts_ns >= d.ts_ns
+    WHERE k.launch_ts_ns <= d.end_ns
+    GROUP BY d.run, d.event_id
+), paired AS (
+    SELECT enq.*, d.event_id AS deq_id, d.ts_ns AS deq_start, d.end_ns AS deq_end
+    FROM enq JOIN deq d ON d.run = enq.run AND d.n = enq.n
+    WHERE enq.mode = 'async'
+    UNION ALL
+    SELECT enq.*, d.event_id, d.ts_ns, d.end_ns
+    FROM enq ASOF JOIN deq d ON d.run = enq.run AND d.pid = enq.pid AND d.tid = enq.tid AND d.ts_ns >= enq.ts_ns
+    WHERE enq.mode = 'sync' AND d.end_ns <= enq.end_ns
+)
+SELECT p.run, p.mode, p.n AS node, p.event_id AS enqueue_event_id, p.deq_id AS dequeue_event_id, p.op,
+       p.enq_start AS enqueue_start_ns, p.end_ns AS enqueue_end_ns, p.deq_start AS dequeue_start_ns,
+       p.deq_end AS dequeue_end_ns,
+       CASE WHEN p.mode = 'sync' THEN (p.end_ns - p.enq_start) - (p.deq_end - p.deq_start)
+            ELSE p.end_ns - p.enq_start END AS enqueue_ns,
+       CASE WHEN p.mode = 'async' THEN greatest(p.deq_start - p.end_ns, 0) END AS queue_wait_ns,
+       (p.deq_end - p.deq_start) - coalesce(c.cpu_ns, 0) AS dequeue_ns,
+       coalesce(c.cpu_ns, 0) AS cpu_exec_ns, coalesce(g.gpu_ns, 0) AS gpu_exec_ns,
+       coalesce(g.copy_ns, 0) AS copy_ns
+FROM paired p LEFT JOIN cpu c ON c.run = p.run AND c.deq_id = p.deq_id
+LEFT JOIN gpu g ON g.run = p.run AND g.deq_id = p.deq_id;
+
+-- Elementary time segments of each iteration with what is going on in them:
+-- how many nodes wait in the eager queue, and whether a GPU kernel, a CPU
+-- kernel (KernelAndDeviceFunc::Run, Eigen thread-pool regions), a dequeue or
+-- a memory transfer runs. Boundaries of every interval cut the timeline; a
+-- running sum per kind gives the state of each segment.
+CREATE OR REPLACE VIEW activity_segments AS
+WITH it AS (SELECT run, iteration, start_ns, end_ns FROM iterations),
+iv AS (
+    SELECT run, 'queue' AS k, enqueue_end_ns AS s, dequeue_start_ns AS e FROM eager_nodes
+    WHERE mode = 'async' AND dequeue_start_ns > enqueue_end_ns
+    UNION ALL SELECT run, 'deq', dequeue_start_ns, dequeue_end_ns FROM eager_nodes
+    UNION ALL SELECT run, CASE WHEN kind = 'kernel' THEN 'gpu' ELSE 'copy' END, ts_ns, ts_ns + dur_ns
+              FROM kernels WHERE ts_ns IS NOT NULL AND dur_ns > 0
+    UNION ALL SELECT run, 'cpu', ts_ns, ts_ns + dur_ns FROM events
+              WHERE ph = 'X' AND dur_ns > 0 AND name IN ('KernelAndDeviceFunc::Run', 'ThreadpoolListener::Region')
+), b AS (
+    SELECT run, s AS t, k, 1 AS d FROM iv UNION ALL SELECT run, e, k, -1 FROM iv
+    UNION ALL SELECT run, start_ns, 'edge', 0 FROM it UNION ALL SELECT run, end_ns, 'edge', 0 FROM it
+), pts AS (
+    SELECT run, t, sum(d) FILTER (k = 'queue') AS dq, sum(d) FILTER (k = 'deq') AS dd,
+           sum(d) FILTER (k = 'gpu') AS dg, sum(d) FILTER (k = 'copy') AS dm, sum(d) FILTER (k = 'cpu') AS dc
+    FROM b GROUP BY run, t
+), st AS (
+    SELECT run, t AS start_ns, lead(t) OVER w AS end_ns,
+           sum(coalesce(dq, 0)) OVER w2 AS queued, sum(coalesce(dd, 0)) OVER w2 AS dequeuing,
+           sum(coalesce(dg, 0)) OVER w2 AS gpu, sum(coalesce(dm, 0)) OVER w2 AS copy,
+           sum(coalesce(dc, 0)) OVER w2 AS cpu
+    FROM pts
+    WINDOW w AS (PARTITION BY run ORDER BY t), w2 AS (PARTITION BY run ORDER BY t ROWS UNBOUNDED PRECEDING)
+)
+SELECT st.run, it.iteration, st.start_ns, st.end_ns, st.end_ns - st.start_ns AS dur_ns,
+       st.queued, st.dequeuing > 0 AS dequeuing, st.gpu > 0 AS gpu_kernel, st.copy > 0 AS memory_transfer,
+       st.cpu > 0 AS cpu_kernel,
+       CASE WHEN st.gpu > 0 THEN 'gpu_kernel' WHEN st.cpu > 0 THEN 'cpu_kernel'
+            WHEN st.dequeuing > 0 THEN 'dequeuing' WHEN st.copy > 0 THEN 'memory_transfer'
+            ELSE 'waiting' END AS category
+FROM st ASOF JOIN it ON it.run = st.run AND st.start_ns >= it.start_ns
+WHERE st.end_ns IS NOT NULL AND st.end_ns <= it.end_ns AND st.end_ns > st.start_ns;
