@@ -140,13 +140,24 @@ def bound_params(report, given):
     return values
 
 
+# What a required table means, for the error a user sees.
+NEEDS = {
+    "matches": "ncu kernels matched to the run (tracedb ingest REPORT --pair-with RUN, or tracedb match)",
+    "trace_power_pairs": "a power log aligned with the run (tracedb ingest LOG --pair-with RUN)",
+    "eager_mode": "TensorFlow eager execution events (EagerExecute, EagerKernelExecute)",
+    "kernels": "GPU kernels",
+    "iterations": "iterations (step markers)",
+}
+
+
 def check_requirements(con, report, values):
     for table in report.requires:
         n = scalar(con, f"SELECT count(*) FROM {table} WHERE $run IS NULL OR "
                         f"{'trace_run' if table in ('matches', 'match_runs') else 'run'} = $run", {"run": values.get("run")})
         if not n:
             where = f" for run {values['run']}" if values.get("run") else ""
-            raise ReportError(f"report {report.name} needs {table}, and the database has none{where}")
+            raise ReportError(f"report {report.name} needs {NEEDS.get(table, table)}, "
+                              f"and the database has none{where}")
 
 
 def run(con, name, params=None):

@@ -190,7 +190,7 @@ def test_charts_render_png_and_svg_with_the_report_data(util_db, tmp_path, name,
 def test_chart_errors_are_clear(util_db):
     with pytest.raises(reports.ReportError, match="no chart named"):
         charts.build(util_db, "pie", {})
-    with pytest.raises(reports.ReportError, match="needs matches, and the database has none for run"):
+    with pytest.raises(reports.ReportError, match="needs ncu kernels matched to the run .*, and the database has none for run"):
         charts.build(util_db, "kernel_issue", {"run": FP32})
     with pytest.raises(reports.ReportError, match="returned no rows"):
         charts.build(util_db, "tc_cdf", {"run": AMP, "iteration": "99"})
@@ -219,9 +219,10 @@ def test_every_report_runs_on_every_fixture_run(util_db):
             try:
                 t = reports.run(util_db, name, {"run": run})
             except reports.ReportError as e:
-                ok = ("needs matches" in str(e) and run != AMP) or \
-                     ("needs kernels" in str(e) and run.startswith("cpu_")) or \
-                     ("needs trace_power_pairs" in str(e) and run.startswith("cpu_")) or \
+                ok = ("needs ncu kernels matched" in str(e) and run != AMP) or \
+                     ("needs GPU kernels" in str(e) and run.startswith("cpu_")) or \
+                     ("needs a power log" in str(e) and run.startswith("cpu_")) or \
+                     ("needs TensorFlow eager" in str(e) and not run.startswith("cpu_")) or \
                      (name == "energy_breakdown" and "no calibration for GPU NVIDIA H100" in str(e))
                 assert ok, (name, run, e)
                 continue
