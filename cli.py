@@ -123,6 +123,15 @@ def cmd_power_log(args):
     return rc
 
 
+def cmd_calibrate(args):
+    from tracedb.cuda_bench.build import BuildError
+    from tracedb.cuda_bench.run import main as bench
+    try:
+        return bench(args.rest)
+    except BuildError as e:
+        raise UsageError(f"calibrate: {e}") from None
+
+
 def cmd_reports(args):
     for r in reports.all_reports().values():
         params = ", ".join(f"{p.name}={p.default if p.default is not None else ''}" for p in r.params
@@ -209,6 +218,11 @@ def parser():
     sp.add_argument("command_", nargs=argparse.REMAINDER, metavar="-- COMMAND...",
                     help="command to run (none: sample until Ctrl-C)")
     sp.set_defaults(func=cmd_power_log)
+
+    sp = sub.add_parser("calibrate", help="run cuda_bench on this GPU (python -m tracedb.cuda_bench OUT ...)",
+                        add_help=False)
+    sp.add_argument("rest", nargs=argparse.REMAINDER)
+    sp.set_defaults(func=cmd_calibrate)
 
     sp = sub.add_parser("reports", help="list the saved reports")
     sp.set_defaults(func=cmd_reports)

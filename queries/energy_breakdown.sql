@@ -2,7 +2,8 @@
 -- description: Where the energy of an iteration goes (METHOD.md section 7):
 --   static energy (idle power x duration), the energy of data movement per
 --   memory level = accesses x eps (lower bound of the calibration for the
---   GPU) + offset, from the matched kernels' counters (32-byte sectors: shared
+--   GPU; the fit's intercept belongs to the microbenchmark runs, not to the
+--   application, and is left out), from the matched kernels' counters (32-byte sectors: shared
 --   memory wavefronts, L1 hits, L2 hits, DRAM reads and writes), and the rest
 --   of the dynamic energy. One row per component with joules and its share of
 --   the total and of the dynamic energy. Needs a trace, its power log, its
@@ -62,7 +63,7 @@ WITH it AS (
                     || ' at level ' || lv.component || ': ingest cuda_bench output for it, or pass '
                     || '--param calibration_gpu=NAME (calibrations: '
                     || (SELECT string_agg(DISTINCT gpu, ', ') FROM calibration_fits) || ')')) AS eps_pj,
-           lv.accesses * c.eps_pj * 1e-12 + coalesce(c.offset_j, 0) AS energy_j,
+           lv.accesses * c.eps_pj * 1e-12 AS energy_j,
            c.gpu AS cal_gpu, c.reference
     FROM lv LEFT JOIN cal c ON c.run = lv.run AND c.level = lv.component
 ), parts AS (

@@ -1,0 +1,211 @@
+"""`python -m tracedb.cuda_bench OUT_DIR` (or `tracedb calibrate`): build, identify
+the array size of each level with ncu hit rates, size and run the NVML-timed
+sweep, check each level with ncu, and write raw output, points, checks and
+fits (the fits come from the same SQL view `tracedb query calibration_fit` uses).
+
+Clocks are never changed: ncu runs with --clock-control none, and the clocks
+seen are recorded per point."""
+import argparse
+import csv
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tracedb.cuda_bench import build, plan, results
+
+METRICS = ["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum",
+           "lts__t_sectors_op_read.sum", "lts__t_sectors_op_read_lookup_hit.sum",
+           "dram__sectors_read.sum", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def ncu_pair(exe, level, size, tpb, blocks, warm, meas, spacing, prime=False):
+    """Counters of the measurement loop alone: (warm-up + measurement) - warm-up, from ncu."""
+    from tracedb import db
+    from tracedb.ingest import ingest_file
+    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    cmd = [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
+           "--metrics", ",".join(METRICS), str(exe), "pair", level, str(size), str(tpb), str(blocks),
+           str(warm), str(meas), str(spacing), str(int(prime))]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"ncu failed: {out.stderr.strip()[-300:]}")
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "pair.csv"
+        p.write_text(out.stdout)
+        con = db.connect(Path(d) / "c.duckdb")
+        ingest_file(con, p, run="pair")
+        vals = {}
+        for kid, metric, value in con.execute(
+                "SELECT kernel_id, metric, value FROM counters WHERE run = 'pair' ORDER BY kernel_id").fetchall():
+            vals.setdefault(kid, {})[metric] = value or 0.0
+        con.close()
+    ids = sorted(vals)[-2:]
+    if len(ids) != 2:
+        raise RuntimeError(f"ncu profiled {len(vals)} kernels, expected 2 or 3")
+    return {m: vals[ids[1]].get(m, 0.0) - vals[ids[0]].get(m, 0.0) for m in METRICS}
+
+
+def identify(exe, n_sm, tpb=1):
+    """Hit rate of the measurement loop per candidate size: one thread per SM, so
+    a sector is read again only after the whole ring (L1: the thread's own walk;
+    L2: all SMs' walks, spread over the ring) - the capacity test."""
+    rows = []
+    for level in ("l1", "l2", "dram", "shared"):
+        for size in plan.CANDIDATES[level]:
+            steps = plan.ring_steps(size)
+            meas = min(steps, 1 << 15)
+            meas -= meas % 8
+            spacing = plan.STRIDE_ELEMS * max(1, steps // n_sm)
+            warm = steps if level == "l1" else 0
+            d = ncu_pair(exe, level, size, tpb, n_sm, warm, meas, spacing, prime=level == "l2")
+            c = results.check(level, d, n_sm, tpb, meas)
+            rows.append({"level": level, "array_bytes": size, "threads_per_block": tpb, "blocks": n_sm,
+                         "meas_steps": meas, **{k: c[k] for k in ("hit_rate_pct", "counted", "expected", "valid", "note")}})
+            log(c["note"])
+    return rows
+
+
+def sweep(exe, pts):
+    text = "\n".join(p.line() for p in pts) + "\n"
+    out = subprocess.run([str(exe), "sweep"], input=text, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark failed: {out.stderr.strip()[-300:]}")
+    return out.stdout
+
+
+def idle_power(exe, seconds=2.0):
+    out = subprocess.run([str(exe), "idle", str(seconds)], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().split(",")[1])
+
+
+def n_sms():
+    """Multiprocessors of GPU 0 (through torch when present)."""
+    try:
+        import torch
+        return torch.cuda.get_device_properties(0).multi_processor_count
+    except Exception:  # noqa: BLE001
+        return 132
+
+
+def fits(points_csv):
+    """The calibration_fits view over the points, in a scratch database."""
+    from tracedb import db
+    from tracedb.ingest import ingest_file
+    with tempfile.TemporaryDirectory() as d:
+        con = db.connect(Path(d) / "f.duckdb")
+        ingest_file(con, points_csv)
+        rows = con.execute("SELECT * FROM calibration_fits WHERE NOT reference ORDER BY gpu, level, "
+                           "threads_per_block, blocks").fetchall()
+        cols = [c[0] for c in con.description]
+        con.close()
+    return [dict(zip(cols, r)) for r in rows]
+
+
+def run_checks(exe, sizes, n_sm, levels):
+    """ncu checks at the chosen sizes, smallest and largest multi-thread shape."""
+    rows = []
+    for level in levels:
+        size = sizes[level]
+        for tpb, blocks in ((32, 1), (1024, n_sm)):
+            spacing, base, _ = plan.layout(level, size, tpb, blocks)
+            meas = base * max(plan.MEAS_MULTS)
+            warm = plan.warm_steps(level, size)
+            # L2: the sweep warms it with an untimed launch of the same kernel; so does prime here
+            d = ncu_pair(exe, level, size, tpb, blocks, warm, meas, spacing, prime=level == "l2")
+            c = results.check(level, d, blocks, tpb, meas)
+            rows.append({"level": level, "array_bytes": size, "threads_per_block": tpb, "blocks": blocks,
+                         **{k: c[k] for k in ("hit_rate_pct", "counted", "expected", "valid", "note")},
+                         **{m: d[m] for m in METRICS}})
+            log(c["note"])
+    return rows
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def finish(out):
+    """Points and fits from out/raw_sweep.csv, out/checks.csv and out/run.json (no GPU)."""
+    meta = json.loads((out / "run.json").read_text())
+    idle = sum(meta["idle_power_w"].values()) / 2
+    with open(out / "checks.csv") as f:
+        checks = results.checks_from_rows(list(csv.DictReader(f)))
+    pts = results.points(results.read_raw((out / "raw_sweep.csv").read_text()), idle, checks)
+    results.write_points(out / "points.csv", pts)
+    rows = fits(out / "points.csv")
+    write_csv(out / "fits.csv", rows)
+    for r in rows:
+        if r["lower_bound"]:
+            log(f"{r['level']}: eps {r['eps_pj']:.1f} pJ/sector, r2 {r['r2']:.4f} at "
+                f"{r['threads_per_block']}x{r['blocks']}")
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m tracedb.cuda_bench", description=__doc__)
+    ap.add_argument("out", help="folder for the results")
+    ap.add_argument("--target-s", type=float, default=0.25, help="duration of each run (default 0.25)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--levels", default=",".join(plan.LEVELS))
+    ap.add_argument("--checks-only", action="store_true",
+                    help="rerun the ncu checks for the sizes in OUT/run.json, then --recompute")
+    ap.add_argument("--recompute", action="store_true",
+                    help="rebuild points and fits from OUT's raw sweep and checks (no GPU)")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if a.checks_only:
+        meta = json.loads((out / "run.json").read_text())
+        write_csv(out / "checks.csv", run_checks(build.binary(), meta["sizes"], meta["sms"], plan.LEVELS))
+    if a.checks_only or a.recompute:
+        finish(out)
+        return 0
+    t0 = time.time()
+    levels = tuple(a.levels.split(","))
+    exe = build.binary()
+    log(f"built {exe}")
+    n_sm = n_sms()
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,"
+                          "power.limit,temperature.gpu", "--format=csv"], capture_output=True, text=True).stdout
+    ident = identify(exe, n_sm)
+    with open(out / "identification.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(ident[0]))
+        w.writeheader()
+        w.writerows(ident)
+    sizes = {}
+    for level in plan.LEVELS:
+        hr = {r["array_bytes"]: r["hit_rate_pct"] for r in ident if r["level"] == level}
+        sizes[level] = plan.choose_size(level, hr)
+    log(f"sizes: {sizes}")
+    idle_before = idle_power(exe)
+    log(f"idle power {idle_before:.1f} W")
+    probe_raw = results.read_raw(sweep(exe, plan.probes(sizes, n_sm, levels)))
+    probe_ns = {(r["level"], r["threads_per_block"], r["blocks"]): r["kernel_ns"] for r in probe_raw}
+    pts = plan.sweep(sizes, n_sm, probe_ns, a.target_s, a.repeats, levels=levels)
+    log(f"sweep: {len(pts)} runs, about {plan.estimate_seconds(pts, probe_ns):.0f} s")
+    raw_text = sweep(exe, pts)
+    (out / "raw_sweep.csv").write_text(raw_text)
+    idle_after = idle_power(exe)
+    write_csv(out / "checks.csv", run_checks(exe, sizes, n_sm, levels))
+    meta = {"command": "python -m tracedb.cuda_bench " + " ".join(argv or sys.argv[1:]),
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "nvidia_smi": smi.strip(),
+            "sms": n_sm, "sizes": sizes, "idle_power_w": {"before": idle_before, "after": idle_after},
+            "runs": len(pts), "gpu_seconds": round(time.time() - t0, 1), "binary": exe.name}
+    (out / "run.json").write_text(json.dumps(meta, indent=1))
+    finish(out)
+    log(f"done in {time.time() - t0:.0f} s")
+    return 0
