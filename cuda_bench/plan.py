@@ -138,3 +138,17 @@ def estimate_seconds(points, probe_ns, update_s=0.1):
         per = probe_ns[(p.level, p.tpb, p.blocks)] * (p.meas_steps / (p.meas_steps or 1) if p.meas_steps else 0.05)
         t += p.launches * per / 1e9 + update_s
     return t
+
+
+def div_sweep(size, n_sm, probe_ns, target_s=0.15, repeats=2, seed=1):
+    """The LOAD+DIV cross-check: L1 loads at the largest shape, with and without a
+    dependent 64-bit division per load; probe_ns[div] is one launch's time."""
+    pts = []
+    for div in (0, 1):
+        n = launches_for(probe_ns[div], target_s)
+        for m in MEAS_MULTS:
+            for r in range(repeats):
+                for meas in (0, BASE_MEAS_STEPS * m):
+                    pts.append(Point("l1", size, 1024, n_sm, warm_steps("l1", size), meas, n, div, r * 10 + m))
+    random.Random(seed).shuffle(pts)
+    return pts

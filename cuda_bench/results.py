@@ -115,3 +115,28 @@ def write_points(path, pts):
 
 
 SECTOR_BYTES = SECTOR
+
+
+def div_points(raw, idle_w):
+    """Points of the LOAD+DIV cross-check: (div, accesses, energy_j) per measured run,
+    each minus its warm-up twin (same div, launches, repeat)."""
+    warm = {(r["div"], r["launches"], r["repeat"]): r for r in raw if r["meas_steps"] == 0}
+    out = []
+    for r in raw:
+        w = warm.get((r["div"], r["launches"], r["repeat"]))
+        if r["meas_steps"] and w:
+            out.append({"div": r["div"], "accesses": r["launches"] * r["blocks"] * r["threads_per_block"] * r["meas_steps"],
+                        "energy_j": (dynamic_mj(r, idle_w) - dynamic_mj(w, idle_w)) / 1e3,
+                        "dur_ns": r["kernel_ns"] - w["kernel_ns"]})
+    return out
+
+
+def slope(pts):
+    """Least-squares slope and r2 of energy_j over accesses."""
+    n = len(pts)
+    mx = sum(p["accesses"] for p in pts) / n
+    my = sum(p["energy_j"] for p in pts) / n
+    sxx = sum((p["accesses"] - mx) ** 2 for p in pts)
+    sxy = sum((p["accesses"] - mx) * (p["energy_j"] - my) for p in pts)
+    syy = sum((p["energy_j"] - my) ** 2 for p in pts)
+    return sxy / sxx, (sxy * sxy / (sxx * syy) if syy else 1.0)

@@ -155,6 +155,33 @@ def finish(out):
     return rows
 
 
+def div_check(out, target_s, repeats):
+    """LOAD+DIV minus LOAD: the energy of one dependent 64-bit division (METHOD.md section 7)."""
+    meta = json.loads((out / "run.json").read_text())
+    exe = build.binary()
+    size, n_sm = meta["sizes"]["l1"], meta["sms"]
+    idle0 = idle_power(exe)
+    probe = {}
+    for div in (0, 1):
+        p = plan.Point("l1", size, 1024, n_sm, plan.warm_steps("l1", size),
+                       plan.BASE_MEAS_STEPS * max(plan.MEAS_MULTS), 1, div)
+        probe[div] = results.read_raw(sweep(exe, [p]))[0]["kernel_ns"]
+    pts = plan.div_sweep(size, n_sm, probe, target_s, repeats)
+    raw_text = sweep(exe, pts)
+    (out / "div_check_raw.csv").write_text(raw_text)
+    idle = (idle0 + idle_power(exe)) / 2
+    dp = results.div_points(results.read_raw(raw_text), idle)
+    load, r2l = results.slope([p for p in dp if not p["div"]])
+    both, r2d = results.slope([p for p in dp if p["div"]])
+    summary = {"idle_power_w": idle, "load_pj_per_access": load * 1e12, "load_r2": r2l,
+               "load_div_pj_per_access": both * 1e12, "load_div_r2": r2d,
+               "div_nj_per_thread_op": (both - load) * 1e9, "div_nj_per_warp_instruction": (both - load) * 32e9,
+               "shape": f"1024x{n_sm}", "array_bytes": size}
+    (out / "div_check.json").write_text(json.dumps(summary, indent=1))
+    log(json.dumps(summary))
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tracedb.cuda_bench", description=__doc__)
     ap.add_argument("out", help="folder for the results")
@@ -163,6 +190,8 @@ def main(argv=None):
     ap.add_argument("--levels", default=",".join(plan.LEVELS))
     ap.add_argument("--checks-only", action="store_true",
                     help="rerun the ncu checks for the sizes in OUT/run.json, then --recompute")
+    ap.add_argument("--div-check", action="store_true",
+                    help="run the LOAD+DIV cross-check (L1 sizes from OUT/run.json) into OUT/div_check.*")
     ap.add_argument("--recompute", action="store_true",
                     help="rebuild points and fits from OUT's raw sweep and checks (no GPU)")
     a = ap.parse_args(argv)
@@ -171,6 +200,8 @@ def main(argv=None):
     if a.checks_only:
         meta = json.loads((out / "run.json").read_text())
         write_csv(out / "checks.csv", run_checks(build.binary(), meta["sizes"], meta["sms"], plan.LEVELS))
+    if a.div_check:
+        return div_check(out, a.target_s, a.repeats)
     if a.checks_only or a.recompute:
         finish(out)
         return 0

@@ -121,3 +121,16 @@ def test_cuda_source_compiles(tmp_path, monkeypatch):
         pytest.skip("this CUDA toolkit has no nvml.h (NVML headers); the GPU machine's has")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert build.binary("sm_90").exists()
+
+
+def test_div_cross_check_from_the_committed_raw_output():
+    raw = results.read_raw((RES / "div_check_raw.csv").read_text())
+    summary = json.loads((RES / "div_check.json").read_text())
+    dp = results.div_points(raw, summary["idle_power_w"])
+    load, r2l = results.slope([p for p in dp if not p["div"]])
+    both, r2d = results.slope([p for p in dp if p["div"]])
+    assert load * 1e12 == pytest.approx(summary["load_pj_per_access"])
+    assert (both - load) * 1e9 == pytest.approx(summary["div_nj_per_thread_op"])
+    assert r2l > 0.99 and r2d > 0.99 and 0.2 < summary["div_nj_per_thread_op"] < 5
+    fits = {r["level"]: float(r["eps_pj"]) for r in csv.DictReader(open(RES / "fits.csv")) if r["lower_bound"] == "True"}
+    assert load * 1e12 == pytest.approx(fits["l1"], rel=0.05)      # the L1 value, reproduced
