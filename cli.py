@@ -46,7 +46,8 @@ def cmd_ingest(args):
     for path in args.paths:
         try:
             r = ingest_file(con, path, run=args.run, pair_with=args.pair_with,
-                            options={"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns})
+                            options={"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
+                                     "start_ns": args.start_ns, "interval_ms": args.interval_ms})
         except IngestError as e:
             print(f"tracedb: error: {e}", file=sys.stderr)
             failed += 1
@@ -199,6 +200,8 @@ def parser():
     sp.add_argument("--offset-ns", type=int, help="power log: trace time - power time, ns (traces without absolute time)")
     sp.add_argument("--tz", help="power log: time zone of nvidia-smi's local timestamps (default: this machine's)")
     sp.add_argument("--columns", help="power log: the --query-gpu list of a header-less nvidia-smi log")
+    sp.add_argument("--start-ns", type=int, help="dcgmi dmon log: epoch ns of its first row")
+    sp.add_argument("--interval-ms", type=float, help="dcgmi dmon log: its sampling interval (-d)")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")

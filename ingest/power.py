@@ -45,10 +45,59 @@ def sniff(path):
     if SMI_TIME.match(first):
         return "nvidia-smi-noheader"
     if first.startswith("#Entity"):
-        raise IngestError(path, "dcgmi dmon output carries no timestamps, so it cannot be aligned "
-                                "with a trace: log with `tracedb power-log` or nvidia-smi -lms instead")
+        return "dcgm"
     raise IngestError(path, "unknown power log: expected tracedb power-log CSV (timestamp_ns, power_mw, ...) "
                             "or nvidia-smi --query-gpu=timestamp,... --format=csv output")
+
+
+# dcgmi dmon field names -> (sampler column, factor to the sampler's unit)
+DCGM_FIELDS = {"POWER": ("power_mw", 1e3), "TOTEC": ("energy_mj", 1.0), "SMCLK": ("sm_clock_mhz", 1.0),
+               "MMCLK": ("mem_clock_mhz", 1.0), "TMPTR": ("temp_c", 1.0), "GTEMP": ("temp_c", 1.0)}
+
+
+def _dcgm_meta(options):
+    return {"start_ns": int(options["start_ns"]), "interval_ms": float(options["interval_ms"]),
+            "timestamps": "start_ns + row x interval_ms (dcgmi dmon prints none)"}
+
+
+def _dcgm_to_sampler(path, options, work):
+    """`dcgmi dmon -e 155,156,100,101,150 -d MS` text -> our sampler's CSV. dmon prints
+    no timestamps: they come from --start-ns (the first row) and --interval-ms (-d)."""
+    if options.get("start_ns") is None or options.get("interval_ms") is None:
+        raise IngestError(path, "dcgmi dmon output carries no timestamps: give --start-ns (epoch ns of "
+                                "its first row) and --interval-ms (its -d), or log with tracedb power-log")
+    text = open_bytes(path).read().decode("utf-8", "replace")
+    cols, rows_out, seen = None, [], {}
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "#Entity":
+            cols = parts[1:]
+            continue
+        if parts[0] in ("ID", "#") or cols is None or parts[0] != "GPU" or len(parts) < 2 + len(cols):
+            continue
+        gpu = int(parts[1])
+        i = seen.get(gpu, 0)
+        seen[gpu] = i + 1
+        row = {"timestamp_ns": int(options["start_ns"]) + int(i * float(options["interval_ms"]) * 1e6), "gpu": gpu}
+        for name, value in zip(cols, parts[2:]):
+            if name in DCGM_FIELDS:
+                col, f = DCGM_FIELDS[name]
+                try:
+                    row[col] = float(value) * f
+                except ValueError:          # N/A
+                    row[col] = ""
+        rows_out.append(row)
+    if cols is None or not any("power_mw" in r for r in rows_out):
+        raise IngestError(path, "dcgmi dmon output without a POWER (field 155) column or GPU rows")
+    out = f"{work}/dcgm.csv"
+    names = ["timestamp_ns", "gpu", "power_mw", "energy_mj", "sm_clock_mhz", "mem_clock_mhz", "temp_c"]
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=names, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows_out)
+    return out
 
 
 def _tz_offset_ns(first_stamp, tz):
@@ -69,6 +118,9 @@ def prepare(con, path, options, work):
             h.update(chunk)
             size += len(chunk)
     meta = {"format": form}
+    if form == "dcgm":
+        path, meta = _dcgm_to_sampler(path, options or {}, work), {"format": form, **_dcgm_meta(options)}
+        form = "sampler"
     if form == "sampler":
         con.execute(f"""CREATE OR REPLACE TEMP TABLE _power_raw AS
             SELECT * FROM read_csv({_q(path)}, header=true, all_varchar=true, auto_detect=true)""")

@@ -150,7 +150,7 @@ def test_nvidia_smi_local_time_zone(fresh_db):
     ("timestamp_ns,power_mw,energy_mj\n1,abc,3\n", "not a number"),
     ("timestamp_ns,power_mw,energy_mj\nNaN,100,3\n", "not a number"),
     ("timestamp, index, power.draw [W]\n2026/13/45 25:00:00.000, 0, 100 W\n", "not a number"),
-    ("#Entity   POWER\nID        W\nGPU 0     61.5\n", "dcgmi dmon output carries no timestamps"),
+    ("#Entity   POWER\nID        W\nGPU 0     61.5\n", "dcgmi dmon output carries no timestamps: give --start-ns"),
     ("time,watts\n1,2\n", "unknown format"),
 ])
 def test_malformed_power_logs_are_refused_and_lose_nothing(fresh_db, tmp_path, content, words):
@@ -275,3 +275,38 @@ def test_power_log_without_nvml_says_so(tmp_path, capsys):
     assert main(["power-log", "-o", str(tmp_path / "p.csv"), "--", "true"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "NVML" in err[0]
+
+
+def test_dcgmi_dmon_log_with_given_start_and_interval(fresh_db, tmp_path):
+    """A small synthetic dmon log (two GPUs, an N/A): timestamps from --start-ns and --interval-ms."""
+    p = tmp_path / "dmon.txt"
+    p.write_text("#Entity   POWER     TOTEC       SMCLK  MMCLK  TMPTR\n"
+                 "ID        W         mJ          MHZ    MHZ    C\n"
+                 "GPU 0     100.5     1000        1980   2619   40\n"
+                 "GPU 1     80.0      2000        345    2619   35\n"
+                 "GPU 0     300.0     1100        1980   2619   41\n"
+                 "GPU 1     N/A       2050        345    2619   35\n")
+    r = ingest_file(fresh_db, p, options={"start_ns": 10**18, "interval_ms": 100})
+    got = rows(fresh_db, "SELECT gpu, ts_ns, power_w, energy_j, sm_clock_mhz, temp_c FROM power WHERE run = ? ORDER BY gpu, ts_ns", [r.run])
+    assert got == [(0, 10**18, 100.5, 1.0, 1980.0, 40.0), (0, 10**18 + 10**8, 300.0, 1.1, 1980.0, 41.0),
+                   (1, 10**18, 80.0, 2.0, 345.0, 35.0), (1, 10**18 + 10**8, None, 2.05, 345.0, 35.0)]
+    assert json.loads(scalar(fresh_db, "SELECT metadata FROM runs WHERE run = ?", [r.run]))["format"] == "dcgm"
+
+
+def test_power_log_output_from_the_gpu_machine(fresh_db):
+    """cuda_bench/results/nvidia_h200/app/power.csv.gz was written by `tracedb power-log` on the H200."""
+    p = DATA.parent.parent / "cuda_bench" / "results" / "nvidia_h200" / "app" / "power.csv.gz"
+    r = ingest_file(fresh_db, p)
+    phases = dict(rows(fresh_db, "SELECT phase, count(*) FROM power WHERE run = ? GROUP BY 1", [r.run]))
+    assert set(phases) == {"idle_before", "run", "idle_after"} and phases["run"] > 1000
+    idle, src = rows(fresh_db, "SELECT idle_power_w, idle_source FROM power_sensors WHERE run = ?", [r.run])[0]
+    with gzip.open(p, "rt") as f:
+        raw = list(csv.DictReader(f))
+    idle_p = sorted(float(x["instant_power_mw"]) / 1e3 for x in raw if x["phase"] != "run")
+    n = len(idle_p)
+    med = idle_p[n // 2] if n % 2 else (idle_p[n // 2 - 1] + idle_p[n // 2]) / 2
+    assert src == "median of the idle phases" and idle == pytest.approx(med)
+    # samples every ~10 ms as asked (--interval-ms 10)
+    ts = [int(x["timestamp_ns"]) for x in raw]
+    gaps = sorted(b - a for a, b in zip(ts, ts[1:]))
+    assert 8e6 < gaps[len(gaps) // 2] < 13e6
