@@ -41,6 +41,17 @@ def _format(args):
 def cmd_ingest(args):
     if args.run and len(args.paths) > 1:
         raise UsageError("--run names the run of a single file; give one PATH")
+    if args.lake:
+        if args.db or args.pair_with or args.run:
+            raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
+        from tracedb import lake
+        failed = lake.ingest(args.paths, args.lake, jobs=args.jobs,
+                             options={"tz": args.tz, "columns": args.columns, "offset_ns": args.offset_ns,
+                                      "start_ns": args.start_ns, "interval_ms": args.interval_ms},
+                             report=lambda line: print(line, flush=True))
+        return 1 if failed else 0
+    if not args.db:
+        raise UsageError("give --db FILE (or --lake DIR)")
     con = _open(args.db, write=True)
     failed = 0
     for path in args.paths:
@@ -133,6 +144,14 @@ def cmd_calibrate(args):
         raise UsageError(f"calibrate: {e}") from None
 
 
+def cmd_export(args):
+    from tracedb import lake
+    con = _open(args.db)
+    runs = lake.export(con, args.lake, args.run or None)
+    print(f"exported {len(runs)} runs to {args.lake}")
+    return 0
+
+
 def cmd_reports(args):
     for r in reports.all_reports().values():
         params = ", ".join(f"{p.name}={p.default if p.default is not None else ''}" for p in r.params
@@ -145,6 +164,22 @@ def cmd_query(args):
     params = _params(args.param)
     if args.run is not None:
         params["run"] = args.run
+    if args.print_sql:
+        from tracedb import engines
+        print(engines.transpile(args.name, args.dialect or "duckdb", params))
+        return 0
+    if args.engine == "spark":
+        if not args.lake:
+            raise UsageError("--engine spark reads a lake: give --lake DIR (tracedb export --db FILE --lake DIR)")
+        from tracedb import engines
+        try:
+            table = engines.run_spark(args.name, params, args.lake, args.spark_master)
+        except FileNotFoundError as e:
+            raise UsageError(str(e)) from None
+        output.write(table, _format(args), args.output)
+        return 0
+    if not args.db:
+        raise UsageError("give --db FILE (or --engine spark --lake DIR)")
     con = _open(args.db)
     table = reports.run(con, args.name, params)
     output.write(table, _format(args), args.output)
@@ -194,7 +229,9 @@ def parser():
 
     sp = sub.add_parser("ingest", help="load traces, ncu reports, power logs, calibrations")
     sp.add_argument("paths", nargs="+", metavar="PATH")
-    sp.add_argument("--db", required=True)
+    sp.add_argument("--db")
+    sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
+    sp.add_argument("--jobs", type=int, default=1, help="with --lake: files parsed in parallel processes")
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
     sp.add_argument("--pair-with", help="trace run this ncu report or power log belongs to")
     sp.add_argument("--offset-ns", type=int, help="power log: trace time - power time, ns (traces without absolute time)")
@@ -227,12 +264,23 @@ def parser():
     sp.add_argument("rest", nargs=argparse.REMAINDER)
     sp.set_defaults(func=cmd_calibrate)
 
+    sp = sub.add_parser("export", help="write the database's runs into a Parquet lake")
+    sp.add_argument("--db", required=True)
+    sp.add_argument("--lake", required=True)
+    sp.add_argument("--run", action="append", help="only this run (repeatable)")
+    sp.set_defaults(func=cmd_export)
+
     sp = sub.add_parser("reports", help="list the saved reports")
     sp.set_defaults(func=cmd_reports)
 
     sp = sub.add_parser("query", help="run a saved report")
     sp.add_argument("name")
-    sp.add_argument("--db", required=True)
+    sp.add_argument("--db")
+    sp.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
+    sp.add_argument("--lake", help="--engine spark: the lake to read")
+    sp.add_argument("--spark-master", help="--engine spark: master URL (default local[*])")
+    sp.add_argument("--dialect", help="with --print-sql: sqlglot dialect (spark, trino, bigquery, postgres ...)")
+    sp.add_argument("--print-sql", action="store_true", help="print the report's SQL (in --dialect) instead of running it")
     sp.add_argument("--run")
     sp.add_argument("--param", action="append", metavar="K=V")
     out_opts(sp)

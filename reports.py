@@ -80,7 +80,7 @@ def parse(text, fallback_name):
         if not line.startswith("--"):
             break
         body = line[2:].strip()
-        m = re.match(r"(name|description|parameters|columns|requires):\s*(.*)$", body)
+        m = re.match(r"(name|description|parameters|columns|requires|engines):\s*(.*)$", body)
         if m:
             section, value = m.group(1), m.group(2)
             if section == "name":

@@ -19,6 +19,7 @@
 --   lower_bound BOOLEAN: the row energy_breakdown uses for this GPU and level
 --   reference BOOLEAN: published values, not measured here
 -- requires: runs
+-- engines: duckdb, spark
 SELECT gpu, level, threads_per_block, blocks, round(eps_pj, 2) AS eps_pj, offset_j, round(r2, 5) AS r2,
        n_points, lower_bound, reference
 FROM calibration_fits

@@ -20,6 +20,7 @@
 --   steady BOOLEAN: true on the run's steady iteration
 --   samples_per_s DOUBLE: batch_size / total time, samples/s (NULL without batch_size)
 -- requires: iterations
+-- engines: duckdb, spark
 WITH busy AS (
     SELECT run, iteration, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals GROUP BY run, iteration
 ), ksum AS (

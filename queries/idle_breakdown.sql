@@ -20,6 +20,7 @@
 --   idle_ns BIGINT: summed gap time, ns
 --   share_pct DOUBLE: share of the stream's idle time in the iteration, %
 -- requires: kernels
+-- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization
     WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))

@@ -38,6 +38,7 @@
 --   tc_cycles_active_source VARCHAR: ncu counter behind tc_cycles_active
 --   tc_inst_source VARCHAR: ncu counter behind tc_inst
 -- requires: matches
+-- engines: duckdb, spark
 SELECT run, ncu_run, correlation, ncu_id, round(score, 4) AS score, trace_name, ncu_name, op_name,
        iteration, stream, ts_ns, dur_ns, gpu_time_ns, smsp_cycles_elapsed, smsp_cycles_active,
        smsp_issue_active, smsp_inst_issued, tc_cycles_active, tc_inst, l1_hit_sectors_ld,

@@ -21,6 +21,7 @@
 --   tc_issue_pct DOUBLE: tensor instructions / elapsed cycles, %
 --   score DOUBLE: match score
 -- requires: matches
+-- engines: duckdb, spark
 SELECT run, iteration, kernel_id, ncu_id, trace_name AS name, op_name, layer_type, ts_ns, dur_ns,
        round(smsp_active_pct, 3) AS smsp_active_pct, round(issue_slot_pct, 3) AS issue_slot_pct,
        round(tc_active_pct, 3) AS tc_active_pct, round(tc_issue_pct, 3) AS tc_issue_pct,

@@ -20,6 +20,7 @@
 --   p95_ns DOUBLE: 95th percentile of the delay, ns
 --   max_ns BIGINT: largest delay, ns
 -- requires: kernels
+-- engines: duckdb, spark
 WITH k AS (
     SELECT run, iteration, launch_name, kernel_id, name, stream, ts_ns - launch_end_ns AS d
     FROM kernels
@@ -31,6 +32,6 @@ SELECT run, iteration, launch_name, kernel_id, name, stream, 1 AS kernels, d AS 
 FROM k WHERE $by = 'kernel'
 UNION ALL
 SELECT run, iteration, launch_name, NULL, NULL, NULL, count(*), CAST(median(d) AS BIGINT), round(avg(d), 1),
-       quantile_cont(d, 0.95), max(d)
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY d), max(d)
 FROM k WHERE $by = 'launch' GROUP BY run, iteration, launch_name
 ORDER BY run, iteration, launch_name, kernel_id;

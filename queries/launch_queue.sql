@@ -20,6 +20,7 @@
 --   empty_pct DOUBLE: share of the iteration with the queue empty, %
 --   empty_gpu_idle_pct DOUBLE: share of the iteration with the queue empty and no kernel running on any stream, %
 -- requires: kernels
+-- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration, start_ns, end_ns FROM iteration_utilization JOIN iterations USING (run, iteration)
     WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))

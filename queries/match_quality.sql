@@ -26,9 +26,10 @@
 --   order_shifted BIGINT: pairs away from their expected stream position
 --   seconds DOUBLE: time the matching took, s
 -- requires: matches
+-- engines: duckdb, spark
 WITH p AS (
     SELECT run, ncu_run, count(*) AS matched, min(score) AS score_min,
-           quantile_cont(score, 0.01) AS score_p01, median(score) AS score_p50,
+           percentile_cont(0.01) WITHIN GROUP (ORDER BY score) AS score_p01, median(score) AS score_p50,
            count(*) FILTER (name_score < 1) AS names_disagree,
            count(*) FILTER (NOT same_launch) AS launch_disagree,
            count(*) FILTER (order_distance <> 0) AS order_shifted,

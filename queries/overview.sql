@@ -16,6 +16,7 @@
 --   end_ns BIGINT: last event end, ns
 --   span_ns BIGINT: end_ns - start_ns, ns
 -- requires: runs
+-- engines: duckdb, spark
 WITH ev AS (
     SELECT run, count(*) AS events, min(ts_ns) AS start_ns, max(ts_ns + coalesce(dur_ns, 0)) AS end_ns
     FROM events WHERE ph <> 'M' GROUP BY run

@@ -15,6 +15,7 @@
 --   dur_ns BIGINT: time, ns
 --   share_pct DOUBLE: share of the iteration, %
 -- requires: eager_mode
+-- engines: duckdb, spark
 SELECT s.run, s.iteration,
        CASE WHEN m.mode = 'sync' THEN 'no_queue' WHEN s.queued > 0 THEN 'non_empty' ELSE 'empty' END AS queue_state,
        s.category, CAST(sum(s.dur_ns) AS BIGINT) AS dur_ns,

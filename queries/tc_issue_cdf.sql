@@ -14,6 +14,7 @@
 --   time_ns BIGINT: their trace time, ns
 --   cum_time_share_pct DOUBLE: share of kernel time in kernels with TC issue <= tc_issue_pct, %
 -- requires: matches
+-- engines: duckdb, spark
 WITH k AS (
     SELECT run, round(coalesce(tc_issue_pct, 0), 2) AS x, dur_ns
     FROM kernel_levels

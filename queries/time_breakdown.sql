@@ -21,6 +21,7 @@
 --   overlap_pct DOUBLE: share, %
 --   overhead_pct DOUBLE: share, %
 -- requires: iterations
+-- engines: duckdb, spark
 WITH s AS (
     SELECT run, iteration,
            sum(dur_ns) FILTER (cpu_kernel AND NOT gpu_kernel) AS c, sum(dur_ns) FILTER (gpu_kernel AND NOT cpu_kernel) AS g,

@@ -20,6 +20,7 @@
 --   issue_slot_pct DOUBLE: summed issue / elapsed cycles, %
 --   tc_issue_pct DOUBLE: summed tensor instructions / elapsed cycles, %
 -- requires: kernels
+-- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization
     WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))

@@ -21,6 +21,7 @@
 --   tc_active_pct DOUBLE: summed tensor pipe active / elapsed cycles, %
 --   tc_issue_pct DOUBLE: summed tensor instructions / elapsed cycles, %
 -- requires: iterations
+-- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization
     WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))

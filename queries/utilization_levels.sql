@@ -37,6 +37,7 @@
 --   tc_issue_pct_iter DOUBLE: gpu_util_pct x N / E, % of the iteration
 --   note VARCHAR: why levels are NULL, coverage, and the counters used
 -- requires: iterations
+-- engines: duckdb, spark
 SELECT run, iteration, total_ns, kernel_busy_ns, kernel_sum_ns, round(gpu_util_pct, 2) AS gpu_util_pct,
        CAST($batch_size AS DOUBLE) / (total_ns / 1e9) AS samples_per_s,
        ncu_run, matched_kernels, round(matched_time_pct, 2) AS matched_time_pct,

@@ -1,0 +1,84 @@
+"""The saved reports on other engines: transpiled with sqlglot from DuckDB SQL.
+
+Reports are written once, in DuckDB SQL. For another dialect the parameters
+are bound as literals and sqlglot rewrites the statement; on Spark it runs
+over the lake's Parquet datasets registered as views (lake.py materializes
+the views the reports read). A report says which engines it runs on in its
+header (`-- engines: duckdb, spark`); reports built on DuckDB-only macros
+(the energy reports' ASOF-joined integrals) stay DuckDB-only.
+"""
+import re
+
+import sqlglot
+
+from tracedb import lake, reports
+
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _literal(v):
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def bound_sql(name, params):
+    """The report's SQL with its parameters as literals (for engines without $params)."""
+    report = reports.get(name)
+    values = reports.bound_params(report, params or {})
+    body = "\n".join(l for l in report.sql.splitlines() if not l.lstrip().startswith("--"))
+    return _PARAM.sub(lambda m: _literal(values.get(m.group(1))), body), report
+
+
+def transpile(name, dialect, params=None, pretty=True):
+    """The report in another SQL dialect (spark, trino, bigquery, postgres ...)."""
+    sql, _ = bound_sql(name, params)
+    try:
+        return sqlglot.transpile(sql, read="duckdb", write=dialect, pretty=pretty)[0]
+    except sqlglot.errors.SqlglotError as e:
+        raise reports.ReportError(f"report {name} cannot be written in {dialect}: {str(e).splitlines()[0]}") from None
+    except ValueError as e:
+        raise reports.ReportError(f"unknown SQL dialect {dialect!r} ({e})") from None
+
+
+def engines_of(report):
+    """Engines a report declares (`-- engines:` header line), duckdb by default."""
+    m = re.search(r"^--\s*engines:\s*(.+)$", report.sql, re.M)
+    return [e.strip() for e in m.group(1).split(",")] if m else ["duckdb"]
+
+
+_SPARK = {}
+
+
+def spark_session(master=None):
+    """A Spark session (local[*] unless a master URL is given), made once per process."""
+    key = master or "local[*]"
+    if key not in _SPARK:
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError:
+            raise reports.ReportError("--engine spark needs pyspark: pip install 'tracedb[spark]'") from None
+        _SPARK[key] = (SparkSession.builder.master(key).appName("tracedb")
+                       .config("spark.sql.session.timeZone", "UTC")
+                       .config("spark.ui.enabled", "false")
+                       .config("spark.sql.ansi.enabled", "false")
+                       .getOrCreate())
+        _SPARK[key].sparkContext.setLogLevel("ERROR")
+    return _SPARK[key]
+
+
+def run_spark(name, params, lake_dir, master=None):
+    """Run a saved report on Spark over a lake; returns a pyarrow Table."""
+    report = reports.get(name)
+    if "spark" not in engines_of(report):
+        raise reports.ReportError(f"report {name} runs on DuckDB only (see docs/reports.md, 'Engines')")
+    # sqlglot writes DuckDB's exact percentile_cont as Spark's approximate one: keep it exact
+    sql = re.sub(r"\bPERCENTILE_APPROX\(", "PERCENTILE(", transpile(name, "spark", params, pretty=False))
+    spark = spark_session(master)
+    for ds, path in lake.datasets(lake_dir).items():
+        spark.read.option("mergeSchema", "true").parquet(path).createOrReplaceTempView(ds)
+    return spark.sql(sql).toArrow()

@@ -1,0 +1,161 @@
+"""The Parquet lake: every table (and the views the reports read) as a Parquet
+dataset partitioned by run, plus a small manifest, so many machines can ingest
+in parallel and other engines (Spark) can run the saved reports.
+
+    DIR/manifest.json                 schema version, datasets, runs
+    DIR/<dataset>/run=<run>/*.parquet one partition per run (source file)
+    DIR/_runs/<run>.json              the runs row of each partition's source
+"""
+import json
+import os
+from pathlib import Path
+
+from tracedb.db import SCHEMA_VERSION, rows
+
+TABLES = ["runs", "threads", "events", "kernels", "iterations", "counters", "power", "power_alignment",
+          "calibration", "matches", "match_runs"]
+# Views the saved reports read, materialized per run (engines without DuckDB's SQL read these).
+VIEWS = ["kernel_busy_intervals", "iteration_steadiness", "iteration_utilization", "kernel_layers",
+         "trace_ncu_pairs", "matched_kernels", "kernel_levels", "unmatched_kernels", "ncu_kernel_metrics",
+         "eager_mode", "eager_nodes", "activity_segments", "trace_power_pairs"]
+GLOBAL = ["layer_rules", "metric_sources", "calibration_fits"]       # not per run
+RUN_COLUMN = {"matches": "trace_run", "match_runs": "trace_run", "power_alignment": "trace_run",
+              "unmatched_kernels": "trace_run"}
+
+
+def _q(s):
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def _copy(con, select, target, partition):
+    os.makedirs(target, exist_ok=True)
+    part = f", PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE true, FILENAME_PATTERN 'part_{{uuid}}'" \
+        if partition else ", OVERWRITE_OR_IGNORE true"
+    dest = target if partition else os.path.join(target, "data.parquet")
+    con.execute(f"COPY ({select}) TO {_q(dest)} (FORMAT parquet, COMPRESSION zstd{part})")
+
+
+def export(con, lake, runs=None, globals_=True):
+    """Write the runs (all when None) of the database behind con into the lake;
+    globals_: also the datasets that are not per run (rules, calibration fits)."""
+    lake = Path(lake)
+    lake.mkdir(parents=True, exist_ok=True)
+    if runs is None:
+        runs = [r[0] for r in rows(con, "SELECT run FROM runs ORDER BY run")]
+    if not runs:
+        return []
+    in_runs = "(" + ", ".join(_q(r) for r in runs) + ")"
+    for name in TABLES + VIEWS:
+        col = RUN_COLUMN.get(name, "run")
+        n = rows(con, f"SELECT count(*) FROM {name} WHERE {col} IN {in_runs}")[0][0]
+        if not n:
+            continue
+        sel = f"SELECT * REPLACE (CAST({col} AS VARCHAR) AS {col}) FROM {name} WHERE {col} IN {in_runs}"
+        if col != "run":      # partition column named run everywhere
+            sel = f"SELECT *, {col} AS run FROM {name} WHERE {col} IN {in_runs}"
+        _copy(con, sel, str(lake / name), "run")
+    if globals_:
+        for name in GLOBAL:
+            _copy(con, f"SELECT * FROM {name}", str(lake / name), None)
+    (lake / "_runs").mkdir(exist_ok=True)
+    cols = [c[0] for c in con.execute("SELECT * FROM runs LIMIT 0").description]
+    for r in rows(con, f"SELECT * FROM runs WHERE run IN {in_runs}"):
+        rec = {k: (v if isinstance(v, (int, float, str, type(None))) else str(v)) for k, v in zip(cols, r)}
+        (lake / "_runs" / f"{rec['run']}.json").write_text(json.dumps(rec))
+    if globals_:                 # a worker of lake.ingest leaves the manifest to its parent
+        write_manifest(lake)
+    return runs
+
+
+def write_manifest(lake):
+    lake = Path(lake)
+    datasets = sorted(p.name for p in lake.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    runs = [json.loads(p.read_text()) for p in sorted((lake / "_runs").glob("*.json"))]
+    manifest = {"tracedb_schema_version": SCHEMA_VERSION, "partitioned_by": "run", "datasets": datasets,
+                "runs": [{"run": r["run"], "kind": r["kind"], "rank": r.get("rank"), "path": r["path"]}
+                         for r in runs]}
+    tmp = lake / f"manifest.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, lake / "manifest.json")
+    return manifest
+
+
+def datasets(lake):
+    """name -> glob of its Parquet files."""
+    lake = Path(lake)
+    if not (lake / "manifest.json").exists():
+        raise FileNotFoundError(f"{lake}: not a tracedb lake (no manifest.json)")
+    out = {}
+    for name in json.loads((lake / "manifest.json").read_text())["datasets"]:
+        out[name] = str(lake / name)
+    return out
+
+
+def _ingest_one(args):
+    """Worker: one file into a scratch database, then its run into the lake."""
+    import tempfile
+
+    from tracedb import db
+    from tracedb.ingest import IngestError, ingest_file
+    path, lake, options = args
+    lake = Path(lake)
+    with tempfile.TemporaryDirectory(prefix="tracedb-lake-") as d:
+        con = db.connect(Path(d) / "one.duckdb")
+        try:
+            r = ingest_file(con, path, options=options)
+        except IngestError as e:
+            return path, None, str(e)
+        digest, rank = rows(con, "SELECT content_hash, rank FROM runs WHERE run = ?", [r.run])[0]
+        for old in (lake / "_runs").glob("*.json") if (lake / "_runs").exists() else []:
+            rec = json.loads(old.read_text())
+            if rec.get("content_hash") == digest:
+                return path, rec["run"], "skipped: already in the lake"
+        if (lake / "_runs" / f"{r.run}.json").exists():      # same name, other content
+            new = f"{r.run}~{digest[:8]}"
+            for t in TABLES:
+                col = RUN_COLUMN.get(t, "run")
+                con.execute(f"UPDATE {t} SET {col} = ? WHERE {col} = ?", [new, r.run])
+            r.run = new
+        export(con, lake, [r.run], globals_=False)
+        con.close()
+        return path, r.run, f"rank {rank}" if rank is not None else "loaded"
+
+
+def ingest(paths, lake, jobs=1, options=None, report=print):
+    """Ingest files straight into the lake, in `jobs` worker processes; report(line) per file."""
+    from concurrent.futures import ProcessPoolExecutor
+    Path(lake).mkdir(parents=True, exist_ok=True)
+    work = [(str(p), str(lake), options or {}) for p in paths]
+    failed = 0
+    if jobs <= 1:
+        results = map(_ingest_one, work)
+        for path, run, msg in results:
+            failed += run is None
+            report(f"{path}: {'error: ' + msg if run is None else f'run {run} ({msg})'}")
+    else:
+        import multiprocessing
+        # spawn, not fork: the parent may hold DuckDB or JVM threads that a fork would copy mid-flight
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for path, run, msg in pool.map(_ingest_one, work):
+                failed += run is None
+                report(f"{path}: {'error: ' + msg if run is None else f'run {run} ({msg})'}")
+    write_globals(lake)
+    write_manifest(lake)
+    return failed
+
+
+def write_globals(lake):
+    """Rules and calibration fits over every calibration run in the lake (one writer)."""
+    import tempfile
+
+    from tracedb import db
+    lake = Path(lake)
+    with tempfile.TemporaryDirectory(prefix="tracedb-lake-") as d:
+        con = db.connect(Path(d) / "g.duckdb")
+        if (lake / "calibration").exists():
+            cols = [c[0] for c in con.execute("SELECT * FROM calibration LIMIT 0").description]
+            con.execute(f"INSERT INTO calibration SELECT {', '.join(cols)} FROM read_parquet("
+                        f"{_q(str(lake / 'calibration') + '/**/*.parquet')}, hive_partitioning = true)")
+        for name in GLOBAL:
+            _copy(con, f"SELECT * FROM {name}", str(lake / name), None)
+        con.close()
