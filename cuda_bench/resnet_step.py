@@ -1,10 +1,11 @@
-"""ResNet-50 (torchvision, random init) training step, batch 64, AMP, SGD - the
-workload of the H100 fixtures - for the application energy breakdown.
+"""A torchvision ResNet (random init) training step with AMP and SGD - by default
+ResNet-50 at batch 64, the workload of the H100 fixtures - for the application
+energy breakdown and the test-data captures.
 
-  python resnet_step.py trace OUT.json   ~3 s of steps, then the torch profiler
-                                          around 3 steps (wait 1, warmup 1, active 1)
-  python resnet_step.py ncu              3 warm-up steps, then one step between
-                                          cudaProfilerStart/Stop (for ncu --profile-from-start off)
+  python resnet_step.py trace OUT.json [MODEL BATCH SECONDS]
+        SECONDS (3) of steps, then the torch profiler around 3 steps (wait 1, warmup 1, active 1)
+  python resnet_step.py ncu [MODEL BATCH]
+        3 warm-up steps, then one step between cudaProfilerStart/Stop (ncu --profile-from-start off)
 """
 import sys
 import time
@@ -12,12 +13,16 @@ import time
 import torch
 import torchvision
 
+mode = sys.argv[1]
+rest = sys.argv[3:] if mode == "trace" else sys.argv[2:]
+arch, batch = (rest[0], int(rest[1])) if len(rest) >= 2 else ("resnet50", 64)
+seconds = float(rest[2]) if len(rest) >= 3 else 3.0
 torch.manual_seed(0)
-model = torchvision.models.resnet50().cuda()
+model = getattr(torchvision.models, arch)().cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 scaler = torch.amp.GradScaler()
-x = torch.randn(64, 3, 224, 224, device="cuda")
-y = torch.randint(0, 1000, (64,), device="cuda")
+x = torch.randn(batch, 3, 224, 224, device="cuda")
+y = torch.randint(0, 1000, (batch,), device="cuda")
 
 
 def step():
@@ -29,7 +34,7 @@ def step():
     scaler.update()
 
 
-if sys.argv[1] == "ncu":
+if mode == "ncu":
     for _ in range(3):
         step()
     torch.cuda.synchronize()
@@ -39,7 +44,7 @@ if sys.argv[1] == "ncu":
     torch.cuda.cudart().cudaProfilerStop()
 else:
     t = time.time()
-    while time.time() - t < 3:
+    while time.time() - t < seconds:
         step()
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
