@@ -100,7 +100,7 @@ def launches_for(kernel_ns, target_s):
     return max(1, math.ceil(target_s * 1e9 / max(kernel_ns, 1)))
 
 
-def sweep(sizes, n_sm, probe_ns, target_s=0.25, repeats=3, seed=0, levels=LEVELS):
+def sweep(sizes, n_sm, probe_ns, target_s=0.25, repeats=3, seed=0, levels=LEVELS, first_repeat=0):
     """The calibration points: for each level, shape and access count, a
     warm-up-only run (meas_steps 0) and a warm-up + measurement run, repeated,
     in shuffled order (drift does not line up with the regression).
@@ -112,7 +112,7 @@ def sweep(sizes, n_sm, probe_ns, target_s=0.25, repeats=3, seed=0, levels=LEVELS
             n = launches_for(probe_ns[(level, tpb, blocks)], target_s)
             spacing, base, advance = layout(level, b, tpb, blocks)
             for m in MEAS_MULTS:
-                for r in range(repeats):
+                for r in range(first_repeat, first_repeat + repeats):
                     for meas in (0, base * m):
                         pts.append(Point(level, b, tpb, blocks, warm_steps(level, b), meas, n,
                                          0, r * 10 + m, spacing, advance))

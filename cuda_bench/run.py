@@ -155,6 +155,28 @@ def finish(out):
     return rows
 
 
+def more_repeats(out, n, target_s):
+    """Append n repeats of the whole sweep to OUT/raw_sweep.csv, then rebuild points and fits."""
+    meta = json.loads((out / "run.json").read_text())
+    raw_old = (out / "raw_sweep.csv").read_text()
+    done = max(r["repeat"] // 10 for r in results.read_raw(raw_old)) + 1
+    exe = build.binary()
+    sizes, n_sm = meta["sizes"], meta["sms"]
+    t0 = time.time()
+    probe_raw = results.read_raw(sweep(exe, plan.probes(sizes, n_sm)))
+    probe_ns = {(r["level"], r["threads_per_block"], r["blocks"]): r["kernel_ns"] for r in probe_raw}
+    pts = plan.sweep(sizes, n_sm, probe_ns, target_s, n, seed=done, first_repeat=done)
+    log(f"{len(pts)} more runs (repeats {done}..{done + n - 1})")
+    new = sweep(exe, pts)
+    (out / "raw_sweep.csv").write_text(raw_old.rstrip("\n") + "\n" + "".join(new.splitlines(True)[1:]))
+    meta["runs"] += len(pts)
+    meta["more_repeats"] = {"repeats": n, "gpu_seconds": round(time.time() - t0, 1),
+                            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    (out / "run.json").write_text(json.dumps(meta, indent=1))
+    finish(out)
+    return 0
+
+
 def div_check(out, target_s, repeats):
     """LOAD+DIV minus LOAD: the energy of one dependent 64-bit division (METHOD.md section 7)."""
     meta = json.loads((out / "run.json").read_text())
@@ -192,6 +214,8 @@ def main(argv=None):
                     help="rerun the ncu checks for the sizes in OUT/run.json, then --recompute")
     ap.add_argument("--div-check", action="store_true",
                     help="run the LOAD+DIV cross-check (L1 sizes from OUT/run.json) into OUT/div_check.*")
+    ap.add_argument("--more-repeats", type=int, default=0,
+                    help="add this many repeats to OUT's sweep (same sizes, launches sized anew), then recompute")
     ap.add_argument("--recompute", action="store_true",
                     help="rebuild points and fits from OUT's raw sweep and checks (no GPU)")
     a = ap.parse_args(argv)
@@ -202,6 +226,8 @@ def main(argv=None):
         write_csv(out / "checks.csv", run_checks(build.binary(), meta["sizes"], meta["sms"], plan.LEVELS))
     if a.div_check:
         return div_check(out, a.target_s, a.repeats)
+    if a.more_repeats:
+        return more_repeats(out, a.more_repeats, a.target_s)
     if a.checks_only or a.recompute:
         finish(out)
         return 0

