@@ -310,3 +310,24 @@ def test_power_log_output_from_the_gpu_machine(fresh_db):
     ts = [int(x["timestamp_ns"]) for x in raw]
     gaps = sorted(b - a for a, b in zip(ts, ts[1:]))
     assert 8e6 < gaps[len(gaps) // 2] < 13e6
+
+
+def test_alignment_of_a_trace_without_absolute_time(fresh_db):
+    """TensorFlow traces carry no epoch time: --offset-ns, else the log's first sample
+    is put at the trace's first event, and the alignment says so."""
+    from conftest import TF
+    trace = next(p for p in TF if "sync_lenet" in p.name and "async" not in p.name)
+    t = ingest_file(fresh_db, trace)
+    t0 = scalar(fresh_db, "SELECT min(ts_ns) FROM events WHERE run = ? AND ph <> 'M'", [t.run])
+    p0 = sampler_rows(POWER / "h100_resnet50_bs64_amp.csv")[0]["timestamp_ns"]
+    r = ingest_file(fresh_db, POWER / "h100_resnet50_bs64_amp.csv", pair_with=t.run)
+    method, off, note = rows(fresh_db, "SELECT method, offset_ns, note FROM power_alignment WHERE power_run = ?", [r.run])[0]
+    assert method == "window-start" and off == t0 - p0 and "no absolute time" in note
+    s = reports.run(fresh_db, "energy_summary", {"run": t.run}).to_pylist()[0]
+    assert "aligned: window-start" in s["note"] and s["energy_integrated_j"] > 0
+    fresh_db.execute("DELETE FROM power_alignment")
+    from tracedb.ingest import power
+    msg = power.align(fresh_db, r.run, t.run, offset_ns=t0 - p0 + 500_000_000)
+    assert "offset" in msg
+    s2 = reports.run(fresh_db, "energy_summary", {"run": t.run}).to_pylist()[0]
+    assert "aligned: offset" in s2["note"] and s2["energy_integrated_j"] != s["energy_integrated_j"]
