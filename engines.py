@@ -66,6 +66,8 @@ def spark_session(master=None):
                        .config("spark.sql.session.timeZone", "UTC")
                        .config("spark.ui.enabled", "false")
                        .config("spark.sql.ansi.enabled", "false")
+                       # partition values (run names, ranks) stay strings: a run named "123" is not a number
+                       .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
                        .getOrCreate())
         _SPARK[key].sparkContext.setLogLevel("ERROR")
     return _SPARK[key]

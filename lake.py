@@ -2,9 +2,11 @@
 dataset partitioned by run, plus a small manifest, so many machines can ingest
 in parallel and other engines (Spark) can run the saved reports.
 
-    DIR/manifest.json                 schema version, datasets, runs
-    DIR/<dataset>/run=<run>/*.parquet one partition per run (source file)
-    DIR/_runs/<run>.json              the runs row of each partition's source
+    DIR/manifest.json                            schema version, datasets, runs
+    DIR/<dataset>/rank=<rank>/run=<run>/*.parquet one partition per run (source file),
+                                                 under its rank (-1: no distributedInfo)
+    DIR/runs/run=<run>/*.parquet                 (the runs rows carry their rank)
+    DIR/_runs/<run>.json                         the runs row of each partition's source
 """
 import json
 import os
@@ -50,10 +52,13 @@ def export(con, lake, runs=None, globals_=True):
         n = rows(con, f"SELECT count(*) FROM {name} WHERE {col} IN {in_runs}")[0][0]
         if not n:
             continue
-        sel = f"SELECT * REPLACE (CAST({col} AS VARCHAR) AS {col}) FROM {name} WHERE {col} IN {in_runs}"
-        if col != "run":      # partition column named run everywhere
-            sel = f"SELECT *, {col} AS run FROM {name} WHERE {col} IN {in_runs}"
-        _copy(con, sel, str(lake / name), "run")
+        if name == "runs":
+            _copy(con, f"SELECT * FROM runs WHERE run IN {in_runs}", str(lake / name), "run")
+            continue
+        extra = f", t.{col} AS run" if col != "run" else ""      # partition column named run everywhere
+        sel = (f"SELECT t.*{extra}, CAST(coalesce(r.rank, -1) AS INTEGER) AS rank FROM {name} t "
+               f"JOIN runs r ON r.run = t.{col} WHERE t.{col} IN {in_runs}")
+        _copy(con, sel, str(lake / name), "rank, run")
     if globals_:
         for name in GLOBAL:
             _copy(con, f"SELECT * FROM {name}", str(lake / name), None)
@@ -71,7 +76,8 @@ def write_manifest(lake):
     lake = Path(lake)
     datasets = sorted(p.name for p in lake.iterdir() if p.is_dir() and not p.name.startswith("_"))
     runs = [json.loads(p.read_text()) for p in sorted((lake / "_runs").glob("*.json"))]
-    manifest = {"tracedb_schema_version": SCHEMA_VERSION, "partitioned_by": "run", "datasets": datasets,
+    manifest = {"tracedb_schema_version": SCHEMA_VERSION, "partitioned_by": ["rank", "run"],
+                "datasets": datasets,
                 "runs": [{"run": r["run"], "kind": r["kind"], "rank": r.get("rank"), "path": r["path"]}
                          for r in runs]}
     tmp = lake / f"manifest.json.{os.getpid()}.tmp"

@@ -45,9 +45,10 @@ def key(row):
 def test_manifest_lists_datasets_and_runs(duck_and_lake):
     con, lk = duck_and_lake
     m = json.loads((lk / "manifest.json").read_text())
-    assert m["partitioned_by"] == "run" and {"events", "kernels", "counters", "iteration_utilization"} <= set(m["datasets"])
+    assert m["partitioned_by"] == ["rank", "run"]
+    assert {"events", "kernels", "counters", "iteration_utilization"} <= set(m["datasets"])
     assert {r["run"] for r in m["runs"]} == {r[0] for r in con.execute("SELECT run FROM runs").fetchall()}
-    assert (lk / "kernels" / f"run={AMP}").is_dir()
+    assert (lk / "kernels" / "rank=-1" / f"run={AMP}").is_dir()      # fixtures carry no distributedInfo
 
 
 SPARK_REPORTS = [n for n, r in reports.all_reports().items() if "spark" in engines.engines_of(r)]
@@ -114,6 +115,7 @@ def test_parallel_ingest_into_the_lake_and_rank_summary(tmp_path, capsys):
     assert len(out) == 4 and all("rank" in l for l in out)
     m = json.loads((lk / "manifest.json").read_text())
     assert sorted(r["rank"] for r in m["runs"]) == [0, 1, 2, 3]
+    assert sorted(p.name for p in (lk / "kernels").iterdir()) == ["rank=0", "rank=1", "rank=2", "rank=3"]
     s = engines.run_spark("rank_summary", {}, lk).to_pylist()
     assert [r["rank"] for r in s] == [0, 1, 2, 3]
     assert [r["straggler"] for r in s] == [False, False, True, False]
