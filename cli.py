@@ -41,13 +41,13 @@ def _format(args):
 def cmd_ingest(args):
     if args.run and len(args.paths) > 1:
         raise UsageError("--run names the run of a single file; give one PATH")
+    options = {"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
+               "start_ns": args.start_ns, "interval_ms": args.interval_ms}
     if args.lake:
         if args.db or args.pair_with or args.run:
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
         from tracedb import lake
-        failed = lake.ingest(args.paths, args.lake, jobs=args.jobs,
-                             options={"tz": args.tz, "columns": args.columns, "offset_ns": args.offset_ns,
-                                      "start_ns": args.start_ns, "interval_ms": args.interval_ms},
+        failed = lake.ingest(args.paths, args.lake, jobs=args.jobs, options=options,
                              report=lambda line: print(line, flush=True))
         return 1 if failed else 0
     if not args.db:
@@ -56,9 +56,7 @@ def cmd_ingest(args):
     failed = 0
     for path in args.paths:
         try:
-            r = ingest_file(con, path, run=args.run, pair_with=args.pair_with,
-                            options={"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
-                                     "start_ns": args.start_ns, "interval_ms": args.interval_ms})
+            r = ingest_file(con, path, run=args.run, pair_with=args.pair_with, options=options)
         except IngestError as e:
             print(f"tracedb: error: {e}", file=sys.stderr)
             failed += 1

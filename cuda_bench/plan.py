@@ -5,7 +5,6 @@ import math
 import random
 from dataclasses import dataclass
 
-SECTOR = 32
 STRIDE_ELEMS = 4               # one 32-byte sector per load (chase.cu STRIDE)
 LEVELS = ("shared", "l1", "l2", "dram")
 # Array sizes tried by the identification sweep (bytes), per level.

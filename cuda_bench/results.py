@@ -4,7 +4,6 @@ output committed under results/."""
 import csv
 import io
 
-from tracedb.cuda_bench.plan import SECTOR
 
 POINT_COLUMNS = ["gpu", "level", "threads_per_block", "blocks", "accesses", "energy_j", "dur_ns",
                  "sm_clock_mhz", "mem_clock_mhz", "temp_c", "valid", "array_bytes", "hit_rate_pct", "note",
@@ -113,8 +112,6 @@ def write_points(path, pts):
         w.writeheader()
         w.writerows(pts)
 
-
-SECTOR_BYTES = SECTOR
 
 
 def div_points(raw, idle_w):

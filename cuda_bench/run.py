@@ -9,7 +9,6 @@ import argparse
 import csv
 import datetime as dt
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -239,10 +238,7 @@ def main(argv=None):
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,"
                           "power.limit,temperature.gpu", "--format=csv"], capture_output=True, text=True).stdout
     ident = identify(exe, n_sm)
-    with open(out / "identification.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(ident[0]))
-        w.writeheader()
-        w.writerows(ident)
+    write_csv(out / "identification.csv", ident)
     sizes = {}
     for level in plan.LEVELS:
         hr = {r["array_bytes"]: r["hit_rate_pct"] for r in ident if r["level"] == level}

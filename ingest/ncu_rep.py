@@ -5,13 +5,13 @@ values in base units already, with the unit of each metric. It is run in a
 child process (ncu_rep_dump.py), which writes CSV that DuckDB reads.
 """
 import glob
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
 
 from tracedb.ingest.errors import IngestError
+from tracedb.ingest.source import hash_file
 
 SEARCH = ("/opt/nvidia/nsight-compute/*/extras/python",
           "/usr/local/cuda*/nsight-compute*/extras/python")
@@ -49,12 +49,7 @@ def load(con, path, work):
                                 "with Nsight Compute in extras/python), which is not found here: "
                                 "export CSV with `ncu --import FILE --csv --page raw > FILE.csv` "
                                 "and ingest that")
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            h.update(chunk)
-            size += len(chunk)
+    digest, size = hash_file(path)
     done = subprocess.run([sys.executable, DUMP, module_dir, os.path.abspath(path), work],
                           capture_output=True, text=True)
     if done.returncode != 0:
@@ -75,4 +70,4 @@ def load(con, path, work):
     con.execute("""CREATE OR REPLACE TEMP TABLE _ncu_device_values AS
         SELECT metric, unit, value_text FROM _ncu_values
         WHERE metric LIKE 'device__attribute_%' AND kernel_id = 0""")
-    return "ncu-rep", h.hexdigest(), size
+    return "ncu-rep", digest, size

@@ -8,7 +8,6 @@ used is kept in runs.metadata.
 """
 import csv
 import datetime as dt
-import hashlib
 import io
 import json
 import re
@@ -16,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from tracedb.db import rows, run_script, scalar, sql_text
 from tracedb.ingest.errors import IngestError
-from tracedb.ingest.source import head, open_bytes
+from tracedb.ingest.source import hash_file, head, open_bytes
 
 SMI_TIME = re.compile(r"^\s*(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(\.\d+)?)\s*,")
 # nvidia-smi query names (with or without "current.") -> power table columns
@@ -111,12 +110,7 @@ def _tz_offset_ns(first_stamp, tz):
 def prepare(con, path, options, work):
     """Read the log into the temp table _power_raw (text) and describe it."""
     form = sniff(path)
-    h = hashlib.sha256()
-    size = 0
-    with open_bytes(path) as f:
-        while chunk := f.read(8 << 20):
-            h.update(chunk)
-            size += len(chunk)
+    digest, size = hash_file(path)
     meta = {"format": form}
     if form == "dcgm":
         path, meta = _dcgm_to_sampler(path, options or {}, work), {"format": form, **_dcgm_meta(options)}
@@ -196,7 +190,7 @@ def prepare(con, path, options, work):
         raise IngestError(path, f"{bad} of {n} samples have a timestamp or power that is not a number "
                                 f"(first at data row {first})")
     meta["samples"] = n
-    return h.hexdigest(), size, meta
+    return digest, size, meta
 
 
 def load(con, path, run, meta):

@@ -30,6 +30,17 @@ def open_bytes(path):
     return f
 
 
+def hash_file(path):
+    """(sha256 hex digest, size) of the file's decompressed content, read in chunks."""
+    import hashlib
+    h, size = hashlib.sha256(), 0
+    with open_bytes(path) as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
 def head(path, n=1 << 16):
     """The first n bytes of the decompressed content (for sniffing)."""
     try:

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import AMP_NCU_BASE, AMP_TRACE, DATA, TORCH, read_ncu_csv, run_name
+from conftest import AMP_NCU_BASE, DATA, TORCH, read_ncu_csv, run_name
 from tracedb import db, reports
 from tracedb.cli import main
 from tracedb.db import rows, scalar
@@ -136,7 +136,7 @@ def test_nvidia_smi_logs_parse_like_an_independent_reader(energy_db, tmp_path):
 def test_nvidia_smi_local_time_zone(fresh_db):
     utc = ingest_file(fresh_db, POWER / "h200_nvidia_smi_units.csv.gz", run="utc", options={"tz": "UTC"})
     ny = ingest_file(fresh_db, POWER / "h200_nvidia_smi_units.csv.gz", run="ny", options={"tz": "America/New_York"})
-    assert ny.status == "skipped"          # same content: the first one stands
+    assert utc.status == "loaded" and ny.status == "skipped"          # same content: the first one stands
     fresh_db.execute("DELETE FROM power; DELETE FROM runs")
     ingest_file(fresh_db, POWER / "h200_nvidia_smi_units.csv.gz", run="ny", options={"tz": "America/New_York"})
     t_ny = scalar(fresh_db, "SELECT min(ts_ns) FROM power")

@@ -1,6 +1,5 @@
 """Nsight Compute ingest: raw and details CSV, units, the wide metrics view, bad input."""
 import gzip
-import warnings
 
 import pytest
 

@@ -8,7 +8,6 @@ tests/data/README.md.
 """
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

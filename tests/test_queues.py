@@ -7,7 +7,7 @@ import pytest
 import independent as ref
 from conftest import DATA, TF, TORCH, raw_trace, run_name
 from tracedb import charts, db, reports
-from tracedb.db import rows, scalar
+from tracedb.db import rows
 from tracedb.ingest import ingest_file
 
 JAX = DATA / "jax" / "h200_jax_mlp.trace.json.gz"
