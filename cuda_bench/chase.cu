@@ -23,7 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <vector>
+#include <map>
 #include <chrono>
 #include <thread>
 #include <cuda_runtime.h>
@@ -80,16 +80,30 @@ struct Ring {
     uint64_t n = 0;
 };
 
+// Each element points STRIDE elements on, wrapping: built on the GPU, since a
+// host-built 4 GiB ring took ~5 s to fill and copy.
+__global__ void fill_ring(uint64_t* d, uint64_t n) {
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        d[i] = (uint64_t)d + ((i + STRIDE) % n) * 8;
+}
+
 static Ring make_ring(uint64_t bytes) {
     Ring r;
     r.n = bytes / 8;
     r.n -= r.n % STRIDE;
-    std::vector<uint64_t> h(r.n);
     CK(cudaMalloc(&r.d, r.n * 8));
-    uint64_t base = (uint64_t)r.d;
-    for (uint64_t i = 0; i < r.n; ++i) h[i] = base + ((i + STRIDE) % r.n) * 8;
-    CK(cudaMemcpy(r.d, h.data(), r.n * 8, cudaMemcpyHostToDevice));
+    fill_ring<<<1024, 256>>>(r.d, r.n);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
     return r;
+}
+
+// Rings by size, kept for the whole sweep: its points are shuffled across levels,
+// and rebuilding the DRAM ring at every switch cost more than the runs themselves.
+static const Ring& ring_of(std::map<uint64_t, Ring>& rings, uint64_t bytes) {
+    auto it = rings.find(bytes);
+    if (it == rings.end()) it = rings.emplace(bytes, make_ring(bytes)).first;
+    return it->second;
 }
 
 static int op_of(const std::string& level) {
@@ -171,9 +185,7 @@ int main(int argc, char** argv) {
     printf("gpu,level,array_bytes,threads_per_block,blocks,warm_steps,meas_steps,launches,div,repeat,"
            "kernel_ns,window_ns,energy_mj,start_ns,sm_clock_mhz,mem_clock_mhz,temp_c\n");
     char line[512];
-    std::string cur_level;
-    uint64_t cur_bytes = 0;
-    Ring r;
+    std::map<uint64_t, Ring> rings;
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -186,11 +198,7 @@ int main(int argc, char** argv) {
         if (sscanf(line, "%15s %llu %d %d %ld %ld %ld %d %d %llu %llu", lv, &bytes, &tpb, &blocks, &wp, &mp, &launches,
                    &div, &rep, &spacing, &advance) != 11)
             continue;
-        if (!r.d || bytes != cur_bytes) {
-            if (r.d) CK(cudaFree(r.d));
-            r = make_ring(bytes);
-            cur_bytes = bytes;
-        }
+        const Ring& r = ring_of(rings, bytes);
         int op = op_of(lv);
         launch(op, div, r, tpb, blocks, wp, mp, 0, spacing, out);   // untimed: caches, clocks
         CK(cudaDeviceSynchronize());

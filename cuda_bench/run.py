@@ -33,7 +33,7 @@ def ncu_pair(exe, level, size, tpb, blocks, warm, meas, spacing, prime=False):
     from tracedb import db
     from tracedb.ingest import ingest_file
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    cmd = [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
+    cmd = [ncu, "--clock-control", "none", "--kernel-name", "regex:chase", "--csv", "--page", "raw", "--print-units", "base",
            "--metrics", ",".join(METRICS), str(exe), "pair", level, str(size), str(tpb), str(blocks),
            str(warm), str(meas), str(spacing), str(int(prime))]
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -162,8 +162,7 @@ def more_repeats(out, n, target_s):
     exe = build.binary()
     sizes, n_sm = meta["sizes"], meta["sms"]
     t0 = time.time()
-    probe_raw = results.read_raw(sweep(exe, plan.probes(sizes, n_sm)))
-    probe_ns = {(r["level"], r["threads_per_block"], r["blocks"]): r["kernel_ns"] for r in probe_raw}
+    probe_ns = plan.probe_times(results.read_raw(sweep(exe, plan.probes(sizes, n_sm))))
     pts = plan.sweep(sizes, n_sm, probe_ns, target_s, n, seed=done, first_repeat=done)
     log(f"{len(pts)} more runs (repeats {done}..{done + n - 1})")
     new = sweep(exe, pts)
@@ -176,11 +175,8 @@ def more_repeats(out, n, target_s):
     return 0
 
 
-def div_check(out, target_s, repeats):
+def div_check(out, exe, size, n_sm, target_s=0.4, repeats=3):
     """LOAD+DIV minus LOAD: the energy of one dependent 64-bit division (METHOD.md section 7)."""
-    meta = json.loads((out / "run.json").read_text())
-    exe = build.binary()
-    size, n_sm = meta["sizes"]["l1"], meta["sms"]
     idle0 = idle_power(exe)
     probe = {}
     for div in (0, 1):
@@ -206,13 +202,16 @@ def div_check(out, target_s, repeats):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tracedb.cuda_bench", description=__doc__)
     ap.add_argument("out", help="folder for the results")
-    ap.add_argument("--target-s", type=float, default=0.25, help="duration of each run (default 0.25)")
+    ap.add_argument("--target-s", type=float, default=0.4,
+                    help="longest duration of one run (default 0.4; shortened to fit --budget-s)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--budget-s", type=float, default=600,
+                    help="GPU seconds the whole calibration may take (default 600)")
     ap.add_argument("--levels", default=",".join(plan.LEVELS))
     ap.add_argument("--checks-only", action="store_true",
                     help="rerun the ncu checks for the sizes in OUT/run.json, then --recompute")
     ap.add_argument("--div-check", action="store_true",
-                    help="run the LOAD+DIV cross-check (L1 sizes from OUT/run.json) into OUT/div_check.*")
+                    help="rerun the LOAD+DIV cross-check (L1 size from OUT/run.json) into OUT/div_check.*")
     ap.add_argument("--more-repeats", type=int, default=0,
                     help="add this many repeats to OUT's sweep (same sizes, launches sized anew), then recompute")
     ap.add_argument("--recompute", action="store_true",
@@ -224,18 +223,30 @@ def main(argv=None):
         meta = json.loads((out / "run.json").read_text())
         write_csv(out / "checks.csv", run_checks(build.binary(), meta["sizes"], meta["sms"], plan.LEVELS))
     if a.div_check:
-        return div_check(out, a.target_s, a.repeats)
+        meta = json.loads((out / "run.json").read_text())
+        return div_check(out, build.binary(), meta["sizes"]["l1"], meta["sms"], a.target_s)
     if a.more_repeats:
         return more_repeats(out, a.more_repeats, a.target_s)
     if a.checks_only or a.recompute:
         finish(out)
         return 0
+    return calibrate(out, a.target_s, a.repeats, a.budget_s, tuple(a.levels.split(",")),
+                     "python -m tracedb.cuda_bench " + " ".join(argv or sys.argv[1:]))
+
+
+# GPU seconds kept for what follows the sweep: idle power, the ncu checks and the
+# LOAD+DIV cross-check (~60 s on the H200).
+AFTER_SWEEP_S = 90
+
+
+def calibrate(out, target_s, repeats, budget_s, levels, command):
+    """The whole calibration: build, identify sizes, sweep (sized to fit budget_s),
+    check with ncu, fit, cross-check with LOAD+DIV."""
     t0 = time.time()
-    levels = tuple(a.levels.split(","))
     exe = build.binary()
     log(f"built {exe}")
     n_sm = n_sms()
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,"
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,uuid,serial,pci.bus_id,driver_version,clocks.sm,clocks.mem,clocks.max.sm,"
                           "power.limit,temperature.gpu", "--format=csv"], capture_output=True, text=True).stdout
     ident = identify(exe, n_sm)
     write_csv(out / "identification.csv", ident)
@@ -246,19 +257,26 @@ def main(argv=None):
     log(f"sizes: {sizes}")
     idle_before = idle_power(exe)
     log(f"idle power {idle_before:.1f} W")
-    probe_raw = results.read_raw(sweep(exe, plan.probes(sizes, n_sm, levels)))
-    probe_ns = {(r["level"], r["threads_per_block"], r["blocks"]): r["kernel_ns"] for r in probe_raw}
-    pts = plan.sweep(sizes, n_sm, probe_ns, a.target_s, a.repeats, levels=levels)
-    log(f"sweep: {len(pts)} runs, about {plan.estimate_seconds(pts, probe_ns):.0f} s")
+    probe_ns = plan.probe_times(results.read_raw(sweep(exe, plan.probes(sizes, n_sm, levels))))
+    left = budget_s - (time.time() - t0) - AFTER_SWEEP_S
+    pts, target_s, est = plan.sweep_within(left, sizes, n_sm, probe_ns, target_s, repeats, levels)
+    log(f"sweep: {len(pts)} runs of at most {target_s:.3f} s, about {est:.0f} s ({left:.0f} s left in the budget)")
+    t_sweep = time.time()
     raw_text = sweep(exe, pts)
+    t_sweep = time.time() - t_sweep
     (out / "raw_sweep.csv").write_text(raw_text)
     idle_after = idle_power(exe)
     write_csv(out / "checks.csv", run_checks(exe, sizes, n_sm, levels))
-    meta = {"command": "python -m tracedb.cuda_bench " + " ".join(argv or sys.argv[1:]),
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "nvidia_smi": smi.strip(),
-            "sms": n_sm, "sizes": sizes, "idle_power_w": {"before": idle_before, "after": idle_after},
-            "runs": len(pts), "gpu_seconds": round(time.time() - t0, 1), "binary": exe.name}
+    meta = {"command": command, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "nvidia_smi": smi.strip(), "sms": n_sm, "sizes": sizes,
+            "idle_power_w": {"before": idle_before, "after": idle_after}, "runs": len(pts),
+            "target_s": round(target_s, 4), "sweep_estimate_s": round(est, 1), "sweep_seconds": round(t_sweep, 1),
+            "binary": exe.name}
     (out / "run.json").write_text(json.dumps(meta, indent=1))
     finish(out)
-    log(f"done in {time.time() - t0:.0f} s")
+    if "l1" in levels:
+        div_check(out, exe, sizes["l1"], n_sm, target_s)
+    meta["gpu_seconds"] = round(time.time() - t0, 1)
+    (out / "run.json").write_text(json.dumps(meta, indent=1))
+    log(f"done in {meta['gpu_seconds']:.0f} s of GPU time (budget {budget_s:.0f} s)")
     return 0

@@ -39,6 +39,55 @@ def test_plan_covers_levels_shapes_counts_and_pairs():
     assert plan.estimate_seconds(pts, probe) < 600
 
 
+def committed_probe_ns(res=RES):
+    """One launch's time per level and shape at its largest access count and
+    warm-up only (probe_ns of plan.estimate_seconds), from a committed sweep."""
+    raw = results.read_raw((res / "raw_sweep.csv").read_text())
+    top = {}
+    for r in raw:
+        k = (r["level"], r["threads_per_block"], r["blocks"])
+        if r["meas_steps"] == 0:
+            top[k + (0,)] = (0, r["kernel_ns"] / r["launches"])
+        elif r["meas_steps"] >= top.get(k, (0, 0))[0]:
+            top[k] = (r["meas_steps"], r["kernel_ns"] / r["launches"])
+    return {k: ns for k, (_, ns) in top.items()}
+
+
+def test_sweep_sized_to_the_gpu_time_budget():
+    meta = json.loads((RES / "run.json").read_text())
+    probe = committed_probe_ns()
+    pts, target, est = plan.sweep_within(400, meta["sizes"], meta["sms"], probe, target_s=0.25, repeats=3)
+    assert target == 0.25 and est <= 400                       # the default sweep fits as designed
+    assert len(pts) == 4 * 8 * len(plan.MEAS_MULTS) * 3 * 2 and {p.repeat // 10 for p in pts} == {0, 1, 2}
+    small, t_small, est_small = plan.sweep_within(120, meta["sizes"], meta["sms"], probe, 0.25, 3)
+    assert t_small < 0.25 and est_small <= 120 and len(small) == len(pts)   # runs shorten; repeats stay
+    assert min(p.launches for p in small) >= 1
+    longer = plan.estimate_seconds(pts, probe)
+    assert longer > plan.estimate_seconds(small, probe) + len(pts) * 0.01
+
+
+def test_the_committed_calibration_kept_its_budget():
+    meta = json.loads((RES / "run.json").read_text())
+    assert meta["gpu_seconds"] <= 600                            # identification, sweep, checks, LOAD+DIV
+    assert {p // 10 for p in {r["repeat"] for r in results.read_raw((RES / "raw_sweep.csv").read_text())}} == {0, 1, 2}
+    # the planner's estimate of the sweep came within 25% of the sweep's real time
+    assert meta["sweep_estimate_s"] == pytest.approx(meta["sweep_seconds"], rel=0.25)
+
+
+def test_every_committed_run_keeps_the_order_of_levels():
+    """The committed run and the earlier ones (earlier/): shared <= L1 < L2 < DRAM in
+    each, and on the committed run's machine DRAM and L2 repeat within 3%."""
+    runs = {d.name: {r["level"]: float(r["eps_pj"]) for r in csv.DictReader(open(d / "fits.csv"))
+                     if r["lower_bound"] == "True"} for d in [RES, *sorted((RES / "earlier").iterdir())]}
+    assert len(runs) == 5
+    for name, eps in runs.items():
+        order = [eps[l] for l in ("shared", "l1", "l2", "dram") if l in eps]
+        assert order == sorted(order), name
+    same = [runs[RES.name], runs["t0232"], runs["t0242_dram_shared"]]
+    assert max(r["dram"] for r in same) / min(r["dram"] for r in same) < 1.03
+    assert runs["t0232"]["l2"] == pytest.approx(runs[RES.name]["l2"], rel=0.03)
+
+
 def test_sizes_chosen_from_hit_rates():
     ident = list(csv.DictReader(open(RES / "identification.csv")))
     rate = lambda lvl: {int(r["array_bytes"]): float(r["hit_rate_pct"]) for r in ident if r["level"] == lvl}
