@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import tempfile
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import duckdb
@@ -14,6 +15,8 @@ import duckdb
 from tracedb.db import rows, scalar
 from tracedb.ingest.detect import detect
 from tracedb.ingest.errors import IngestError
+from tracedb.ingest import trace, trace_json
+from tracedb.ingest.trace import CutInsideEvent
 
 __all__ = ["IngestError", "IngestResult", "ingest_file", "run_name_for"]
 
@@ -96,7 +99,6 @@ def _ingest_kind(con, path, kind, run, pair_with, work, options):
                                     f"and that run is a {pair_kind} run")
     hash_pending = False
     if kind == "trace":
-        from tracedb.ingest import trace, trace_json
         hasher = hashlib.sha256()
         tf = trace_json.split(path, work, hasher)
         size = tf.content_bytes
@@ -135,23 +137,30 @@ def _ingest_kind(con, path, kind, run, pair_with, work, options):
     # zstd for everything written by this ingest: measured on a 1 GB trace, it writes
     # 1.3 s faster than DuckDB's per-column choice and makes a smaller file.
     con.execute("SET force_compression = 'zstd'")
-    con.begin()
-    try:
-        if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
-            raise IngestError(path, f"run {run!r} already exists with other content")
-        name = _unique_run(con, name)
-        fields = load_all(name)
-        _register(con, name, kind, path, digest(), content_bytes=size, paired_run=pair_with, **fields)
-        con.commit()
-    except IngestError:
-        con.rollback()
-        raise
-    except duckdb.Error as e:
-        con.rollback()
-        raise IngestError(path, f"database error while loading ({str(e).splitlines()[0]})") from None
-    except BaseException:
-        con.rollback()
-        raise
-    finally:
-        con.execute("RESET force_compression")
+    with trace.memory_cap(con, size) if kind == "trace" else nullcontext():   # restored after the rollback
+        con.begin()
+        try:
+            if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
+                raise IngestError(path, f"run {run!r} already exists with other content")
+            name = _unique_run(con, name)
+            try:
+                fields = load_all(name)
+            except CutInsideEvent:          # a cut between pieces fell inside an event: rare, load it whole
+                con.rollback()
+                con.begin()
+                trace_json.join_pieces(tf, work)
+                fields = load_all(name)
+            _register(con, name, kind, path, digest(), content_bytes=size, paired_run=pair_with, **fields)
+            con.commit()
+        except IngestError:
+            con.rollback()
+            raise
+        except duckdb.Error as e:
+            con.rollback()
+            raise IngestError(path, f"database error while loading ({str(e).splitlines()[0]})") from None
+        except BaseException:
+            con.rollback()
+            raise
+        finally:
+            con.execute("RESET force_compression")
     return IngestResult(path, name, kind, "loaded")

@@ -2,17 +2,25 @@
 
 A trace is either an object `{..., "traceEvents": [...], ...}` or a bare array
 `[...]` (which Chrome allows to be cut off before its `]`). The reader never
-builds the document in Python: it copies the event array, as bytes, into a
-temporary file that holds exactly one JSON array, and parses the small
-members before and after it. DuckDB's parallel JSON reader then scans that
-file (the fast path), or `exact_batches` streams it element by element into
-Arrow batches, keeping every number's text (the exact path, for traces whose
-timestamps a double cannot hold to the nanosecond, and for cut-off arrays).
+builds the document in Python: it copies the event array, as bytes, into
+temporary files (pieces of ~128 MB, each a JSON array of whole events, cut
+between two events) and parses the small members before and after it.
+DuckDB's JSON reader then scans the pieces, one thread per piece (the fast
+path: it reads a single array on one thread), or `exact_batches` streams them
+element by element into Arrow batches, keeping every number's text (the exact
+path, for traces whose timestamps a double cannot hold to the nanosecond, and
+for cut-off arrays).
+
+A cut is made at a `},{` found near the piece's end. Should one fall inside an
+event (an array of objects in its args), the piece ending there is not valid
+JSON, DuckDB rejects it, and the caller loads the joined pieces instead
+(`join_pieces`): a cut never changes what is loaded.
 """
 import decimal
 import json
 import os
 import queue
+import re
 import threading
 import zlib
 from dataclasses import dataclass, field
@@ -25,7 +33,13 @@ from tracedb.ingest.source import CHUNK, open_bytes, progress
 _DEC = json.JSONDecoder()
 _WS = " \t\r\n\ufeff"
 HEAD_MAX = 64 << 20
-TAIL = 1 << 20
+TAIL = 1 << 20                 # the end of the content, where members after the array live: never cut
+# Pieces of 128 MB (~340 k Kineto events, several row groups each): with 64 MB
+# pieces the many part-filled row groups made DuckDB rewrite the whole table at
+# its next checkpoint (1.5 s, and a file twice the size, for a 1 GB trace).
+PIECE_BYTES = 128 << 20
+CUT_WINDOW = 1 << 20
+_CUT = re.compile(rb"\}\s*,\s*\{")
 
 # Columns of the raw event relation that both paths produce, as DuckDB types.
 RAW_COLUMNS = {
@@ -41,7 +55,7 @@ class TraceFile:
     path: str
     form: str                      # object | array
     members: dict = field(default_factory=dict)
-    events_path: str = ""
+    pieces: list = field(default_factory=list)   # files of the event array, in order
     truncated: bool = False
     content_bytes: int = 0
     hashing: object = None         # thread still hashing an uncompressed file, or None
@@ -173,17 +187,57 @@ def _read_prologue(path, f, hasher):
             raise IngestError(path, "not a trace: no traceEvents array in the first 64 MB")
 
 
-def _copy_plain(path, out, start):
-    """Kernel-side copy of path[start:] to out (no bytes through Python)."""
-    with open(path, "rb") as src:
-        size = os.fstat(src.fileno()).st_size
-        pos = start
-        while pos < size:
-            n = os.copy_file_range(src.fileno(), out.fileno(), size - pos, pos)
-            if n == 0:
-                break
-            pos += n
-    return size - start
+def _cuts(fd, start, end, piece_bytes):
+    """Offsets of the commas to cut the array at, about piece_bytes apart, in
+    [start, end - TAIL): each the first `},{` at or after its target."""
+    out, pos = [], start + piece_bytes
+    while pos < end - TAIL:
+        window = os.pread(fd, min(CUT_WINDOW, end - TAIL - pos), pos)
+        m = _CUT.search(window)
+        if m is None:
+            pos += len(window) or CUT_WINDOW
+            continue
+        comma = pos + window.index(b",", m.start())
+        out.append(comma)
+        pos = comma + piece_bytes
+    return out
+
+
+def _copy_range(src_fd, out, pos, end):
+    """Kernel-side copy of src[pos:end] to the end of out (no bytes through Python)."""
+    out.flush()
+    while pos < end:
+        n = os.copy_file_range(src_fd, out.fileno(), end - pos, pos)
+        if n == 0:
+            break
+        pos += n
+
+
+class _Pieces:
+    """Writes the event array as numbered piece files: '[' + events + ']' each."""
+
+    def __init__(self, workdir):
+        self.workdir, self.paths, self.out, self.written = workdir, [], None, 0
+
+    def next(self):
+        if self.out is not None:
+            self.out.write(b"]")
+            self.out.close()
+        path = os.path.join(self.workdir, f"events-{len(self.paths):05d}.json")
+        self.paths.append(path)
+        self.out = open(path, "wb")
+        self.written = 0
+        if len(self.paths) > 1:
+            self.out.write(b"[")
+            self.written = 1
+        return self.out
+
+    def write(self, data):
+        self.out.write(data)
+        self.written += len(data)
+
+    def close(self):
+        self.out.close()
 
 
 def _hash_plain(path, hasher):
@@ -192,39 +246,57 @@ def _hash_plain(path, hasher):
             hasher.update(chunk)
 
 
-def split(path, workdir, hasher):
-    """Copy the event array of the trace at path into workdir; parse what surrounds it.
+def split(path, workdir, hasher, piece_bytes=None):
+    """Copy the event array of the trace at path into pieces in workdir; parse what surrounds it.
 
     hasher (hashlib object) receives the whole decompressed content. For an
     uncompressed file the hashing may still run when this returns (it overlaps
     the parse): call TraceFile.wait_hash() before reading the digest.
     """
+    piece_bytes = piece_bytes or PIECE_BYTES
     size = os.path.getsize(path)
-    events_path = os.path.join(workdir, "events.json")
     try:
         f = open_bytes(path)
     except OSError as e:
         raise IngestError(path, f"cannot open ({e})") from None
     plain = not hasattr(f, "fileobj")
     hashing = None
-    with f, open(events_path, "wb") as out, progress(path, size) as at:
+    pieces = _Pieces(workdir)
+    with f, progress(path, size) as at:
         if plain:
             # Uncompressed: the kernel copies while a thread hashes the whole file.
             form, members, start, _, _, cut = _read_prologue(path, f, None)
             hashing = threading.Thread(target=_hash_plain, args=(path, hasher), daemon=True)
             hashing.start()
-            written = _copy_plain(path, out, start)
-            out.flush()
-            with open(events_path, "rb") as g:
-                g.seek(max(0, written - TAIL))
-                tail = g.read()
+            fd = f.fileno()
+            bounds = [start] + [c + 1 for c in _cuts(fd, start, size, piece_bytes)]
+            for k, pos in enumerate(bounds):
+                out = pieces.next()
+                end = bounds[k + 1] - 1 if k + 1 < len(bounds) else size
+                _copy_range(fd, out, pos, end)
+                pieces.written += end - pos
+                at(end)
+            written = size - start
         else:
             with _Hashing(hasher) as h:
                 form, members, start, buf, eof, cut = _read_prologue(path, f, h)
-                out.write(buf[start:])
-                tail = buf[start:][-TAIL:]
-                written = len(buf) - start
-                while not eof:
+                pieces.next()
+                hold = buf[start:]          # not yet written: the last TAIL bytes are never cut
+                written = len(hold)
+                while True:
+                    if len(hold) > TAIL:
+                        data, hold = hold[:-TAIL], hold[-TAIL:]
+                        while pieces.written + len(data) >= piece_bytes:
+                            m = _CUT.search(data, max(0, piece_bytes - pieces.written))
+                            if m is None:
+                                break
+                            comma = data.index(b",", m.start())
+                            pieces.write(data[:comma])
+                            pieces.next()
+                            data = data[comma + 1:]
+                        pieces.write(data)
+                    if eof:
+                        break
                     try:
                         chunk = f.read(CHUNK)
                     except (EOFError, zlib.error, OSError):
@@ -232,12 +304,16 @@ def split(path, workdir, hasher):
                     if not chunk:
                         break
                     h.update(chunk)
-                    out.write(chunk)
+                    hold += chunk
                     written += len(chunk)
-                    tail = (tail + chunk)[-TAIL:]
                     at(f.raw_tell())
+                pieces.write(hold)
+        pieces.close()
+    with open(pieces.paths[-1], "rb") as g:
+        g.seek(max(0, pieces.written - TAIL))
+        tail = g.read()
     end = _epilogue(form, tail)
-    tf = TraceFile(path=str(path), form=form, members=members, events_path=events_path,
+    tf = TraceFile(path=str(path), form=form, members=members, pieces=pieces.paths,
                    content_bytes=start + written, hashing=hashing)
     if end is None:
         if form == "object":
@@ -246,9 +322,19 @@ def split(path, workdir, hasher):
         tf.truncated = True
     else:
         p, after = end
-        os.truncate(events_path, written - len(tail) + p + 1)
+        os.truncate(pieces.paths[-1], pieces.written - len(tail) + p + 1)
         for k, v in after.items():
             tf.members.setdefault(k, v)
+    return tf
+
+
+def join_pieces(tf, workdir):
+    """The pieces of tf as one array file (when a cut fell inside an event)."""
+    path = os.path.join(workdir, "events-joined.json")
+    with open(path, "wb") as out:
+        for chunk in _joined_chunks(tf.pieces):
+            out.write(chunk)
+    tf.pieces = [path]
     return tf
 
 
@@ -262,10 +348,24 @@ def _text(v):
     return json.dumps(v, separators=(",", ":"), default=float)
 
 
+def _joined_chunks(pieces):
+    """The bytes of the original event array from its pieces (the brackets added at
+    the cuts taken out again), in chunks."""
+    for k, piece in enumerate(pieces):
+        with open(piece, "rb") as f:
+            if k:
+                f.seek(1)                        # the '[' added at the cut
+                yield b","
+            left = os.fstat(f.fileno()).st_size - f.tell() - (k + 1 < len(pieces))   # the ']' added
+            while left > 0 and (chunk := f.read(min(CHUNK, left))):
+                left -= len(chunk)
+                yield chunk
+
+
 def exact_batches(tf, batch_rows=65536):
     """Stream the event array element by element into Arrow batches (numbers as text).
 
-    Yields (batch, truncated_tail) pairs; a cut-off array ends at its last complete event.
+    A cut-off array ends at its last complete event.
     """
     dec = json.JSONDecoder(parse_float=decimal.Decimal)
     schema = pa.schema([(k, pa.string()) for k in RAW_COLUMNS])
@@ -277,47 +377,47 @@ def exact_batches(tf, batch_rows=65536):
             v.clear()
         return batch
 
-    with open(tf.events_path, "rb") as f:
-        s, pos, eof, n = "", 0, False, 0
+    chunks = _joined_chunks(tf.pieces)
+    s, pos, eof, n = "", 0, False, 0
 
-        def more():
-            nonlocal s, pos, eof
-            chunk = f.read(CHUNK)
-            eof = not chunk
-            s = s[pos:] + chunk.decode("utf-8", "surrogateescape")
-            pos = 0
+    def more():
+        nonlocal s, pos, eof
+        chunk = next(chunks, b"")
+        eof = not chunk
+        s = s[pos:] + chunk.decode("utf-8", "surrogateescape")
+        pos = 0
 
-        more()
-        pos = _skip(s, pos) + 1          # past '['
-        while True:
+    more()
+    pos = _skip(s, pos) + 1          # past '['
+    while True:
+        pos = _skip(s, pos)
+        while pos >= len(s) and not eof:
+            more()
             pos = _skip(s, pos)
-            while pos >= len(s) and not eof:
-                more()
-                pos = _skip(s, pos)
-            if pos >= len(s):
-                break                     # cut off between events
-            if s[pos] == "]":
-                break
-            if s[pos] == ",":
-                pos += 1
-                continue
-            try:
-                ev, end = dec.raw_decode(s, pos)
-            except json.JSONDecodeError as e:
-                if eof:
-                    if tf.truncated:
-                        break
-                    raise IngestError(tf.path, f"malformed event near byte {e.pos}: {e.msg}") from None
-                more()
-                continue
-            if not isinstance(ev, dict):
-                raise IngestError(tf.path, f"event {n} is not an object")
-            pos, n = end, n + 1
-            for k in RAW_COLUMNS:
-                v = ev.get(k)
-                cols[k].append(json.dumps(v, separators=(",", ":"), default=float)
-                               if k == "args" and v is not None else _text(v))
-            if len(cols["ph"]) >= batch_rows:
-                yield flush()
+        if pos >= len(s):
+            break                     # cut off between events
+        if s[pos] == "]":
+            break
+        if s[pos] == ",":
+            pos += 1
+            continue
+        try:
+            ev, end = dec.raw_decode(s, pos)
+        except json.JSONDecodeError as e:
+            if eof:
+                if tf.truncated:
+                    break
+                raise IngestError(tf.path, f"malformed event near byte {e.pos}: {e.msg}") from None
+            more()
+            continue
+        if not isinstance(ev, dict):
+            raise IngestError(tf.path, f"event {n} is not an object")
+        pos, n = end, n + 1
+        for k in RAW_COLUMNS:
+            v = ev.get(k)
+            cols[k].append(json.dumps(v, separators=(",", ":"), default=float)
+                           if k == "args" and v is not None else _text(v))
+        if len(cols["ph"]) >= batch_rows:
+            yield flush()
     if cols["ph"]:
         yield flush()

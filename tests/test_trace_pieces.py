@@ -1,0 +1,143 @@
+"""Traces read in pieces (ingest/trace_json.split cuts the event array; DuckDB reads
+the pieces one thread each): every fixture loads exactly as it does whole, through
+the gzip and the plain-file paths; a cut that falls inside an event falls back to
+the whole array; a malformed piece is still a clear error; the memory cap is undone."""
+import gzip
+import hashlib
+import json
+import shutil
+
+import pytest
+
+from conftest import TRACES, run_name
+from tracedb import db
+from tracedb.ingest import IngestError, ingest_file, trace, trace_json
+
+TABLES = {
+    "events": "SELECT * EXCLUDE (run) FROM events WHERE run = ? ORDER BY event_id",
+    "kernels": "SELECT * EXCLUDE (run) FROM kernels WHERE run = ? ORDER BY kernel_id",
+    "iterations": "SELECT * EXCLUDE (run) FROM iterations WHERE run = ? ORDER BY iteration",
+    "threads": "SELECT * EXCLUDE (run) FROM threads WHERE run = ? ORDER BY ALL",
+}
+
+
+def tables(con, run):
+    return {t: con.execute(q, [run]).fetchall() for t, q in TABLES.items()}
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Pieces of 128 KB and a 16 KB tail, so that the small fixtures are cut too."""
+    monkeypatch.setattr(trace_json, "PIECE_BYTES", 128 << 10)
+    monkeypatch.setattr(trace_json, "TAIL", 16 << 10)
+
+
+def pieces_of(path, tmp_path):
+    d = tmp_path / "split"
+    d.mkdir(exist_ok=True)
+    tf = trace_json.split(path, str(d), hashlib.sha256())
+    tf.wait_hash()
+    return tf
+
+
+@pytest.mark.parametrize("path", TRACES, ids=run_name)
+def test_fixture_in_pieces_loads_as_it_does_whole(fixture_db, small_pieces, tmp_path, path):
+    assert len(pieces_of(path, tmp_path).pieces) >= 3
+    con = db.connect(tmp_path / "p.duckdb")
+    ingest_file(con, path)
+    name = run_name(path)
+    got, whole = tables(con, name), tables(fixture_db, name)
+    assert len(got["events"]) == len(whole["events"]) > 0
+    for t in TABLES:
+        assert got[t] == whole[t], t
+    con.close()
+
+
+def test_plain_file_in_pieces(fixture_db, small_pieces, tmp_path):
+    """Uncompressed traces are cut while the kernel copies them (copy_file_range)."""
+    path = TRACES[0]
+    plain = tmp_path / (run_name(path) + ".json")
+    with gzip.open(path, "rb") as f, open(plain, "wb") as out:
+        shutil.copyfileobj(f, out)
+    tf = pieces_of(plain, tmp_path)
+    assert len(tf.pieces) >= 3
+    # each piece is a whole JSON array of events; together they are the file's events
+    events = [e for p in tf.pieces for e in json.load(open(p))]
+    assert events == json.load(gzip.open(path))["traceEvents"]
+    con = db.connect(tmp_path / "p.duckdb")
+    ingest_file(con, plain)
+    assert tables(con, run_name(path)) == tables(fixture_db, run_name(path))
+    con.close()
+
+
+def nested_trace(path, n=400):
+    """A small trace whose events carry arrays of objects in their args: `},{`
+    inside an event, where a cut would break it."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 1000 + 10 * i,
+               "dur": 5, "args": {"inputs": [{"shape": [i, 2]}, {"shape": [3, i]}] * 20}} for i in range(n)]
+    path.write_text(json.dumps({"traceEvents": events, "traceName": "nested"}, indent=1))
+    return events
+
+
+def test_cut_inside_an_event_loads_the_whole_array(tmp_path, monkeypatch):
+    src = tmp_path / "nested.json"
+    events = nested_trace(src)
+    monkeypatch.setattr(trace_json, "PIECE_BYTES", 4 << 10)
+    monkeypatch.setattr(trace_json, "TAIL", 1 << 10)
+    tf = pieces_of(src, tmp_path)
+    bad = 0
+    for p in tf.pieces:
+        try:
+            json.load(open(p))
+        except json.JSONDecodeError:
+            bad += 1
+    assert len(tf.pieces) > 10 and bad > 0          # some cuts fell inside an event
+    con = db.connect(tmp_path / "n.duckdb")
+    r = ingest_file(con, src)
+    assert r.status == "loaded"
+    rows = con.execute("SELECT event_id, name, args FROM events WHERE run = 'nested' ORDER BY event_id").fetchall()
+    assert [(i, e["name"], e["args"]) for i, e in enumerate(events)] == [(a, b, json.loads(c)) for a, b, c in rows]
+    con.close()
+
+
+def test_malformed_trace_in_pieces_is_a_clear_error(tmp_path, monkeypatch):
+    src = tmp_path / "broken.json"
+    nested_trace(src, n=200)
+    text = src.read_text()
+    mid = text.index('"name": "op100"')
+    src.write_text(text[:mid] + '"name": nonsense' + text[mid + len('"name": "op100"'):])
+    monkeypatch.setattr(trace_json, "PIECE_BYTES", 4 << 10)
+    monkeypatch.setattr(trace_json, "TAIL", 1 << 10)
+    con = db.connect(tmp_path / "b.duckdb")
+    with pytest.raises(IngestError, match="malformed") as e:
+        ingest_file(con, src)
+    assert str(src) in str(e.value)
+    assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    con.close()
+
+
+def test_memory_cap_while_loading_and_lifted_after(tmp_path, monkeypatch):
+    con = db.connect(tmp_path / "m.duckdb")
+    default = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    seen = []
+    real = trace.load
+
+    def spy(con_, tf, run):
+        seen.append(con_.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        return real(con_, tf, run)
+    monkeypatch.setattr(trace, "load", spy)
+    ingest_file(con, TRACES[0])
+    assert seen == ["1.0 GiB"] != [default]         # capped at 1 GiB while loading (the trace is smaller)
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == default
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2}, nonsense]}')
+    with pytest.raises(IngestError):
+        ingest_file(con, bad)
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == default
+    # a limit the user set is theirs: left as it is
+    con.execute("SET memory_limit = '3GB'")
+    mine = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    ingest_file(con, TRACES[1])
+    assert seen[-1] == mine and con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == mine
+    con.close()
