@@ -13,7 +13,7 @@ CREATE OR REPLACE MACRO gpu_activity_kind(cat) AS
 -- µs as JSON number text -> integer ns, exactly. The common "123.456" form is
 -- read as an integer with the point removed; anything else goes through DECIMAL.
 CREATE OR REPLACE MACRO us_text_to_ns(t) AS
-    CASE WHEN t[-4] = '.' AND NOT contains(lower(t), 'e') THEN TRY_CAST(replace(t, '.', '') AS BIGINT)
+    CASE WHEN t[-4] = '.' AND NOT contains(t, 'e') AND NOT contains(t, 'E') THEN TRY_CAST(replace(t, '.', '') AS BIGINT)
          ELSE CAST(round(TRY_CAST(t AS DECIMAL(38, 4)) * 1000) AS BIGINT) END;
 
 -- Runtime or driver API call (the launch side of a correlation id).
