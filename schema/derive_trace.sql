@@ -65,19 +65,28 @@ SELECT event_id, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, name
 FROM _run_events
 WHERE ph = 'X' AND is_framework_op_category(cat) AND dur_ns > 0;
 
+-- Threads that have ops or launches, as small integers (partitioning and joining on
+-- them instead of the pid/tid strings saves 0.15 s on 2.2 M boundaries).
+CREATE OR REPLACE TEMP TABLE _thread_key AS
+SELECT pid, tid, row_number() OVER () AS th
+FROM (SELECT DISTINCT pid, tid FROM _op UNION SELECT DISTINCT pid, tid FROM _launch);
+
 -- Nesting depth on each thread: ops open at each op start and at each launch.
 -- At equal times ends come first, then op starts (outer before inner), then launches.
 CREATE OR REPLACE TEMP TABLE _depth AS
 WITH b AS (
-    SELECT pid, tid, ts_ns AS t, 1 AS ord, -end_ns AS tie, event_id, 1 AS delta, true AS is_op FROM _op
+    SELECT k.th, o.ts_ns AS t, 1 AS ord, -o.end_ns AS tie, o.event_id, 1 AS delta, true AS is_op
+    FROM _op o JOIN _thread_key k ON k.pid IS NOT DISTINCT FROM o.pid AND k.tid IS NOT DISTINCT FROM o.tid
     UNION ALL
-    SELECT pid, tid, end_ns, 0, 0, event_id, -1, NULL FROM _op
+    SELECT k.th, o.end_ns, 0, 0, o.event_id, -1, NULL
+    FROM _op o JOIN _thread_key k ON k.pid IS NOT DISTINCT FROM o.pid AND k.tid IS NOT DISTINCT FROM o.tid
     UNION ALL
-    SELECT pid, tid, ts_ns, 2, 0, event_id, 0, false FROM _launch
+    SELECT k.th, l.ts_ns, 2, 0, l.event_id, 0, false
+    FROM _launch l JOIN _thread_key k ON k.pid IS NOT DISTINCT FROM l.pid AND k.tid IS NOT DISTINCT FROM l.tid
 )
 SELECT * FROM (
-    SELECT pid, tid, t, event_id, is_op,
-           sum(delta) OVER (PARTITION BY pid, tid ORDER BY t, ord, tie, event_id
+    SELECT th, t, event_id, is_op,
+           sum(delta) OVER (PARTITION BY th ORDER BY t, ord, tie, event_id
                             ROWS UNBOUNDED PRECEDING) - delta AS depth
     FROM b)
 WHERE is_op IS NOT NULL;
@@ -88,7 +97,7 @@ CREATE OR REPLACE TEMP TABLE _launch_op AS
 SELECT p.event_id AS launch_event_id, o.event_id AS op_event_id
 FROM (SELECT *, depth - 1 AS parent_depth FROM _depth WHERE NOT is_op AND depth > 0) p
 ASOF JOIN (SELECT * FROM _depth WHERE is_op) o
-    ON p.pid = o.pid AND p.tid = o.tid AND p.parent_depth = o.depth AND p.t >= o.t;
+    ON p.th = o.th AND p.parent_depth = o.depth AND p.t >= o.t;
 
 -- Launch order, numbered on the narrow key alone (a window over the wide rows cost
 -- 0.5 s on 270 k kernels); the kernels are then written in that order (unordered,
@@ -154,5 +163,6 @@ DROP TABLE _xprof_streams;
 DROP TABLE _launch;
 DROP TABLE _op;
 DROP TABLE _depth;
+DROP TABLE _thread_key;
 DROP TABLE _launch_op;
 DROP TABLE _marker;
