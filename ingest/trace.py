@@ -23,8 +23,9 @@ MEMORY_CAP_MIN = 1 << 30
 MEMORY_CAP_OVER_SIZE = 1.1
 
 
-def _quote(path):
-    return "'" + str(path).replace("'", "''") + "'"
+def _quote(text):
+    """A SQL string literal (views take no parameters)."""
+    return "'" + str(text).replace("'", "''") + "'"
 
 
 class CutInsideEvent(Exception):
@@ -65,7 +66,7 @@ def _load_fast(con, tf, params):
 def _run_events_view(con, run, base_ns, staged):
     """The temp view derive_trace.sql reads the run's events from: the events
     table, or the uncompressed temp table a trace read in pieces was inserted from."""
-    lit = "'" + run.replace("'", "''") + "'"
+    lit = _quote(run)
     if staged:
         sel = (f"SELECT {lit} AS run, rowid - (SELECT min(rowid) FROM _trace_group) AS event_id, "
                f"* REPLACE (ts_ns + {int(base_ns)} AS ts_ns) FROM _trace_group")
