@@ -33,7 +33,7 @@ class CutInsideEvent(Exception):
 
 
 def _read_pieces(con, files):
-    """_trace_source and _trace_rows over some pieces of the event array."""
+    """The temp views _trace_source and _trace_rows over the pieces of the event array."""
     cols = "{" + ", ".join(f"'{k}': '{v}'" for k, v in trace_json.RAW_COLUMNS.items()) + "}"
     con.execute(
         "CREATE OR REPLACE TEMP VIEW _trace_source AS SELECT * FROM read_json("
@@ -67,9 +67,10 @@ def _run_events_view(con, run, base_ns, staged):
     """The temp view derive_trace.sql reads the run's events from: the events
     table, or the uncompressed temp table a trace read in pieces was inserted from."""
     lit = _quote(run)
-    if staged:
-        sel = (f"SELECT {lit} AS run, rowid - (SELECT min(rowid) FROM _trace_group) AS event_id, "
-               f"* REPLACE (ts_ns + {int(base_ns)} AS ts_ns) FROM _trace_group")
+    if staged:      # the numbering of load_event_pieces.sql, its first rowid looked up once
+        first = int(scalar(con, "SELECT min(rowid) FROM _trace_staged"))
+        sel = (f"SELECT {lit} AS run, rowid - {first} AS event_id, "
+               f"* REPLACE (ts_ns + {int(base_ns)} AS ts_ns) FROM _trace_staged")
     else:
         sel = f"SELECT * FROM events WHERE run = {lit}"
     con.execute(f"CREATE OR REPLACE TEMP VIEW _run_events AS {sel}")
@@ -150,7 +151,7 @@ def load(con, tf, run):
         _run_events_view(con, run, base_ns, staged)
         run_script(con, sql_text("schema", "derive_trace.sql"), {"run": run})
         con.execute("DROP VIEW _run_events")
-        con.execute("DROP TABLE IF EXISTS _trace_group")
+        con.execute("DROP TABLE IF EXISTS _trace_staged")
     return {"base_time_ns": base_ns}
 
 

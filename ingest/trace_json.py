@@ -203,16 +203,6 @@ def _cuts(fd, start, end, piece_bytes):
     return out
 
 
-def _copy_range(src_fd, out, pos, end):
-    """Kernel-side copy of src[pos:end] to the end of out (no bytes through Python)."""
-    out.flush()
-    while pos < end:
-        n = os.copy_file_range(src_fd, out.fileno(), end - pos, pos)
-        if n == 0:
-            break
-        pos += n
-
-
 class _Pieces:
     """Writes the event array as numbered piece files: '[' + events + ']' each."""
 
@@ -228,13 +218,21 @@ class _Pieces:
         self.out = open(path, "wb")
         self.written = 0
         if len(self.paths) > 1:
-            self.out.write(b"[")
-            self.written = 1
-        return self.out
+            self.write(b"[")
 
     def write(self, data):
         self.out.write(data)
         self.written += len(data)
+
+    def copy(self, src_fd, pos, end):
+        """Kernel-side copy of src[pos:end] to the end of the piece (no bytes through Python)."""
+        self.out.flush()
+        self.written += end - pos
+        while pos < end:
+            n = os.copy_file_range(src_fd, self.out.fileno(), end - pos, pos)
+            if n == 0:
+                break
+            pos += n
 
     def close(self):
         self.out.close()
@@ -271,10 +269,9 @@ def split(path, workdir, hasher, piece_bytes=None):
             fd = f.fileno()
             bounds = [start] + [c + 1 for c in _cuts(fd, start, size, piece_bytes)]
             for k, pos in enumerate(bounds):
-                out = pieces.next()
+                pieces.next()
                 end = bounds[k + 1] - 1 if k + 1 < len(bounds) else size
-                _copy_range(fd, out, pos, end)
-                pieces.written += end - pos
+                pieces.copy(fd, pos, end)
                 at(end)
             written = size - start
         else:

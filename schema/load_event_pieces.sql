@@ -7,10 +7,10 @@
 -- (ingest/trace.py caps DuckDB's memory meanwhile: the temp table spills to disk
 -- rather than growing with the trace.)
 -- The temp table stays for derive_trace.sql to read (ingest/trace.py drops it).
--- Parameters: $run VARCHAR, $base_ns BIGINT, $first_event_id BIGINT (0).
-CREATE OR REPLACE TEMP TABLE _trace_group AS SELECT * FROM _trace_rows;
+-- Parameters: $run VARCHAR, $base_ns BIGINT.
+CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows;
 
 INSERT INTO events
-SELECT $run, rowid - (SELECT min(rowid) FROM _trace_group) + $first_event_id,
+SELECT $run, rowid - (SELECT min(rowid) FROM _trace_staged),
        * REPLACE (ts_ns + $base_ns AS ts_ns)
-FROM _trace_group;
+FROM _trace_staged;
