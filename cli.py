@@ -67,8 +67,8 @@ def cmd_ingest(args):
             print(f"loaded {path} as run {r.run} ({_summary(con, r.run, r.kind)})")
         if r.match:
             print(_match_line(r.match))
-        elif r.kind == "power" and r.message and r.status == "loaded":
-            print(r.message)
+        elif r.pairing:
+            print(r.pairing)
     con.close()
     return 1 if failed else 0
 
@@ -79,7 +79,7 @@ def _summary(con, run, kind):
                                      (SELECT count(*) FROM iterations WHERE run = $r),
                                      (SELECT count(DISTINCT metric) FROM counters WHERE run = $r)""",
                      {"r": run})[0]
-    if kind in ("ncu", "ncu-rep"):
+    if kind == "ncu":
         return f"ncu: {counts[1]} kernels, {counts[3]} metrics"
     if kind == "power":
         n, g, s = db.rows(con, "SELECT count(*), count(DISTINCT gpu), (max(ts_ns) - min(ts_ns)) / 1e9 "

@@ -1,17 +1,55 @@
-"""Opening a tracedb database: connection settings and the schema, in one place."""
+"""Opening a tracedb database: connection settings and the schema, in one place.
+
+schema/ is split by role, and a writable open applies it in this order:
+  tables/   DDL of every table (core.sql, settings.sql), then migrate.sql
+  seeds/    shipped rows of the settings tables, one file per table
+  views/    shared views and macros (reports, the CLI and notebooks read them)
+load/ (per-reader load SQL) and match/ (kernel matching) run during ingest.
+"""
+import hashlib
 import re
 from importlib import resources
 
 import duckdb
 
-SCHEMA_VERSION = "2"
-SCHEMA_FILES = ("tables.sql", "migrate.sql", "views.sql", "ncu.sql", "utilization.sql", "energy.sql", "queues.sql")
+SCHEMA_VERSION = "3"
+TABLE_FILES = ("tables/core.sql", "tables/settings.sql", "tables/migrate.sql")
+VIEW_FILES = ("views/base.sql", "views/ncu.sql", "views/utilization.sql", "views/energy.sql",
+              "views/queues.sql")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def sql_text(package, name):
-    """Text of a .sql file shipped in a package folder (schema/, queries/)."""
-    return resources.files(f"tracedb.{package}").joinpath(name).read_text()
+    """Text of a .sql file shipped in a package folder (schema/, queries/); name may
+    hold one sub-folder ("views/base.sql")."""
+    return resources.files(f"tracedb.{package}").joinpath(*name.split("/")).read_text()
+
+
+def sql_files(package, folder):
+    """Names ("seeds/x.sql") of the .sql files in a sub-folder of a package, sorted."""
+    d = resources.files(f"tracedb.{package}").joinpath(folder)
+    return sorted(f"{folder}/{f.name}" for f in d.iterdir() if f.name.endswith(".sql"))
+
+
+def sql_literal(value):
+    """A SQL literal of a Python value, for the few places that cannot bind a
+    parameter (views, COPY targets, table functions' file lists)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if value == value and abs(value) != float("inf") else "NULL"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(sql_literal(v) for v in value) + "]"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def sql_ident(name):
+    """A quoted SQL identifier (column names taken from a file's header)."""
+    return '"' + str(name).replace('"', '""') + '"'
 
 
 def statements(text):
@@ -25,10 +63,14 @@ def statements(text):
     return out
 
 
+def params_of(sql):
+    """The $names a SQL text uses (comments left out)."""
+    return set(_PARAM.findall(re.sub(r"--[^\n]*", "", sql)))
+
+
 def bind(sql, params):
     """The subset of params that a statement names as $name (DuckDB rejects extras)."""
-    code = re.sub(r"--[^\n]*", "", sql)
-    return {k: params.get(k) for k in set(_PARAM.findall(code))}
+    return {k: params.get(k) for k in params_of(sql)}
 
 
 def run_script(con, text, params=None):
@@ -36,13 +78,67 @@ def run_script(con, text, params=None):
         con.execute(stmt, bind(stmt, params or {}))
 
 
+def _migrate_settings(con):
+    """Settings tables of a database made before they carried `source`: the
+    published-energy citation column was named source then."""
+    cols = {r[0] for r in rows(con, "SELECT column_name FROM duckdb_columns() "
+                                    "WHERE table_name = 'calibration_reference' AND NOT internal")}
+    if "citation" not in cols:
+        con.execute("ALTER TABLE calibration_reference RENAME COLUMN source TO citation")
+    for table in ("ncu_metric_labels", "metric_sources", "layer_rules", "calibration_reference"):
+        con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'user'")
+
+
+def apply_seeds(con):
+    """Ship the settings rows of schema/seeds/ into their tables, but only when
+    they changed since the database last got them, so a user's edits survive
+    reopening. Rows of a user (source <> 'tracedb') are never touched, and a
+    user's row with the key of a shipped one wins over it."""
+    for name in sql_files("schema", "seeds"):
+        table = name.rsplit("/", 1)[1][:-4]
+        text = sql_text("schema", name)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        key = f"seed:{table}"
+        if scalar(con, "SELECT value FROM schema_info WHERE key = ?", [key]) == digest:
+            continue
+        seed = statements(text)[0]
+        cols = [d[0] for d in con.execute(f"SELECT * FROM ({seed}) LIMIT 0").description]
+        same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM t.{c}" for c in cols)
+        con.execute(f"DELETE FROM {table} WHERE source = 'tracedb'")
+        # A row equal to a shipped one is that row (databases made before rows had a source).
+        con.execute(f"DELETE FROM {table} t WHERE EXISTS (SELECT 1 FROM ({seed}) s WHERE {same})")
+        con.execute(f"INSERT OR IGNORE INTO {table} BY NAME SELECT *, 'tracedb' AS source FROM ({seed})")
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, ?)", [key, digest])
+
+
+def apply_schema(con):
+    """Tables, migrations, seed rows and views (idempotent)."""
+    for name in TABLE_FILES:
+        if name.endswith("migrate.sql"):
+            _migrate_settings(con)
+        run_script(con, sql_text("schema", name))
+    apply_seeds(con)
+    for name in VIEW_FILES:
+        run_script(con, sql_text("schema", name))
+    _apply_comments(con)
+    con.execute("INSERT OR REPLACE INTO schema_info VALUES ('version', ?)", [SCHEMA_VERSION])
+
+
+def _apply_comments(con):
+    """The DDL's column comments on the tables (when they changed)."""
+    from tracedb.docgen import comment_sql
+    text = comment_sql()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    if scalar(con, "SELECT value FROM schema_info WHERE key = 'comments'") != digest:
+        con.execute(text)
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('comments', ?)", [digest])
+
+
 def connect(path, read_only=False):
     """Open (and create if needed) a tracedb DuckDB file with the schema applied."""
     con = duckdb.connect(str(path), read_only=read_only)
     if not read_only:
-        for name in SCHEMA_FILES:
-            run_script(con, sql_text("schema", name))
-        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('version', ?)", [SCHEMA_VERSION])
+        apply_schema(con)
     return con
 
 

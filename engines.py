@@ -12,18 +12,9 @@ import re
 import sqlglot
 
 from tracedb import lake, reports
+from tracedb.db import sql_literal
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _literal(v):
-    if v is None:
-        return "NULL"
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    return "'" + str(v).replace("'", "''") + "'"
 
 
 def bound_sql(name, params):
@@ -31,7 +22,7 @@ def bound_sql(name, params):
     report = reports.get(name)
     values = reports.bound_params(report, params or {})
     body = "\n".join(l for l in report.sql.splitlines() if not l.lstrip().startswith("--"))
-    return _PARAM.sub(lambda m: _literal(values.get(m.group(1))), body), report
+    return _PARAM.sub(lambda m: sql_literal(values.get(m.group(1))), body), report
 
 
 def transpile(name, dialect, params=None, pretty=True):
@@ -46,9 +37,15 @@ def transpile(name, dialect, params=None, pretty=True):
 
 
 def engines_of(report):
-    """Engines a report declares (`-- engines:` header line), duckdb by default."""
-    m = re.search(r"^--\s*engines:\s*(.+)$", report.sql, re.M)
-    return [e.strip() for e in m.group(1).split(",")] if m else ["duckdb"]
+    """Engines a report declares (its header's `engines:`), duckdb by default."""
+    return report.engines
+
+
+def relations_read(report):
+    """Names of the tables and views a report's SQL reads (its CTEs left out)."""
+    tree = sqlglot.parse_one(bound_sql(report.name, {})[0], read="duckdb")
+    ctes = {c.alias_or_name for c in tree.find_all(sqlglot.exp.CTE)}
+    return {t.name for t in tree.find_all(sqlglot.exp.Table) if t.name and t.name not in ctes}
 
 
 _SPARK = {}

@@ -10,23 +10,46 @@ in parallel and other engines (Spark) can run the saved reports.
 """
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from tracedb.db import SCHEMA_VERSION, rows
-
-TABLES = ["runs", "threads", "events", "kernels", "iterations", "counters", "power", "power_alignment",
-          "calibration", "matches", "match_runs"]
-# Views the saved reports read, materialized per run (engines without DuckDB's SQL read these).
-VIEWS = ["kernel_busy_intervals", "iteration_steadiness", "iteration_utilization", "kernel_layers",
-         "trace_ncu_pairs", "matched_kernels", "kernel_levels", "unmatched_kernels", "ncu_kernel_metrics",
-         "eager_mode", "eager_nodes", "activity_segments", "trace_power_pairs"]
-GLOBAL = ["layer_rules", "metric_sources", "calibration_fits"]       # not per run
-RUN_COLUMN = {"matches": "trace_run", "match_runs": "trace_run", "power_alignment": "trace_run",
-              "unmatched_kernels": "trace_run"}
+from tracedb.db import SCHEMA_VERSION, rows, sql_literal
 
 
-def _q(s):
-    return "'" + str(s).replace("'", "''") + "'"
+
+@dataclass
+class Datasets:
+    """What the lake holds, derived from the database's catalog and the reports' SQL:
+    every table with a run column (per run), the views that reports running on
+    other engines read (materialized per run; engines without DuckDB's SQL read
+    these), and the relations without a run column (settings, calibration fits)."""
+    tables: list
+    views: list
+    global_: list
+    run_column: dict      # relation -> its run column (run, or trace_run)
+
+
+def datasets_of(con):
+    from tracedb import engines, reports
+    cols = {}
+    for rel, col, is_view in rows(con, """
+            SELECT c.table_name, c.column_name, v.view_name IS NOT NULL
+            FROM duckdb_columns() c LEFT JOIN duckdb_views() v
+              ON v.view_name = c.table_name AND v.schema_name = c.schema_name AND NOT v.temporary
+            WHERE NOT c.internal AND c.schema_name = 'main' AND c.database_name = current_database()"""):
+        cols.setdefault(rel, (set(), is_view))[0].add(col)
+    run_column = {r: ("run" if "run" in c else "trace_run") for r, (c, _) in cols.items()
+                  if "run" in c or "trace_run" in c}
+    read = set()
+    for r in reports.all_reports().values():
+        if "spark" in r.engines and not r.problems:
+            read |= engines.relations_read(r)
+    tables = sorted(r for r, (_, v) in cols.items() if not v and r in run_column)
+    tables.remove("runs")
+    views = sorted(r for r in read if r in cols and cols[r][1] and r in run_column)
+    global_ = sorted(r for r in read | {r for r, (_, v) in cols.items() if not v}
+                     if r in cols and r not in run_column and r != "schema_info")
+    return Datasets(["runs"] + tables, views, global_, run_column)
 
 
 def _copy(con, select, target, partition):
@@ -34,7 +57,7 @@ def _copy(con, select, target, partition):
     part = f", PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE true, FILENAME_PATTERN 'part_{{uuid}}'" \
         if partition else ", OVERWRITE_OR_IGNORE true"
     dest = target if partition else os.path.join(target, "data.parquet")
-    con.execute(f"COPY ({select}) TO {_q(dest)} (FORMAT parquet, COMPRESSION zstd{part})")
+    con.execute(f"COPY ({select}) TO {sql_literal(dest)} (FORMAT parquet, COMPRESSION zstd{part})")
 
 
 def export(con, lake, runs=None, globals_=True):
@@ -46,9 +69,10 @@ def export(con, lake, runs=None, globals_=True):
         runs = [r[0] for r in rows(con, "SELECT run FROM runs ORDER BY run")]
     if not runs:
         return []
-    in_runs = "(" + ", ".join(_q(r) for r in runs) + ")"
-    for name in TABLES + VIEWS:
-        col = RUN_COLUMN.get(name, "run")
+    in_runs = "(" + ", ".join(sql_literal(r) for r in runs) + ")"
+    ds = datasets_of(con)
+    for name in ds.tables + ds.views:
+        col = ds.run_column[name]
         n = rows(con, f"SELECT count(*) FROM {name} WHERE {col} IN {in_runs}")[0][0]
         if not n:
             continue
@@ -60,7 +84,7 @@ def export(con, lake, runs=None, globals_=True):
                f"JOIN runs r ON r.run = t.{col} WHERE t.{col} IN {in_runs}")
         _copy(con, sel, str(lake / name), "rank, run")
     if globals_:
-        for name in GLOBAL:
+        for name in ds.global_:
             _copy(con, f"SELECT * FROM {name}", str(lake / name), None)
     (lake / "_runs").mkdir(exist_ok=True)
     cols = [c[0] for c in con.execute("SELECT * FROM runs LIMIT 0").description]
@@ -118,8 +142,9 @@ def _ingest_one(args):
                 return path, rec["run"], "skipped: already in the lake"
         if (lake / "_runs" / f"{r.run}.json").exists():      # same name, other content
             new = f"{r.run}~{digest[:8]}"
-            for t in TABLES:
-                col = RUN_COLUMN.get(t, "run")
+            ds = datasets_of(con)
+            for t in ds.tables:
+                col = ds.run_column[t]
                 con.execute(f"UPDATE {t} SET {col} = ? WHERE {col} = ?", [new, r.run])
             r.run = new
         export(con, lake, [r.run], globals_=False)
@@ -161,7 +186,7 @@ def write_globals(lake):
         if (lake / "calibration").exists():
             cols = [c[0] for c in con.execute("SELECT * FROM calibration LIMIT 0").description]
             con.execute(f"INSERT INTO calibration SELECT {', '.join(cols)} FROM read_parquet("
-                        f"{_q(str(lake / 'calibration') + '/**/*.parquet')}, hive_partitioning = true)")
-        for name in GLOBAL:
+                        f"{sql_literal(str(lake / 'calibration') + '/**/*.parquet')}, hive_partitioning = true)")
+        for name in datasets_of(con).global_:
             _copy(con, f"SELECT * FROM {name}", str(lake / name), None)
         con.close()

@@ -8,10 +8,16 @@ Header format (comment lines at the top of the file):
     --   batch_size INTEGER = NULL: samples per iteration, for samples_per_s
     -- columns:
     --   total_ns BIGINT: iteration duration, ns
-    -- requires: iterations, kernels
+    -- requires:
+    --   iterations: iterations (step markers: ProfilerStep#N, step_num)
+    -- engines: duckdb, spark
 
-Parameters are bound as DuckDB named parameters ($name), never pasted into
-the SQL. Every report accepts $run (NULL = all runs).
+The header is the single source of truth: parameters are bound as DuckDB
+named parameters ($name), never pasted into the SQL, and a report must declare
+exactly the $names its SQL uses (a report that reads no $run takes no --run);
+`requires` names the relations that must hold rows (for the run asked for)
+and the message a user sees when one does not; `engines` the engines it runs
+on (duckdb by default). docs/reports.md is generated from the headers.
 """
 import re
 from dataclasses import dataclass, field
@@ -19,7 +25,7 @@ from importlib import resources
 
 import duckdb
 
-from tracedb.db import bind, scalar
+from tracedb.db import bind, params_of, scalar
 
 _TYPES = {"INTEGER": int, "BIGINT": int, "DOUBLE": float, "VARCHAR": str, "BOOLEAN": None}
 
@@ -44,7 +50,17 @@ class Report:
     sql: str
     params: list = field(default_factory=list)
     columns: list = field(default_factory=list)   # (name, type, doc)
-    requires: list = field(default_factory=list)
+    requires: list = field(default_factory=list)  # (relation, what it means for the user)
+    engines: list = field(default_factory=lambda: ["duckdb"])
+    problems: list = field(default_factory=list)  # header and SQL disagree (a bug in the report)
+
+    @property
+    def body(self):
+        """The SQL without the header."""
+        return "\n".join(l for l in self.sql.splitlines() if not l.lstrip().startswith("--"))
+
+    def param(self, name):
+        return next((p for p in self.params if p.name == name), None)
 
 
 def _parse_default(text, type_):
@@ -72,11 +88,10 @@ def _convert(value, type_, name):
 
 
 def parse(text, fallback_name):
-    """Read a report's header and SQL."""
+    """Read a report's header and SQL; disagreements go to Report.problems."""
     header, section = {"name": fallback_name, "description": []}, None
-    params, columns, requires = [], [], []
-    lines = text.splitlines()
-    for line in lines:
+    params, columns, requires, engines = [], [], [], ["duckdb"]
+    for line in text.splitlines():
         if not line.startswith("--"):
             break
         body = line[2:].strip()
@@ -87,8 +102,10 @@ def parse(text, fallback_name):
                 header["name"] = value
             elif section == "description":
                 header["description"].append(value)
-            elif section == "requires":
-                requires += [r.strip() for r in value.split(",") if r.strip()]
+            elif section == "requires" and value:
+                requires += [(r.strip(), r.strip()) for r in value.split(",") if r.strip()]
+            elif section == "engines":
+                engines = [e.strip() for e in value.split(",") if e.strip()]
             continue
         if section == "description" and body:
             header["description"].append(body)
@@ -103,9 +120,15 @@ def parse(text, fallback_name):
             c = re.match(r"(\w+)\s+(\w+):\s*(.*)$", body)
             if c:
                 columns.append((c.group(1), c.group(2), c.group(3)))
-    if not any(p.name == "run" for p in params):
-        params.insert(0, Param("run", "VARCHAR", None, "run to report on (all runs when absent)"))
-    return Report(header["name"], " ".join(header["description"]), text, params, columns, requires)
+        elif section == "requires" and body:
+            r = re.match(r"(\w+):\s*(.*)$", body)
+            if r:
+                requires.append((r.group(1), r.group(2)))
+    report = Report(header["name"], " ".join(header["description"]), text, params, columns, requires, engines)
+    used, declared = params_of(report.body), {p.name for p in params}
+    report.problems += [f"uses ${n}, which its header does not declare" for n in sorted(used - declared)]
+    report.problems += [f"declares {n}, which its SQL does not use" for n in sorted(declared - used)]
+    return report
 
 
 def all_reports():
@@ -122,13 +145,19 @@ def get(name):
     reports = all_reports()
     if name not in reports:
         raise ReportError(f"no report named {name!r} (see `tracedb reports`)")
-    return reports[name]
+    report = reports[name]
+    if report.problems:
+        raise ReportError(f"report {name} is broken: {'; '.join(report.problems)}")
+    return report
 
 
 def bound_params(report, given):
     """Parameter values for a run of the report: defaults, then given (converted)."""
     known = {p.name: p for p in report.params}
     unknown = set(given) - set(known)
+    if unknown == {"run"}:
+        raise ReportError(f"report {report.name} takes no run: it reports across runs "
+                          f"(its parameters: {', '.join(known) or 'none'})")
     if unknown:
         raise ReportError(f"report {report.name} has no parameter {', '.join(sorted(unknown))} "
                           f"(it takes: {', '.join(known)})")
@@ -140,24 +169,22 @@ def bound_params(report, given):
     return values
 
 
-# What a required table means, for the error a user sees.
-NEEDS = {
-    "matches": "ncu kernels matched to the run (tracedb ingest REPORT --pair-with RUN, or tracedb match)",
-    "trace_power_pairs": "a power log aligned with the run (tracedb ingest LOG --pair-with RUN)",
-    "eager_mode": "TensorFlow eager execution events (EagerExecute, EagerKernelExecute)",
-    "kernels": "GPU kernels",
-    "iterations": "iterations (step markers)",
-}
+def _run_column(con, relation):
+    cols = {r[0] for r in con.execute(f"SELECT * FROM {relation} LIMIT 0").description}
+    return "run" if "run" in cols else "trace_run" if "trace_run" in cols else None
 
 
 def check_requirements(con, report, values):
-    for table in report.requires:
-        n = scalar(con, f"SELECT count(*) FROM {table} WHERE $run IS NULL OR "
-                        f"{'trace_run' if table in ('matches', 'match_runs') else 'run'} = $run", {"run": values.get("run")})
-        if not n:
-            where = f" for run {values['run']}" if values.get("run") else ""
-            raise ReportError(f"report {report.name} needs {NEEDS.get(table, table)}, "
-                              f"and the database has none{where}")
+    """Each relation the header requires holds rows (for the run asked for), or
+    the header's message for it."""
+    run = values.get("run")
+    for relation, meaning in report.requires:
+        col = _run_column(con, relation) if run is not None else None
+        where = f" WHERE {col} = $run" if col else ""
+        if not scalar(con, f"SELECT count(*) FROM (SELECT 1 FROM {relation}{where} LIMIT 1)",
+                      {"run": run} if col else None):
+            at = f" for run {run}" if col else ""
+            raise ReportError(f"report {report.name} needs {meaning}, and the database has none{at}")
 
 
 def run(con, name, params=None):

@@ -3,20 +3,19 @@
 A failure at any point rolls the transaction back (the database is as it
 was); a file whose content is already loaded is skipped.
 """
-import hashlib
+import json
 import os
 import re
 import tempfile
-from contextlib import nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import duckdb
 
 from tracedb.db import rows, scalar
-from tracedb.ingest.detect import detect
 from tracedb.ingest.errors import IngestError
-from tracedb.ingest import trace, trace_json
-from tracedb.ingest.trace import CutInsideEvent
+from tracedb.ingest.registry import Reload, detect
+from tracedb.match import MatchError
 
 __all__ = ["IngestError", "IngestResult", "ingest_file", "run_name_for"]
 
@@ -28,7 +27,12 @@ class IngestResult:
     kind: str
     status: str          # loaded | skipped
     message: str = ""
-    match: dict = None   # summary of the matching done for --pair-with
+    pairing: object = None   # what --pair-with did: the match_runs row (ncu) or a sentence (power)
+
+    @property
+    def match(self):
+        """The match_runs row when an ncu report was paired, else None."""
+        return self.pairing if isinstance(self.pairing, dict) else None
 
 
 def run_name_for(path):
@@ -63,104 +67,96 @@ def _register(con, run, kind, path, digest, **fields):
 def ingest_file(con, path, run=None, pair_with=None, options=None):
     """Load one file into the database behind `con`. Returns an IngestResult.
 
-    options (power logs): columns (nvidia-smi --query-gpu list of a header-less
-    log), tz (zone of nvidia-smi's local times), offset_ns (trace time - power time).
+    pair_with: trace run an ncu report or power log belongs to (paired in the
+    same transaction; ignored for the files that do not pair, such as the trace
+    itself). options (power logs): columns (nvidia-smi --query-gpu list of a
+    header-less log), tz (zone of nvidia-smi's local times), offset_ns (trace
+    time - power time), start_ns and interval_ms (dcgmi dmon).
     """
     path = str(path)
     if not os.path.exists(path):
         raise IngestError(path, "no such file")
     if os.path.isdir(path):
         raise IngestError(path, "is a directory")
-    kind = detect(path)
-    if kind == "xplane":
-        from tracedb.ingest import xplane
-        return xplane.ingest(con, path, run, lambda p, r: ingest_file(con, p, r))
+    reader, fmt = detect(path)
     with tempfile.TemporaryDirectory(prefix="tracedb-") as work:
-        result = _ingest_kind(con, path, kind, run, pair_with, work, options or {})
-    if pair_with is not None and result.kind in ("ncu", "ncu-rep"):
-        from tracedb.match import match
-        result.match = match(con, pair_with, result.run)
-    if pair_with is not None and result.kind == "power":
-        from tracedb.ingest import power
-        result.message = power.align(con, result.run, pair_with, (options or {}).get("offset_ns"))
-    return result
+        return _ingest(con, reader, fmt, path, run, pair_with if reader.pairs else None, work, options or {})
 
 
-def _ingest_kind(con, path, kind, run, pair_with, work, options):
-    name = run or run_name_for(path)
-    if run is None and kind == "power" and not re.search(r"power|smi|nvml", name, re.I):
-        name += "_power"
+def _check_pair_target(con, path, kind, pair_with):
+    pair_kind = scalar(con, "SELECT kind FROM runs WHERE run = ?", [pair_with])
+    if pair_kind is None:
+        raise IngestError(path, f"--pair-with {pair_with!r}: no such run in the database")
+    if pair_kind != "trace":
+        raise IngestError(path, f"--pair-with {pair_with!r}: a {kind} file pairs with a trace run, "
+                                f"and that run is a {pair_kind} run")
+
+
+def _with_format(metadata, fmt):
+    """runs.metadata with the source format added (source_format)."""
+    meta = json.loads(metadata) if metadata else {}
+    if not isinstance(meta, dict):
+        meta = {"value": meta}
+    meta["source_format"] = fmt
+    return json.dumps(meta, default=str)
+
+
+def _pair(con, reader, path, run, pair_with, options):
+    try:
+        return reader.pair(con, run, pair_with, options)
+    except MatchError as e:
+        raise IngestError(path, f"--pair-with {pair_with!r}: {e}") from None
+
+
+def _ingest(con, reader, fmt, path, run, pair_with, work, options):
+    name = run or reader.run_name(path)
     if pair_with is not None:
-        pair_kind = scalar(con, "SELECT kind FROM runs WHERE run = ?", [pair_with])
-        if pair_kind is None:
-            raise IngestError(path, f"--pair-with {pair_with!r}: no such run in the database")
-        if kind in ("ncu", "ncu-rep", "power") and pair_kind != "trace":
-            raise IngestError(path, f"--pair-with {pair_with!r}: a {kind} file pairs with a trace run, "
-                                    f"and that run is a {pair_kind} run")
-    hash_pending = False
-    if kind == "trace":
-        hasher = hashlib.sha256()
-        tf = trace_json.split(path, work, hasher)
-        size = tf.content_bytes
-        # A duplicate has the same size: only then wait for the hash before loading;
-        # otherwise hashing an uncompressed file overlaps the parse.
-        if scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [size]):
-            tf.wait_hash()
-        hash_pending = tf.hashing is not None
-        digest = lambda: (tf.wait_hash(), hasher.hexdigest())[1]
-
-        def load_all(r):
-            info = trace.load(con, tf, r) or {}
-            fields = trace.run_metadata(con, r, tf.members)
-            fields.update(info)
-            fields["n_events"] = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [r])
-            return fields
-    elif kind in ("ncu", "ncu-rep"):
-        from tracedb.ingest import ncu
-        prep = ncu.prepare(con, path, kind, work)
-        size, digest = prep.content_bytes, lambda: prep.digest
-        load_all = lambda r: ncu.load(con, prep, r)
-    elif kind == "calibration":
-        from tracedb.ingest import calibration
-        digest_hex, size, meta = calibration.prepare(con, path, work)
-        digest = lambda: digest_hex
-        load_all = lambda r: calibration.load(con, r, meta)
-    elif kind == "power":
-        from tracedb.ingest import power
-        digest_hex, size, meta = power.prepare(con, path, options, work)
-        digest = lambda: digest_hex
-        load_all = lambda r: power.load(con, path, r, meta)
-    else:
-        raise IngestError(path, f"{kind} files are not supported by this version")
-    if not hash_pending and (old := _existing(con, digest())) is not None:
-        return IngestResult(path, old, kind, "skipped", f"already ingested as run {old}")
+        _check_pair_target(con, path, reader.kind, pair_with)
+    prep = reader.prepare(con, path, fmt, work, options)
+    if prep.digest_ready and (old := _existing(con, prep.digest())) is not None:
+        result = IngestResult(path, old, reader.kind, "skipped", f"already ingested as run {old}")
+        if pair_with is not None:       # pair the run already there, in its own transaction
+            with transaction(con, path):
+                result.pairing = _pair(con, reader, path, old, pair_with, options)
+        return result
+    result = IngestResult(path, None, reader.kind, "loaded")
     # zstd for everything written by this ingest: measured on a 1 GB trace, it writes
     # 1.3 s faster than DuckDB's per-column choice and makes a smaller file.
     con.execute("SET force_compression = 'zstd'")
-    with trace.memory_cap(con, size) if kind == "trace" else nullcontext():   # restored after the rollback
-        con.begin()
-        try:
-            if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
-                raise IngestError(path, f"run {run!r} already exists with other content")
-            name = _unique_run(con, name)
-            try:
-                fields = load_all(name)
-            except CutInsideEvent:          # a cut between pieces fell inside an event: rare, load it whole
-                con.rollback()
-                con.begin()
-                trace_json.join_pieces(tf, work)
-                fields = load_all(name)
-            _register(con, name, kind, path, digest(), content_bytes=size, paired_run=pair_with, **fields)
-            con.commit()
-        except IngestError:
-            con.rollback()
-            raise
-        except duckdb.Error as e:
-            con.rollback()
-            raise IngestError(path, f"database error while loading ({str(e).splitlines()[0]})") from None
-        except BaseException:
-            con.rollback()
-            raise
-        finally:
-            con.execute("RESET force_compression")
-    return IngestResult(path, name, kind, "loaded")
+    try:
+        with reader.loading(con, prep):       # restored after the rollback
+            with transaction(con, path):
+                if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
+                    raise IngestError(path, f"run {run!r} already exists with other content")
+                result.run = _unique_run(con, name)
+                try:
+                    fields = reader.load(con, prep, result.run)
+                except Reload:                # the fast path cannot read it: load it the slow way
+                    con.rollback()
+                    con.begin()
+                    reader.reload(prep, work)
+                    fields = reader.load(con, prep, result.run)
+                fields["metadata"] = _with_format(fields.get("metadata"), prep.format)
+                _register(con, result.run, reader.kind, path, prep.digest(), content_bytes=prep.content_bytes,
+                          paired_run=pair_with, **fields)
+                if pair_with is not None:
+                    result.pairing = _pair(con, reader, path, result.run, pair_with, options)
+    finally:
+        con.execute("RESET force_compression")
+    return result
+
+
+@contextmanager
+def transaction(con, path):
+    """One transaction: committed when the block ends, rolled back on any error
+    (a database error becomes an IngestError that names the file)."""
+    con.begin()
+    try:
+        yield
+        con.commit()
+    except duckdb.Error as e:
+        con.rollback()
+        raise IngestError(path, f"database error while loading ({str(e).splitlines()[0]})") from None
+    except BaseException:
+        con.rollback()
+        raise

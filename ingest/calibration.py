@@ -4,8 +4,9 @@
 import hashlib
 import json
 
-from tracedb.db import rows, scalar
+from tracedb.db import rows, scalar, sql_literal
 from tracedb.ingest.errors import IngestError
+from tracedb.ingest.registry import Prepared, Reader, first_line
 from tracedb.ingest.source import open_bytes
 
 REQUIRED = ("gpu", "level", "threads_per_block", "blocks", "accesses", "energy_j")
@@ -14,10 +15,6 @@ OPTIONAL = {"dur_ns": "BIGINT", "sm_clock_mhz": "DOUBLE", "mem_clock_mhz": "DOUB
 TYPES = {"gpu": "VARCHAR", "level": "VARCHAR", "threads_per_block": "INTEGER", "blocks": "INTEGER",
          "accesses": "DOUBLE", "energy_j": "DOUBLE", **OPTIONAL}
 LEVELS = ("shared", "l1", "l2", "dram")
-
-
-def _q(s):
-    return "'" + str(s).replace("'", "''") + "'"
 
 
 def prepare(con, path, work):
@@ -37,9 +34,9 @@ def prepare(con, path, work):
         src = f"{work}/points.json"
         with open(src, "w") as f:
             json.dump(points, f)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _cal_raw AS SELECT * FROM read_json({_q(src)}, format='array')")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _cal_raw AS SELECT * FROM read_json({sql_literal(src)}, format='array')")
     else:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _cal_raw AS SELECT * FROM read_csv({_q(path)}, header=true, all_varchar=true)")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _cal_raw AS SELECT * FROM read_csv({sql_literal(path)}, header=true, all_varchar=true)")
     names = {r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _cal_raw)")}
     missing = [c for c in REQUIRED if c not in names]
     if missing:
@@ -70,3 +67,24 @@ def load(con, run, meta):
     con.execute("DROP TABLE _cal")
     con.execute("DROP TABLE _cal_raw")
     return {"framework": "cuda_bench", "device_name": gpu, "metadata": json.dumps(meta), "n_events": n}
+
+
+class CalibrationReader(Reader):
+    """cuda_bench output: JSON with "cuda_bench" metadata and "points", or a points CSV."""
+    kind = "calibration"
+
+    def sniff(self, path, text):
+        t = text()
+        if t[:1] in "{[" and '"cuda_bench"' in t[:4096]:
+            return "cuda_bench-json"
+        first = first_line(text).lower()
+        if t[:1] not in "{[" and "level" in first and "energy_j" in first and "power" not in first:
+            return "cuda_bench-csv"
+        return None
+
+    def prepare(self, con, path, fmt, work, options):
+        digest, size, meta = prepare(con, path, work)
+        return Prepared(fmt, size, lambda: digest, state=meta)
+
+    def load(self, con, prep, run):
+        return load(con, run, prep.state)

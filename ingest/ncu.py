@@ -4,28 +4,56 @@ reader (ncu_csv / ncu_rep) -> temp tables of text values -> schema/load_ncu.sql
 -> counters (every metric, base units) and kernels (one row per profiled launch).
 """
 import json
+import re
 
 from tracedb.db import rows, run_script, scalar, sql_text
 from tracedb.ingest import ncu_csv, ncu_rep
 from tracedb.ingest.errors import IngestError
+from tracedb.ingest.registry import Prepared, Reader
 
 
-class Prepared:
+class Report:
     """A parsed report waiting in temp tables for its run name."""
 
-    def __init__(self, path, form, digest, size, notes=()):
-        self.path, self.form, self.digest, self.content_bytes = path, form, digest, size
-        self.notes = list(notes)
+    def __init__(self, path, form, notes=()):
+        self.path, self.form, self.notes = path, form, list(notes)
 
 
-def prepare(con, path, kind, work):
-    if kind == "ncu-rep":
+class NcuCsvReader(Reader):
+    """Nsight Compute CSV exports (--page raw or --page details)."""
+    kind = "ncu"
+    pairs = True
+
+    def sniff(self, path, text):
+        t = text()
+        if "==PROF==" in t or re.search(r'^"ID","Process ID"', t, re.M) or \
+                re.search(r'"Kernel Name".*"Metric Name"', t):
+            return "ncu-csv"
+        return None
+
+    def prepare(self, con, path, fmt, work, options):
+        cc, digest = ncu_csv.load(con, path, work)
+        if cc.truncated:
+            cc.notes.append("last line cut off and dropped")
+        return Prepared(fmt, cc.content_bytes, lambda: digest, state=Report(path, cc.form, cc.notes))
+
+    def load(self, con, prep, run):
+        return load(con, prep.state, run)
+
+    def pair(self, con, run, trace_run, options):
+        from tracedb.match import match_in_transaction
+        return match_in_transaction(con, trace_run, run)
+
+
+class NcuRepReader(NcuCsvReader):
+    """Nsight Compute .ncu-rep reports, through NVIDIA's ncu_report module."""
+
+    def sniff(self, path, text):
+        return "ncu-rep" if path.endswith(".ncu-rep") else None
+
+    def prepare(self, con, path, fmt, work, options):
         form, digest, size = ncu_rep.load(con, path, work)
-        return Prepared(path, form, digest, size)
-    cc, digest = ncu_csv.load(con, path, work)
-    if cc.truncated:
-        cc.notes.append("last line cut off and dropped")
-    return Prepared(path, cc.form, digest, cc.content_bytes, cc.notes)
+        return Prepared(fmt, size, lambda: digest, state=Report(path, form))
 
 
 def load(con, prep, run):
@@ -33,7 +61,7 @@ def load(con, prep, run):
     n = scalar(con, "SELECT count(*) FROM _ncu_identity")
     if not n:
         raise IngestError(prep.path, "the report holds no profiled kernels")
-    run_script(con, sql_text("schema", "load_ncu.sql"), {"run": run})
+    run_script(con, sql_text("schema", "load/ncu.sql"), {"run": run})
     bad = scalar(con, "SELECT count(*) FROM counters WHERE run = ? AND text_value IS NOT NULL "
                       "AND lower(text_value) <> 'n/a' AND unit IS NOT NULL", [run])
     device = dict(rows(con, """SELECT replace(metric, 'device__attribute_', ''),

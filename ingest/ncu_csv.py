@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from tracedb.db import sql_ident, sql_literal
 from tracedb.ingest.errors import IngestError
 from tracedb.ingest.source import open_bytes
 
@@ -79,22 +80,18 @@ def clean(path, out_path, hasher):
     return CleanCsv(out_path, header, form, content, dropped, truncated)
 
 
-def _q(name):
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _read(con, cc):
-    types = "{" + ", ".join(f"'{c.replace(chr(39), chr(39) * 2)}': 'VARCHAR'" for c in cc.header) + "}"
+    types = "{" + ", ".join(f"{sql_literal(c)}: 'VARCHAR'" for c in cc.header) + "}"
     con.execute(
         "CREATE OR REPLACE TEMP TABLE _ncu_csv AS SELECT * FROM read_csv("
-        f"'{cc.path}', header=true, delim=',', quote='\"', escape='\"', columns={types}, "
+        f"{sql_literal(cc.path)}, header=true, delim=',', quote='\"', escape='\"', columns={types}, "
         "auto_detect=false, max_line_size=67108864)")
 
 
 def _identity_select(header):
     cols = []
     for src, dst in IDENTITY.items():
-        cols.append(f"{_q(src)} AS {dst}" if src in header else f"NULL::VARCHAR AS {dst}")
+        cols.append(f"{sql_ident(src)} AS {dst}" if src in header else f"NULL::VARCHAR AS {dst}")
     return ", ".join(cols)
 
 
@@ -139,8 +136,8 @@ def load(con, path, work):
         first_row = f"(SELECT * FROM {data} ORDER BY CAST(\"ID\" AS BIGINT) LIMIT 1)"
 
         def long(cols, source, value="value_text"):
-            return (f"(UNPIVOT (SELECT \"ID\", {', '.join(_q(c) for c in cols)} FROM {source}) "
-                    f"ON {', '.join(_q(c) for c in cols)} INTO NAME metric VALUE {value})")
+            return (f"(UNPIVOT (SELECT \"ID\", {', '.join(sql_ident(c) for c in cols)} FROM {source}) "
+                    f"ON {', '.join(sql_ident(c) for c in cols)} INTO NAME metric VALUE {value})")
         # Device attributes repeat on every row: read them from the first row only.
         if device:
             con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_device_values AS

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 
+from tracedb.db import sql_literal
 from tracedb.ingest.errors import IngestError
 from tracedb.ingest.source import hash_file
 
@@ -36,10 +37,6 @@ def find_ncu_report():
     return None
 
 
-def _q(path):
-    return "'" + str(path).replace("'", "''") + "'"
-
-
 def load(con, path, work):
     """Read a .ncu-rep into _ncu_identity, _ncu_values and _ncu_device_values.
     Returns (form, hexdigest, bytes)."""
@@ -60,13 +57,13 @@ def load(con, path, work):
         SELECT kernel_id, NULL::VARCHAR AS process_id, NULL::VARCHAR AS process_name,
                NULL::VARCHAR AS host_name, name, context, stream, block_size, grid_size, device,
                NULL::VARCHAR AS cc
-        FROM read_csv({_q(ident)}, header=true, all_varchar=true)""")
+        FROM read_csv({sql_literal(ident)}, header=true, all_varchar=true)""")
     con.execute("ALTER TABLE _ncu_identity ALTER kernel_id TYPE BIGINT")
     if not con.execute("SELECT count(*) FROM _ncu_identity").fetchall()[0][0]:
         raise IngestError(path, "the report holds no profiled kernels")
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_values AS
         SELECT CAST(kernel_id AS BIGINT) AS kernel_id, metric, nullif(unit, '') AS unit, value_text
-        FROM read_csv({_q(vals)}, header=true, all_varchar=true)""")
+        FROM read_csv({sql_literal(vals)}, header=true, all_varchar=true)""")
     con.execute("""CREATE OR REPLACE TEMP TABLE _ncu_device_values AS
         SELECT metric, unit, value_text FROM _ncu_values
         WHERE metric LIKE 'device__attribute_%' AND kernel_id = 0""")

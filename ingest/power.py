@@ -8,28 +8,28 @@ used is kept in runs.metadata.
 """
 import csv
 import datetime as dt
-import io
 import json
 import re
+import warnings
 from zoneinfo import ZoneInfo
 
-from tracedb.db import rows, run_script, scalar, sql_text
+import duckdb
+
+from tracedb.db import rows, run_script, scalar, sql_ident, sql_literal, sql_text
+from tracedb.match import MatchError
 from tracedb.ingest.errors import IngestError
-from tracedb.ingest.source import hash_file, head, open_bytes
+from tracedb.ingest.registry import Prepared, Reader, first_line
+from tracedb.ingest.source import hash_file, head, is_gzip, open_bytes
 
 SMI_TIME = re.compile(r"^\s*(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(\.\d+)?)\s*,")
 # nvidia-smi query names (with or without "current.") -> power table columns
 SMI_FIELDS = {
-    "timestamp": "ts", "index": "gpu", "power.draw": "power_w", "power.draw.average": "power_w",
-    "power.draw.instant": "instant_power_w", "clocks.sm": "sm_clock_mhz",
+    "timestamp": "ts", "index": "gpu", "power.draw": "power_w",
+    "power.draw.instant": "instant_power_w", "power.draw.average": "average_power_w", "clocks.sm": "sm_clock_mhz",
     "clocks.current.sm": "sm_clock_mhz", "clocks.mem": "mem_clock_mhz",
     "clocks.current.memory": "mem_clock_mhz", "temperature.gpu": "temp_c",
 }
 SAMPLER_COLUMNS = {"timestamp_ns", "power_mw"}
-
-
-def _q(s):
-    return "'" + str(s).replace("'", "''") + "'"
 
 
 def sniff(path):
@@ -99,6 +99,48 @@ def _dcgm_to_sampler(path, options, work):
     return out
 
 
+def _smi_raw(con, path, form, options, work):
+    """An nvidia-smi --query-gpu log -> the temp table _power_raw (text columns named
+    after the power table's, ts first), parsed by DuckDB's CSV reader. Returns
+    (source, whether the last line was cut off and dropped)."""
+    text = head(path).decode("utf-8", "replace").lstrip("\ufeff")
+    if form == "nvidia-smi":
+        header = [c.strip() for c in text.splitlines()[0].split(",")]
+    else:
+        fields = (options or {}).get("columns")
+        if not fields:
+            raise IngestError(path, "nvidia-smi log without a header line: give the --query-gpu list "
+                                    "it was made with, e.g. --columns timestamp,index,power.draw")
+        header = [c.strip() for c in fields.split(",")]
+    keys, taken = [], set()
+    for i, c in enumerate(header):
+        k = SMI_FIELDS.get(c.split(" [")[0].strip()) or f"_c{i}"
+        keys.append(k if k not in taken else f"_c{i}")     # a second column for the same quantity: kept aside
+        taken.add(k)
+    if "ts" not in keys:
+        raise IngestError(path, "nvidia-smi log has no timestamp column")
+    if not {"power_w", "instant_power_w", "average_power_w"} & set(keys):
+        raise IngestError(path, "nvidia-smi log has no power.draw column")
+    src = path
+    cols = "{" + ", ".join(f"{sql_literal(k)}: 'VARCHAR'" for k in keys) + "}"
+    try:
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _power_raw AS
+            SELECT * FROM read_csv({sql_literal(src)}, header=false, skip={1 if form == 'nvidia-smi' else 0},
+                                   delim=',', quote='', escape='', columns={cols}, auto_detect=false,
+                                   null_padding=true, strict_mode=false,
+                                   compression={sql_literal('gzip' if is_gzip(path) else 'none')})
+            WHERE trim(coalesce(ts, '')) <> ''""")
+    except duckdb.Error as e:
+        raise IngestError(path, f"malformed nvidia-smi log ({str(e).splitlines()[0]})") from None
+    last = keys[-1]
+    cut = bool(scalar(con, f"SELECT {sql_ident(last)} IS NULL FROM _power_raw "
+                           f"ORDER BY rowid DESC LIMIT 1"))
+    if cut:
+        con.execute("DELETE FROM _power_raw WHERE rowid = (SELECT max(rowid) FROM _power_raw)")
+        warnings.warn(f"{path}: last line is cut off; it was dropped")
+    return src, cut
+
+
 def _tz_offset_ns(first_stamp, tz):
     """UTC offset (ns) of the zone at the log's first local time."""
     zone = ZoneInfo(tz) if tz else dt.datetime.now().astimezone().tzinfo
@@ -117,7 +159,7 @@ def prepare(con, path, options, work):
         form = "sampler"
     if form == "sampler":
         con.execute(f"""CREATE OR REPLACE TEMP TABLE _power_raw AS
-            SELECT * FROM read_csv({_q(path)}, header=true, all_varchar=true, auto_detect=true)""")
+            SELECT * FROM read_csv({sql_literal(path)}, header=true, all_varchar=true, auto_detect=true)""")
         names = [r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _power_raw)")]
         sel = {"ts_ns": "TRY_CAST(timestamp_ns AS BIGINT)",
                "gpu": "TRY_CAST(gpu AS INTEGER)" if "gpu" in names else "0",
@@ -130,52 +172,25 @@ def prepare(con, path, options, work):
                "phase": "phase" if "phase" in names else "NULL",
                "bad": "TRY_CAST(timestamp_ns AS BIGINT) IS NULL OR (power_mw IS NOT NULL AND TRY_CAST(power_mw AS DOUBLE) IS NULL)"}
     else:
-        text = open_bytes(path).read().decode("utf-8", "replace")
-        lines = [l for l in text.splitlines() if l.strip()]
-        if form == "nvidia-smi":
-            header = [c.strip() for c in lines[0].split(",")]
-            data = lines[1:]
-        else:
-            fields = (options or {}).get("columns")
-            if not fields:
-                raise IngestError(path, "nvidia-smi log without a header line: give the --query-gpu list "
-                                        "it was made with, e.g. --columns timestamp,index,power.draw")
-            header = [c.strip() for c in fields.split(",")]
-            data = lines
-        keys = [SMI_FIELDS.get(c.split(" [")[0].strip()) for c in header]
-        if "ts" not in keys:
-            raise IngestError(path, "nvidia-smi log has no timestamp column")
-        if "power_w" not in keys and "instant_power_w" not in keys:
-            raise IngestError(path, "nvidia-smi log has no power.draw column")
-        parsed = list(csv.reader(io.StringIO("\n".join(data)), skipinitialspace=True))
-        width = len(header)
-        cut = parsed and len(parsed[-1]) < width
-        if cut:
-            parsed = parsed[:-1]
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow([k or f"_c{i}" for i, k in enumerate(keys)])
-        w.writerows(r[:width] for r in parsed)
-        tmp = f"{work}/power.csv"
-        with open(tmp, "w") as f:
-            f.write(buf.getvalue())
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE _power_raw AS
-            SELECT * FROM read_csv({_q(tmp)}, header=true, all_varchar=true, auto_detect=false,
-                                   columns={{{', '.join(f"{_q(k or f'_c{i}')}: 'VARCHAR'" for i, k in enumerate(keys))}}})""")
-        if not parsed:
+        src, cut = _smi_raw(con, path, form, options, work)
+        keys = [r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _power_raw)")]
+        first = scalar(con, "SELECT ts FROM _power_raw LIMIT 1")
+        if first is None:
             raise IngestError(path, "the power log holds no samples")
         try:
-            off, zone = _tz_offset_ns(parsed[0][keys.index("ts")], (options or {}).get("tz"))
+            off, zone = _tz_offset_ns(first.strip(), (options or {}).get("tz"))
         except ValueError:
-            raise IngestError(path, f"timestamp {parsed[0][keys.index('ts')]!r} is not a number or date "
+            raise IngestError(path, f"timestamp {first.strip()!r} is not a number or date "
                                     "(expected YYYY/MM/DD HH:MM:SS.mmm)") from None
         except KeyError as e:
             raise IngestError(path, f"unknown time zone {e}") from None
         meta.update(timezone=zone, utc_offset_ns=off, truncated_last_line=bool(cut))
         num = lambda k: f"TRY_CAST(regexp_extract({k}, '^\\s*(-?[0-9.]+)', 1) AS DOUBLE)" if k in keys else "NULL"
+        # power.draw is the 1 s average on Ampere and newer, like power.draw.average: either one.
+        power = f"coalesce({num('power_w')}, {num('average_power_w')})"
         sel = {"ts_ns": f"epoch_ns(TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S'])) - {off}",
                "gpu": "TRY_CAST(gpu AS INTEGER)" if "gpu" in keys else "0",
-               "power_w": num("power_w"), "energy_j": "NULL", "instant_power_w": num("instant_power_w"),
+               "power_w": power, "energy_j": "NULL", "instant_power_w": num("instant_power_w"),
                "sm_clock_mhz": num("sm_clock_mhz"), "mem_clock_mhz": num("mem_clock_mhz"),
                "temp_c": num("temp_c"), "phase": "NULL",
                "bad": "TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S']) IS NULL"}
@@ -194,7 +209,7 @@ def prepare(con, path, options, work):
 
 
 def load(con, path, run, meta):
-    run_script(con, sql_text("schema", "load_power.sql"), {"run": run})
+    run_script(con, sql_text("schema", "load/power.sql"), {"run": run})
     info = rows(con, """SELECT count(DISTINCT gpu), min(ts_ns), max(ts_ns),
                                quantile_cont(coalesce(instant_power_w, power_w), 0.05)
                         FROM power WHERE run = ?""", [run])[0]
@@ -209,6 +224,8 @@ def align(con, power_run, trace_run, offset_ns=None):
     base = scalar(con, "SELECT base_time_ns FROM runs WHERE run = ?", [trace_run]) or 0
     t0, t1 = rows(con, "SELECT min(ts_ns), max(ts_ns + coalesce(dur_ns, 0)) FROM events "
                        "WHERE run = ? AND ph <> 'M'", [trace_run])[0]
+    if t0 is None:
+        raise MatchError(f"trace run {trace_run!r} has no timed events to align the power log with")
     p0, p1 = rows(con, "SELECT min(ts_ns), max(ts_ns) FROM power WHERE run = ?", [power_run])[0]
     if offset_ns is not None:
         method, off, note = "offset", int(offset_ns), "offset given at ingest"
@@ -226,3 +243,31 @@ def align(con, power_run, trace_run, offset_ns=None):
                 [power_run, trace_run, off, method, note])
     con.execute("UPDATE runs SET paired_run = ? WHERE run = ?", [trace_run, power_run])
     return f"aligned with {trace_run}: {method} ({note})"
+
+
+class PowerReader(Reader):
+    """Power logs: tracedb power-log CSV, nvidia-smi --query-gpu CSV (with or
+    without header and units), dcgmi dmon."""
+    kind = "power"
+    pairs = True
+
+    def sniff(self, path, text):
+        first = first_line(text).lower()
+        if ("power" in first and ("timestamp" in first or "index" in first or "#entity" in first)) \
+                or SMI_TIME.match(first) or first.startswith("#entity") or "dcgm" in first:
+            return "power-log"
+        return None
+
+    def run_name(self, path):
+        name = super().run_name(path)
+        return name if re.search(r"power|smi|nvml", name, re.I) else name + "_power"
+
+    def prepare(self, con, path, fmt, work, options):
+        digest, size, meta = prepare(con, path, options, work)
+        return Prepared(meta["format"], size, lambda: digest, state=(path, meta))
+
+    def load(self, con, prep, run):
+        return load(con, *prep.state[:1], run, prep.state[1])
+
+    def pair(self, con, run, trace_run, options):
+        return align(con, run, trace_run, options.get("offset_ns"))

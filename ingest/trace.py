@@ -1,5 +1,6 @@
 """Load one Chrome-trace JSON file (PyTorch/Kineto, TensorFlow/JAX XProf) as a run."""
 import functools
+import hashlib
 import json
 import re
 import warnings
@@ -8,9 +9,10 @@ from contextlib import contextmanager
 import duckdb
 import pyarrow as pa
 
-from tracedb.db import run_script, scalar, sql_text
+from tracedb.db import run_script, scalar, sql_literal, sql_text
 from tracedb.ingest import trace_json
 from tracedb.ingest.errors import IngestError
+from tracedb.ingest.registry import Prepared, Reader, Reload
 from tracedb.ingest.source import status
 
 # Above 2^43 µs a double's spacing exceeds 1 ns: DuckDB's JSON reader (which
@@ -23,11 +25,6 @@ MEMORY_CAP_MIN = 1 << 30
 MEMORY_CAP_OVER_SIZE = 1.1
 
 
-def _quote(text):
-    """A SQL string literal (views take no parameters)."""
-    return "'" + str(text).replace("'", "''") + "'"
-
-
 class CutInsideEvent(Exception):
     """DuckDB rejected a piece of a trace cut in several: load the joined pieces."""
 
@@ -37,43 +34,42 @@ def _read_pieces(con, files):
     cols = "{" + ", ".join(f"'{k}': '{v}'" for k, v in trace_json.RAW_COLUMNS.items()) + "}"
     con.execute(
         "CREATE OR REPLACE TEMP VIEW _trace_source AS SELECT * FROM read_json("
-        f"[{', '.join(_quote(p) for p in files)}], format='array', columns={cols}, "
+        f"{sql_literal(list(files))}, format='array', columns={cols}, "
         "maximum_object_size=16777216)")
-    run_script(con, sql_text("schema", "trace_rows.sql"))
+    run_script(con, sql_text("schema", "load/trace_rows.sql"))
 
 
-def _load_fast(con, tf, params):
-    """DuckDB's JSON reader over the pieces of the event array: one piece streams
-    into events on one thread (load_events.sql); several are parsed one thread per
-    piece into a temp table, then inserted in parallel (load_event_pieces.sql)."""
+def _stage_fast(con, tf):
+    """DuckDB's JSON reader over the pieces of the event array -> _trace_staged,
+    one thread per piece (a numbering window over the scan would hold it to one
+    thread: 6.5 s for 2.7 M events on two cores, against ~4 s so)."""
     con.execute("SET preserve_insertion_order = true")    # the event order is the file order
     _read_pieces(con, tf.pieces)
-    one = len(tf.pieces) == 1
-    sql = sql_text("schema", "load_events.sql" if one else "load_event_pieces.sql")
     try:
-        run_script(con, sql, {**params, "first_event_id": 0})
+        con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
     except duckdb.Error as e:    # the caller rolls back, the views with the rest
         msg = str(e).splitlines()[0]
-        if not one and isinstance(e, duckdb.InvalidInputException) and "JSON" in msg:
+        if len(tf.pieces) > 1 and isinstance(e, duckdb.InvalidInputException) and "JSON" in msg:
             raise CutInsideEvent() from None
         raise IngestError(tf.path, f"malformed trace JSON ({msg})" if "JSON" in msg
                           else f"database error while loading ({msg})") from None
     con.execute("DROP VIEW _trace_rows")
     con.execute("DROP VIEW _trace_source")
-    return not one
 
 
-def _run_events_view(con, run, base_ns, staged):
-    """The temp view derive_trace.sql reads the run's events from: the events
-    table, or the uncompressed temp table a trace read in pieces was inserted from."""
-    lit = _quote(run)
-    if staged:      # the numbering of load_event_pieces.sql, its first rowid looked up once
-        first = int(scalar(con, "SELECT min(rowid) FROM _trace_staged"))
-        sel = (f"SELECT {lit} AS run, rowid - {first} AS event_id, "
-               f"* REPLACE (ts_ns + {int(base_ns)} AS ts_ns) FROM _trace_staged")
-    else:
-        sel = f"SELECT * FROM events WHERE run = {lit}"
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _run_events AS {sel}")
+def _stage_exact(con, tf):
+    """The exact path -> _trace_staged: Arrow batches of the event array, numbers
+    kept as text (ingest/trace_json.exact_batches)."""
+    con.execute("DROP TABLE IF EXISTS _trace_staged")
+    for batch in trace_json.exact_batches(tf):
+        con.register("_trace_source", pa.Table.from_batches([batch]))
+        run_script(con, sql_text("schema", "load/trace_rows.sql"))
+        if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = '_trace_staged'"):
+            con.execute("INSERT INTO _trace_staged SELECT * FROM _trace_rows")
+        else:
+            con.execute("CREATE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
+        con.execute("DROP VIEW _trace_rows")
+        con.unregister("_trace_source")
 
 
 _UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
@@ -105,24 +101,10 @@ def memory_cap(con, content_bytes):
             con.execute("RESET memory_limit")
 
 
-def _needs_exact(con, run, base_ns):
-    """True when a timestamp may have lost its nanoseconds in a double."""
-    return scalar(con,
-        "SELECT count(*) FROM events WHERE run = ? AND abs(ts_ns - ?) >= ? AND ts_ns % 1000 <> 0",
-        [run, base_ns, EXACT_DOUBLE_US * 1000]) > 0
-
-
-def _load_exact(con, tf, params):
-    n = 0
-    sql = sql_text("schema", "load_events.sql")
-    for batch in trace_json.exact_batches(tf):
-        con.register("_trace_source", pa.Table.from_batches([batch]))
-        run_script(con, sql_text("schema", "trace_rows.sql"))
-        run_script(con, sql, {**params, "first_event_id": n})
-        con.execute("DROP VIEW _trace_rows")
-        con.unregister("_trace_source")
-        n += batch.num_rows
-    return n
+def _needs_exact(con):
+    """True when a staged timestamp may have lost its nanoseconds in a double."""
+    return scalar(con, "SELECT count(*) FROM _trace_staged WHERE abs(ts_ns) >= ? AND ts_ns % 1000 <> 0",
+                  [EXACT_DOUBLE_US * 1000]) > 0
 
 
 def load(con, tf, run):
@@ -134,24 +116,25 @@ def load(con, tf, run):
     base_ns = tf.members.get("baseTimeNanoseconds") or 0
     if not isinstance(base_ns, int):
         raise IngestError(path, f"baseTimeNanoseconds is not an integer: {base_ns!r}")
-    params = {"run": run, "base_ns": base_ns}
-    exact, staged = tf.truncated, False
+    exact = tf.truncated
     if not exact:
         with status(f"parsing {path}"):
-            staged = _load_fast(con, tf, params)
-        if _needs_exact(con, run, base_ns):
-            con.execute("DELETE FROM events WHERE run = ?", [run])
-            exact, staged = True, False
+            _stage_fast(con, tf)
+        exact = _needs_exact(con)
     if exact:
-        _load_exact(con, tf, params)
+        _stage_exact(con, tf)
     if tf.truncated:
-        n = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [run])
+        n = scalar(con, "SELECT count(*) FROM _trace_staged")
         warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n} events)")
     with status("linking kernels, launches, ops and iterations"):
-        _run_events_view(con, run, base_ns, staged)
-        run_script(con, sql_text("schema", "derive_trace.sql"), {"run": run})
+        con.execute("SET VARIABLE tracedb_run = ?", [run])
+        con.execute("SET VARIABLE tracedb_base_ns = ?", [base_ns])
+        run_script(con, sql_text("schema", "load/trace_events.sql"))
+        run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
         con.execute("DROP VIEW _run_events")
-        con.execute("DROP TABLE IF EXISTS _trace_staged")
+        con.execute("DROP TABLE _trace_staged")
+        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid"):
+            con.execute(f"RESET VARIABLE {v}")
     return {"base_time_ns": base_ns}
 
 
@@ -182,3 +165,41 @@ def run_metadata(con, run, members):
         "distributed_info": json.dumps(dist) if dist else None,
         "metadata": json.dumps(members, default=str),
     }
+
+
+class TraceReader(Reader):
+    """Chrome-trace JSON (PyTorch/Kineto, TensorFlow/JAX trace_viewer), plain or gzip."""
+    kind = "trace"
+
+    def sniff(self, path, text):
+        t = text()
+        if t[:1] in "{[" and ('"traceEvents"' in t or re.match(r"\[\s*(\{|\])", t)):
+            return "chrome-json"
+        return None
+
+    def prepare(self, con, path, fmt, work, options):
+        hasher = hashlib.sha256()
+        tf = trace_json.split(path, work, hasher)
+        # A duplicate has the same size: only then wait for the hash before loading;
+        # otherwise hashing an uncompressed file overlaps the parse.
+        if scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [tf.content_bytes]):
+            tf.wait_hash()
+        return Prepared(fmt, tf.content_bytes, lambda: (tf.wait_hash(), hasher.hexdigest())[1],
+                        digest_ready=tf.hashing is None, state=tf)
+
+    def loading(self, con, prep):
+        return memory_cap(con, prep.content_bytes)
+
+    def load(self, con, prep, run):
+        tf = prep.state
+        try:
+            info = load(con, tf, run) or {}
+        except CutInsideEvent:      # a cut between pieces fell inside an event: rare
+            raise Reload() from None
+        fields = run_metadata(con, run, tf.members)
+        fields.update(info)
+        fields["n_events"] = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [run])
+        return fields
+
+    def reload(self, prep, work):
+        trace_json.join_pieces(prep.state, work)

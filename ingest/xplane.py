@@ -1,8 +1,8 @@
 """TensorFlow/JAX `.xplane.pb` profiles: converted to trace_viewer JSON through xprof."""
 import os
-import tempfile
 
 from tracedb.ingest.errors import IngestError
+from tracedb.ingest.trace import TraceReader
 
 
 def to_trace_json(path, out_dir):
@@ -22,8 +22,15 @@ def to_trace_json(path, out_dir):
     return out
 
 
-def ingest(con, path, run, ingest_json):
-    """Convert, then ingest the JSON as the run named after the .xplane.pb file."""
-    from tracedb.ingest import run_name_for
-    with tempfile.TemporaryDirectory(prefix="tracedb-xplane-") as d:
-        return ingest_json(to_trace_json(path, d), run or run_name_for(str(path).replace(".xplane.pb", "")))
+class XplaneReader(TraceReader):
+    """TensorFlow/JAX .xplane.pb: converted to trace_viewer JSON, then read as a trace."""
+
+    def sniff(self, path, text):
+        return "xplane" if path.endswith(".xplane.pb") else None
+
+    def run_name(self, path):
+        from tracedb.ingest import run_name_for
+        return run_name_for(path[:-len(".xplane.pb")])
+
+    def prepare(self, con, path, fmt, work, options):
+        return super().prepare(con, to_trace_json(path, work), fmt, work, options)

@@ -18,7 +18,8 @@
 --   n_points BIGINT: valid points in the fit
 --   lower_bound BOOLEAN: the row energy_breakdown uses for this GPU and level
 --   reference BOOLEAN: published values, not measured here
--- requires: runs
+-- requires:
+--   runs: ingested runs (tracedb ingest FILE --db DB)
 -- engines: duckdb, spark
 SELECT gpu, level, threads_per_block, blocks, round(eps_pj, 2) AS eps_pj, offset_j, round(r2, 5) AS r2,
        n_points, lower_bound, reference

@@ -25,7 +25,8 @@
 --   gpu_util_ratio DOUBLE: gpu_util_pct / baseline's
 --   issue_slot_ratio DOUBLE: issue_slot_pct_iter / baseline's
 --   tc_issue_ratio DOUBLE: tc_issue_pct_iter / baseline's
--- requires: iterations
+-- requires:
+--   iterations: iterations (step markers: ProfilerStep#N, step_num)
 WITH wanted AS (
     SELECT trim(r) AS run, i AS pos, TRY_CAST(trim(string_split(coalesce($batch_sizes, ''), ',')[i]) AS INTEGER) AS bs
     FROM (SELECT unnest(string_split($runs, ',')) AS r, generate_subscripts(string_split($runs, ','), 1) AS i)

@@ -19,9 +19,10 @@
 --   dequeue_ns BIGINT: dequeuing without the kernel call, ns
 --   cpu_exec_ns BIGINT: CPU kernel execution, ns
 --   gpu_exec_ns BIGINT: GPU kernel time launched by the node, ns
--- requires: eager_mode
-SELECT n.run, n.mode, i.iteration, n.node, n.op, n.enqueue_ns, n.queue_wait_ns, n.dequeue_ns,
-       n.cpu_exec_ns, n.gpu_exec_ns
+-- requires:
+--   eager_mode: TensorFlow eager execution events (EagerExecute, EagerKernelExecute)
+SELECT n.run, n.mode, i.iteration, n.node, n.op, n.enqueue_ns, n.queue_wait_ns, CAST(n.dequeue_ns AS BIGINT) AS dequeue_ns,
+       CAST(n.cpu_exec_ns AS BIGINT) AS cpu_exec_ns, CAST(n.gpu_exec_ns AS BIGINT) AS gpu_exec_ns
 FROM eager_nodes n
 ASOF LEFT JOIN iterations i ON i.run = n.run AND n.enqueue_start_ns >= i.start_ns
 WHERE ($run IS NULL OR n.run = $run)

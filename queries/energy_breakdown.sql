@@ -26,7 +26,9 @@
 --   share_total_pct DOUBLE: share of the total energy, %
 --   share_dynamic_pct DOUBLE: share of the dynamic energy, % (NULL for static and total)
 --   note VARCHAR: calibration used, missing counters, power-log warnings
--- requires: matches, trace_power_pairs
+-- requires:
+--   matches: ncu kernels matched to the run (tracedb ingest REPORT --pair-with RUN, or tracedb match)
+--   trace_power_pairs: a power log aligned with the run (tracedb ingest LOG --pair-with RUN)
 WITH it AS (
     SELECT run, iteration, 'iteration' AS label, start_ns AS s, end_ns AS e
     FROM iteration_utilization JOIN iterations USING (run, iteration)

@@ -28,7 +28,8 @@
 --   mean_power_w DOUBLE: energy_integrated_j / window, W
 --   samples BIGINT: power samples inside the window
 --   note VARCHAR: alignment, idle power source, and warnings
--- requires: trace_power_pairs
+-- requires:
+--   trace_power_pairs: a power log aligned with the run (tracedb ingest LOG --pair-with RUN)
 WITH win AS (
     SELECT run, iteration, 'iteration' AS label, start_ns AS s, end_ns AS e
     FROM iteration_utilization JOIN iterations USING (run, iteration)

@@ -19,25 +19,11 @@
 --   gpu_util_pct DOUBLE: 100 * kernel_busy_ns / total_ns, %
 --   steady BOOLEAN: true on the run's steady iteration
 --   samples_per_s DOUBLE: batch_size / total time, samples/s (NULL without batch_size)
--- requires: iterations
+-- requires:
+--   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
-WITH busy AS (
-    SELECT run, iteration, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals GROUP BY run, iteration
-), ksum AS (
-    SELECT run, iteration, sum(dur_ns) AS sum_ns, count(*) AS n
-    FROM kernels WHERE kind = 'kernel' AND iteration IS NOT NULL GROUP BY run, iteration
-)
-SELECT i.run, i.iteration, i.dur_ns AS total_ns,
-       CAST(coalesce(b.busy_ns, 0) AS BIGINT) AS kernel_busy_ns,
-       CAST(coalesce(k.sum_ns, 0) AS BIGINT) AS kernel_sum_ns,
-       coalesce(k.n, 0) AS kernels,
-       CAST(i.dur_ns - coalesce(b.busy_ns, 0) AS BIGINT) AS idle_ns,
-       100.0 * coalesce(b.busy_ns, 0) / i.dur_ns AS gpu_util_pct,
-       s.steady,
-       CAST($batch_size AS DOUBLE) / (i.dur_ns / 1e9) AS samples_per_s
-FROM iterations i
-LEFT JOIN busy b USING (run, iteration)
-LEFT JOIN ksum k USING (run, iteration)
-JOIN iteration_steadiness s USING (run, iteration)
-WHERE $run IS NULL OR i.run = $run
-ORDER BY i.run, i.iteration;
+SELECT run, iteration, total_ns, kernel_busy_ns, kernel_sum_ns, kernels, idle_ns, gpu_util_pct, steady,
+       CAST($batch_size AS DOUBLE) / (total_ns / 1e9) AS samples_per_s
+FROM iteration_gpu_time
+WHERE $run IS NULL OR run = $run
+ORDER BY run, iteration;

@@ -19,7 +19,8 @@
 --   gaps BIGINT: gaps in the row
 --   idle_ns BIGINT: summed gap time, ns
 --   share_pct DOUBLE: share of the stream's idle time in the iteration, %
--- requires: kernels
+-- requires:
+--   kernels: GPU kernels
 -- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization

@@ -24,7 +24,8 @@
 --   dynamic_j DOUBLE: energy_j - idle power x dur, J
 --   mean_power_w DOUBLE: energy_j / dur, W
 --   energy_share_pct DOUBLE: energy_j / integrated energy of the whole iteration, %
--- requires: trace_power_pairs
+-- requires:
+--   trace_power_pairs: a power log aligned with the run (tracedb ingest LOG --pair-with RUN)
 WITH it AS (
     SELECT run, iteration, start_ns, end_ns FROM iteration_utilization JOIN iterations USING (run, iteration)
     WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))

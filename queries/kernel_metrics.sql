@@ -37,7 +37,8 @@
 --   shared_wavefronts_st DOUBLE: shared memory store wavefronts
 --   tc_cycles_active_source VARCHAR: ncu counter behind tc_cycles_active
 --   tc_inst_source VARCHAR: ncu counter behind tc_inst
--- requires: matches
+-- requires:
+--   matches: ncu kernels matched to the run (tracedb ingest REPORT --pair-with RUN, or tracedb match)
 -- engines: duckdb, spark
 SELECT run, ncu_run, correlation, ncu_id, round(score, 4) AS score, trace_name, ncu_name, op_name,
        iteration, stream, ts_ns, dur_ns, gpu_time_ns, smsp_cycles_elapsed, smsp_cycles_active,

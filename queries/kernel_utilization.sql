@@ -20,7 +20,8 @@
 --   tc_active_pct DOUBLE: tensor pipe active / elapsed cycles, %
 --   tc_issue_pct DOUBLE: tensor instructions / elapsed cycles, %
 --   score DOUBLE: match score
--- requires: matches
+-- requires:
+--   matches: ncu kernels matched to the run (tracedb ingest REPORT --pair-with RUN, or tracedb match)
 -- engines: duckdb, spark
 SELECT run, iteration, kernel_id, ncu_id, trace_name AS name, op_name, layer_type, ts_ns, dur_ns,
        round(smsp_active_pct, 3) AS smsp_active_pct, round(issue_slot_pct, 3) AS issue_slot_pct,

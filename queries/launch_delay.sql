@@ -19,7 +19,8 @@
 --   mean_ns DOUBLE: mean delay, ns
 --   p95_ns DOUBLE: 95th percentile of the delay, ns
 --   max_ns BIGINT: largest delay, ns
--- requires: kernels
+-- requires:
+--   kernels: GPU kernels
 -- engines: duckdb, spark
 WITH k AS (
     SELECT run, iteration, launch_name, kernel_id, name, stream, ts_ns - launch_end_ns AS d

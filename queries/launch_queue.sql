@@ -19,7 +19,8 @@
 --   max_queued BIGINT: largest length
 --   empty_pct DOUBLE: share of the iteration with the queue empty, %
 --   empty_gpu_idle_pct DOUBLE: share of the iteration with the queue empty and no kernel running on any stream, %
--- requires: kernels
+-- requires:
+--   kernels: GPU kernels
 -- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration, start_ns, end_ns FROM iteration_utilization JOIN iterations USING (run, iteration)
@@ -37,7 +38,7 @@ WITH it AS (
     GROUP BY ALL
 ), st AS (
     SELECT run, iteration, stream, t AS ts_ns,
-           sum(d) OVER (PARTITION BY run, iteration, stream ORDER BY t ROWS UNBOUNDED PRECEDING) AS queued,
+           CAST(sum(d) OVER (PARTITION BY run, iteration, stream ORDER BY t ROWS UNBOUNDED PRECEDING) AS BIGINT) AS queued,
            lead(t) OVER (PARTITION BY run, iteration, stream ORDER BY t) AS next_t
     FROM ch
 ), seg AS (       -- each constant stretch, cut where GPU busy intervals start or end

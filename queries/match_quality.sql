@@ -25,7 +25,8 @@
 --   launch_disagree BIGINT: pairs whose grid or block differ
 --   order_shifted BIGINT: pairs away from their expected stream position
 --   seconds DOUBLE: time the matching took, s
--- requires: matches
+-- requires:
+--   matches: ncu kernels matched to the run (tracedb ingest REPORT --pair-with RUN, or tracedb match)
 -- engines: duckdb, spark
 WITH p AS (
     SELECT run, ncu_run, count(*) AS matched, min(score) AS score_min,

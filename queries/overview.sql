@@ -15,7 +15,8 @@
 --   start_ns BIGINT: first event start, ns
 --   end_ns BIGINT: last event end, ns
 --   span_ns BIGINT: end_ns - start_ns, ns
--- requires: runs
+-- requires:
+--   runs: ingested runs (tracedb ingest FILE --db DB)
 -- engines: duckdb, spark
 WITH ev AS (
     SELECT run, count(*) AS events, min(ts_ns) AS start_ns, max(ts_ns + coalesce(dur_ns, 0)) AS end_ns

@@ -11,14 +11,15 @@
 --   ts_ns BIGINT: time of the change, ns (NULL for a sync run)
 --   nodes_waiting BIGINT: nodes in the queue from ts_ns on (NULL for a sync run)
 --   note VARCHAR: set for sync runs
--- requires: eager_mode
+-- requires:
+--   eager_mode: TensorFlow eager execution events (EagerExecute, EagerKernelExecute)
 WITH ch AS (
     SELECT run, least(enqueue_end_ns, dequeue_start_ns) AS t, 1 AS d FROM eager_nodes WHERE mode = 'async'
     UNION ALL
     SELECT run, dequeue_start_ns, -1 FROM eager_nodes WHERE mode = 'async'
 ), g AS (SELECT run, t, sum(d) AS d FROM ch GROUP BY run, t)
 SELECT g.run, CASE WHEN g.t <= i.end_ns THEN i.iteration END AS iteration, g.t AS ts_ns,
-       sum(g.d) OVER (PARTITION BY g.run ORDER BY g.t ROWS UNBOUNDED PRECEDING) AS nodes_waiting,
+       CAST(sum(g.d) OVER (PARTITION BY g.run ORDER BY g.t ROWS UNBOUNDED PRECEDING) AS BIGINT) AS nodes_waiting,
        NULL::VARCHAR AS note
 FROM g ASOF LEFT JOIN iterations i ON i.run = g.run AND g.t >= i.start_ns
 WHERE $run IS NULL OR g.run = $run

@@ -14,7 +14,8 @@
 --   category VARCHAR: gpu_kernel | cpu_kernel | dequeuing | memory_transfer | waiting
 --   dur_ns BIGINT: time, ns
 --   share_pct DOUBLE: share of the iteration, %
--- requires: eager_mode
+-- requires:
+--   eager_mode: TensorFlow eager execution events (EagerExecute, EagerKernelExecute)
 -- engines: duckdb, spark
 SELECT s.run, s.iteration,
        CASE WHEN m.mode = 'sync' THEN 'no_queue' WHEN s.queued > 0 THEN 'non_empty' ELSE 'empty' END AS queue_state,

@@ -4,6 +4,7 @@
 --   and launch statistics, and which ranks straggle (steady iteration more than
 --   `straggler_pct` above the median rank's).
 -- parameters:
+--   run VARCHAR = NULL: trace run to report on (every rank's run when absent)
 --   straggler_pct DOUBLE = 5: how much slower than the median rank a straggler is, %
 -- columns:
 --   rank INTEGER: rank (distributedInfo.rank)
@@ -16,7 +17,8 @@
 --   launch_delay_p95_ns DOUBLE: 95th percentile of it, ns
 --   vs_median_pct DOUBLE: total_ns relative to the median rank's, % (+ = slower)
 --   straggler BOOLEAN: vs_median_pct > straggler_pct
--- requires: iterations
+-- requires:
+--   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
 WITH r AS (
     SELECT r.run, r.rank, u.iteration, u.total_ns, u.gpu_util_pct, u.kernels

@@ -13,7 +13,8 @@
 --   kernels BIGINT: kernels at this value
 --   time_ns BIGINT: their trace time, ns
 --   cum_time_share_pct DOUBLE: share of kernel time in kernels with TC issue <= tc_issue_pct, %
--- requires: matches
+-- requires:
+--   matches: ncu kernels matched to the run (tracedb ingest REPORT --pair-with RUN, or tracedb match)
 -- engines: duckdb, spark
 WITH k AS (
     SELECT run, round(coalesce(tc_issue_pct, 0), 2) AS x, dur_ns

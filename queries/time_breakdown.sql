@@ -20,7 +20,8 @@
 --   gpu_kernel_pct DOUBLE: share, %
 --   overlap_pct DOUBLE: share, %
 --   overhead_pct DOUBLE: share, %
--- requires: iterations
+-- requires:
+--   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
 WITH s AS (
     SELECT run, iteration,

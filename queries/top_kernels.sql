@@ -19,7 +19,8 @@
 --   smsp_active_pct DOUBLE: summed SMSP active / elapsed cycles of its matched launches, %
 --   issue_slot_pct DOUBLE: summed issue / elapsed cycles, %
 --   tc_issue_pct DOUBLE: summed tensor instructions / elapsed cycles, %
--- requires: kernels
+-- requires:
+--   kernels: GPU kernels
 -- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization

@@ -20,7 +20,8 @@
 --   issue_slot_pct DOUBLE: summed issue / elapsed cycles, %
 --   tc_active_pct DOUBLE: summed tensor pipe active / elapsed cycles, %
 --   tc_issue_pct DOUBLE: summed tensor instructions / elapsed cycles, %
--- requires: iterations
+-- requires:
+--   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization

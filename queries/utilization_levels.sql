@@ -36,7 +36,8 @@
 --   tc_active_pct_iter DOUBLE: gpu_util_pct x C / E, % of the iteration
 --   tc_issue_pct_iter DOUBLE: gpu_util_pct x N / E, % of the iteration
 --   note VARCHAR: why levels are NULL, coverage, and the counters used
--- requires: iterations
+-- requires:
+--   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
 SELECT run, iteration, total_ns, kernel_busy_ns, kernel_sum_ns, round(gpu_util_pct, 2) AS gpu_util_pct,
        CAST($batch_size AS DOUBLE) / (total_ns / 1e9) AS samples_per_s,

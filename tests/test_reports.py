@@ -4,6 +4,7 @@ import pytest
 import independent as ref
 from conftest import TORCH, TRACES, raw_trace, run_name
 from tracedb import reports
+from tracedb.db import params_of
 from tracedb.reports import ReportError
 
 
@@ -66,5 +67,21 @@ def test_report_errors_are_clear(fixture_db):
 
 def test_every_report_has_documented_header():
     for r in reports.all_reports().values():
-        assert r.description and r.columns, r.name
-        assert any(p.name == "run" for p in r.params)
+        assert r.description and r.columns and r.requires, r.name
+        assert not r.problems, (r.name, r.problems)
+        # --run exactly where the SQL reads $run; every required relation has a message
+        assert (r.param("run") is not None) == ("run" in params_of(r.body)), r.name
+        assert all(meaning and meaning != rel for rel, meaning in r.requires), r.name
+        assert set(r.engines) <= {"duckdb", "spark"}, r.name
+
+
+def test_header_is_the_source_of_truth(tmp_path):
+    """A $param the header does not declare, a declared one the SQL ignores, and a
+    --run to a report that takes none are refused, not bound as NULL."""
+    bad = reports.parse("-- name: x\n-- description: d\n-- parameters:\n--   a INTEGER = 1: a\n"
+                        "-- columns:\n--   v INTEGER: v\nSELECT $b AS v", "x")
+    assert bad.problems == ["uses $b, which its header does not declare", "declares a, which its SQL does not use"]
+    with pytest.raises(ReportError, match="takes no run"):
+        reports.bound_params(reports.get("calibration_fit"), {"run": "r"})
+    with pytest.raises(ReportError, match="no parameter iteratoin"):
+        reports.bound_params(reports.get("utilization_levels"), {"iteratoin": "2"})

@@ -109,7 +109,8 @@ def test_layer_shares_add_up_to_the_iteration(util_db, ncu_ref):
 
 
 def test_layer_rules_are_a_table_users_extend(util_db):
-    util_db.execute("INSERT INTO layer_rules VALUES (5, 'op', '^aten::cudnn_batch_norm$', 'my norm')")
+    util_db.execute("INSERT INTO layer_rules (priority, field, pattern, layer_type) "
+                    "VALUES (5, 'op', '^aten::cudnn_batch_norm$', 'my norm')")
     try:
         t = {r["layer_type"]: r for r in reports.run(util_db, "utilization_by_layer", {"run": AMP}).to_pylist()}
         assert t["my norm"]["activities"] == scalar(util_db, "SELECT count(*) FROM kernels WHERE run = ? AND iteration = 2 "
@@ -209,6 +210,18 @@ def test_python_api_returns_arrow_and_polars(tmp_path):
     t.close()
 
 
+def sql_type(arrow_type):
+    """The header's SQL type name of an Arrow result column."""
+    import pyarrow as pa
+    for check, name in ((pa.types.is_boolean, "BOOLEAN"), (pa.types.is_int32, "INTEGER"),
+                        (pa.types.is_int64, "BIGINT"), (pa.types.is_floating, "DOUBLE"),
+                        (pa.types.is_string, "VARCHAR"), (pa.types.is_large_string, "VARCHAR"),
+                        (pa.types.is_timestamp, "TIMESTAMP"), (pa.types.is_decimal, "DECIMAL")):
+        if check(arrow_type):
+            return name
+    return str(arrow_type)
+
+
 def test_every_report_runs_on_every_fixture_run(util_db):
     """Trace-only runs get rows (levels NULL with a note) or a clear 'needs matches';
     CPU-only TensorFlow runs (no kernels, no power log) a clear 'needs ...'; the
@@ -217,7 +230,7 @@ def test_every_report_runs_on_every_fixture_run(util_db):
         for p in TRACES:
             run = run_name(p)
             try:
-                t = reports.run(util_db, name, {"run": run})
+                t = reports.run(util_db, name, {"run": run} if rep.param("run") else {})
             except reports.ReportError as e:
                 ok = ("needs ncu kernels matched" in str(e) and run != AMP) or \
                      ("needs GPU kernels" in str(e) and run.startswith("cpu_")) or \
@@ -228,3 +241,4 @@ def test_every_report_runs_on_every_fixture_run(util_db):
                 continue
             assert t.num_columns == len(rep.columns), name
             assert [f.name for f in t.schema] == [c[0] for c in rep.columns], name
+            assert [sql_type(f.type) for f in t.schema] == [c[1] for c in rep.columns], name

@@ -9,22 +9,22 @@ CREATE TABLE IF NOT EXISTS schema_info (
 
 -- One row per ingested source file.
 CREATE TABLE IF NOT EXISTS runs (
-    run               VARCHAR PRIMARY KEY,
+    run               VARCHAR PRIMARY KEY,   -- run name (`--run`, default from the file name; `name~2` on a clash)
     kind              VARCHAR NOT NULL,      -- trace | ncu | power | calibration
     path              VARCHAR NOT NULL,      -- path as given at ingest
-    content_hash      VARCHAR NOT NULL UNIQUE, -- sha256 of the decompressed content
+    content_hash      VARCHAR NOT NULL UNIQUE, -- sha256 of the decompressed content; a second ingest of it is skipped
     content_bytes     BIGINT,                -- size of the decompressed content
     framework         VARCHAR,               -- pytorch | tensorflow | jax | ncu | nvml ...
-    device_name       VARCHAR,
+    device_name       VARCHAR,               -- Kineto `deviceProperties[0].name`, or the first XProf `/device:` process
     device_properties JSON,                  -- Kineto deviceProperties, ncu device__attribute_*
-    rank              INTEGER,               -- distributedInfo.rank
-    world_size        INTEGER,
-    distributed_info  JSON,
-    base_time_ns      BIGINT,                -- Kineto baseTimeNanoseconds (0 when absent)
-    metadata          JSON,                  -- every top-level field of the source but its events
-    paired_run        VARCHAR,               -- ncu/power run: the trace run it belongs to
-    n_events          BIGINT,
-    ingested_at       TIMESTAMP DEFAULT current_timestamp
+    rank              INTEGER,               -- from `distributedInfo`
+    world_size        INTEGER,               -- from `distributedInfo`
+    distributed_info  JSON,                  -- `distributedInfo` as written
+    base_time_ns      BIGINT,                -- Kineto `baseTimeNanoseconds` (0 when absent)
+    metadata          JSON,                  -- every top-level member of the source but its events; source_format: the file's format
+    paired_run        VARCHAR,               -- for ncu reports and power logs: the trace run they belong to
+    n_events          BIGINT,                -- number of events
+    ingested_at       TIMESTAMP DEFAULT current_timestamp -- when it was loaded
 );
 
 -- Process and thread names from metadata (ph = 'M') events.
@@ -39,30 +39,30 @@ CREATE TABLE IF NOT EXISTS threads (
 -- Every event of a trace, in file order.
 CREATE TABLE IF NOT EXISTS events (
     run          VARCHAR NOT NULL,
-    event_id     BIGINT NOT NULL,            -- 0-based position in the file's event array
+    event_id     BIGINT NOT NULL,            -- 0-based position in the trace's event array
     ph           VARCHAR,                    -- Chrome trace phase: X, B, E, i, M, s, f, C ...
-    cat          VARCHAR,                    -- category as written by the profiler
+    cat          VARCHAR,                    -- category as written (cpu_op, cuda_runtime, kernel, Operator, Kernel, ...)
     name         VARCHAR,
-    pid          VARCHAR,                    -- process id (strings kept: "Spans", "")
-    tid          VARCHAR,                    -- thread id ("stream 7" kept as written)
-    ts_ns        BIGINT,                     -- start, ns
+    pid          VARCHAR,                    -- as written; strings kept (`"Spans"`, `"stream 7"`)
+    tid          VARCHAR,                    -- as written; strings kept (`"Spans"`, `"stream 7"`)
+    ts_ns        BIGINT,                     -- start, ns (NULL when the trace has none or it is not a number)
     dur_ns       BIGINT,                     -- duration, ns (NULL for instant events)
-    correlation  BIGINT,                     -- args.correlation / correlation_id
-    external_id  BIGINT,                     -- args."External id"
-    stream       BIGINT,                     -- args.stream, or N of tid "stream N"
-    device       BIGINT,                     -- args.device
-    flow_id      VARCHAR,                    -- id of flow (s/f) events
-    args         JSON
+    correlation  BIGINT,                     -- `args.correlation` (or `correlation_id`)
+    external_id  BIGINT,                     -- `args."External id"`
+    stream       BIGINT,                     -- `args.stream`, or N of a `"stream N"` tid
+    device       BIGINT,                     -- `args.device`
+    flow_id      VARCHAR,                    -- `id` of flow events (s/f)
+    args         JSON                        -- all args as written
 );
 
 -- GPU activity (kernels, memcpy, memset) of traces and of ncu reports.
 CREATE TABLE IF NOT EXISTS kernels (
     run                  VARCHAR NOT NULL,
-    kernel_id            BIGINT NOT NULL,    -- trace: event_id; ncu: the report's ID
+    kernel_id            BIGINT NOT NULL,    -- trace: the event_id; ncu: the report's ID
     kind                 VARCHAR NOT NULL,   -- kernel | memcpy | memset
-    name                 VARCHAR,
-    ts_ns                BIGINT,             -- NULL for ncu (replayed, no usable time)
-    dur_ns               BIGINT,             -- ncu: gpu__time_duration.sum
+    name                 VARCHAR,            -- as the tool printed it
+    ts_ns                BIGINT,             -- start, ns (NULL for ncu: replay makes its timing unusable for placement)
+    dur_ns               BIGINT,             -- duration, ns (ncu: gpu__time_duration.sum)
     device               BIGINT,
     context              BIGINT,
     stream               BIGINT,
@@ -70,9 +70,9 @@ CREATE TABLE IF NOT EXISTS kernels (
     grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
     block_x INTEGER, block_y INTEGER, block_z INTEGER,
     registers_per_thread INTEGER,
-    shared_mem_bytes     BIGINT,             -- static + dynamic
-    static_shared_mem_bytes  BIGINT,
-    dynamic_shared_mem_bytes BIGINT,
+    shared_mem_bytes     BIGINT,             -- shared memory, bytes (static + dynamic for ncu)
+    static_shared_mem_bytes  BIGINT,         -- where the tool splits them (ncu)
+    dynamic_shared_mem_bytes BIGINT,         -- where the tool splits them (ncu)
     launch_event_id      BIGINT,             -- runtime/driver call that launched it
     launch_name          VARCHAR,
     launch_ts_ns         BIGINT,
@@ -81,30 +81,30 @@ CREATE TABLE IF NOT EXISTS kernels (
     launch_tid           VARCHAR,
     op_event_id          BIGINT,             -- innermost framework op enclosing the launch
     op_name              VARCHAR,
-    iteration            INTEGER,
+    iteration            INTEGER,            -- iteration whose step marker holds the launch start
     seq                  BIGINT              -- launch order within the run (0-based)
 );
 
 -- Iterations (training steps).
 CREATE TABLE IF NOT EXISTS iterations (
     run            VARCHAR NOT NULL,
-    iteration      INTEGER NOT NULL,         -- step number (ProfilerStep#N, step_num)
-    name           VARCHAR,
-    marker_event_id BIGINT,
+    iteration      INTEGER NOT NULL,         -- N of `ProfilerStep#N` (PyTorch, CPU side) or `args.step_num` (TensorFlow)
+    name           VARCHAR,                  -- marker name
+    marker_event_id BIGINT,                  -- the step marker event
     start_ns       BIGINT NOT NULL,          -- start of the step marker
     marker_end_ns  BIGINT NOT NULL,          -- end of the step marker
-    end_ns         BIGINT NOT NULL,          -- max(marker end, end of last GPU activity launched inside)
-    dur_ns         BIGINT NOT NULL
+    end_ns         BIGINT NOT NULL,          -- later of the marker end and the end of the last GPU activity launched inside it
+    dur_ns         BIGINT NOT NULL           -- end_ns − start_ns
 );
 
 -- Hardware counters (ncu): one row per kernel and metric, in base units.
 CREATE TABLE IF NOT EXISTS counters (
-    run       VARCHAR NOT NULL,
-    kernel_id BIGINT NOT NULL,
-    metric    VARCHAR NOT NULL,              -- ncu metric name with rollup (dram__sectors_read.sum)
-    value     DOUBLE,                        -- in base units (ns, cycle, byte, sector, inst)
-    text_value VARCHAR,                      -- the value as printed when it is not a number (n/a, names)
-    unit      VARCHAR                        -- base unit
+    run       VARCHAR NOT NULL,              -- the ncu run
+    kernel_id BIGINT NOT NULL,               -- the report's ID (kernels.kernel_id of the ncu run)
+    metric    VARCHAR NOT NULL,              -- ncu metric name with rollup, as in the report (`dram__sectors_read.sum`)
+    value     DOUBLE,                        -- in base units: ns, cycle, byte, sector, inst, hz (K/M/G/T and Ki/Mi/Gi prefixes and ms/us removed); NULL when not a number
+    text_value VARCHAR,                      -- the value as printed when it is not a number (`n/a`, `PolicySpread`, stray text)
+    unit      VARCHAR                        -- base unit (`byte/block`, `cycle`, `%`, ...)
 );
 
 -- Power samples (NVML, nvidia-smi, DCGM).

@@ -71,21 +71,6 @@ WITH ch AS (
 SELECT idle.*, e.counter_period_ns, p.power_period_ns
 FROM idle LEFT JOIN e USING (run, gpu) LEFT JOIN p USING (run, gpu);
 
--- Published per-access energies (METHOD.md section 7: A100 at base clock),
--- shipped so energy_breakdown can be shown before a local calibration exists.
-CREATE TABLE IF NOT EXISTS calibration_reference (
-    gpu    VARCHAR NOT NULL,
-    level  VARCHAR NOT NULL,
-    eps_pj DOUBLE NOT NULL,        -- pJ per 32-byte sector
-    source VARCHAR,
-    PRIMARY KEY (gpu, level)
-);
-INSERT OR REPLACE INTO calibration_reference VALUES
-    ('NVIDIA A100 (published)', 'shared', 82.1, 'METHOD.md section 7, A100 at base clock'),
-    ('NVIDIA A100 (published)', 'l1', 107, 'METHOD.md section 7, A100 at base clock'),
-    ('NVIDIA A100 (published)', 'l2', 368, 'METHOD.md section 7, A100 at base clock'),
-    ('NVIDIA A100 (published)', 'dram', 2090, 'METHOD.md section 7, A100 at base clock');
-
 -- Fits of the calibration points: energy = eps x accesses + offset per GPU,
 -- level and launch shape (valid points only), and the published reference
 -- values; lower_bound marks, per GPU and level, the smallest eps among fits

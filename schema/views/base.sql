@@ -62,6 +62,29 @@ SELECT run, iteration, dur_ns, median_after_ns,
                     WHERE f2.run = flagged.run AND f2.stable) AS steady
 FROM flagged;
 
+-- GPU time of each iteration (METHOD.md section 3, first level): total time,
+-- time with at least one kernel running (the union of kernel intervals over all
+-- streams, kernel_busy_intervals), the plain sum of kernel durations, idle time,
+-- GPU utilization and the steady flag. gpu_utilization and iteration_utilization
+-- read it.
+CREATE OR REPLACE VIEW iteration_gpu_time AS
+WITH busy AS (
+    SELECT run, iteration, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals GROUP BY run, iteration
+), ksum AS (
+    SELECT run, iteration, sum(dur_ns) AS sum_ns, count(*) AS n
+    FROM kernels WHERE kind = 'kernel' AND iteration IS NOT NULL GROUP BY run, iteration
+)
+SELECT i.run, i.iteration, s.steady, i.dur_ns AS total_ns,
+       CAST(coalesce(b.busy_ns, 0) AS BIGINT) AS kernel_busy_ns,
+       CAST(coalesce(k.sum_ns, 0) AS BIGINT) AS kernel_sum_ns,
+       coalesce(k.n, 0) AS kernels,
+       CAST(i.dur_ns - coalesce(b.busy_ns, 0) AS BIGINT) AS idle_ns,
+       100.0 * coalesce(b.busy_ns, 0) / i.dur_ns AS gpu_util_pct
+FROM iterations i
+JOIN iteration_steadiness s USING (run, iteration)
+LEFT JOIN busy b USING (run, iteration)
+LEFT JOIN ksum k USING (run, iteration);
+
 -- The iteration of every timed event: GPU activity by the iteration it was
 -- launched in, everything else by time (start within [start_ns, end_ns]).
 -- A view rather than a stored column: an UPDATE of millions of event rows

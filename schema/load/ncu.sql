@@ -3,6 +3,8 @@
 -- and kernels. Values go to base units here. device__attribute_* describe the
 -- GPU, not the kernel: they go to runs.device_properties (from
 -- _ncu_device_values), not to counters.
+-- reads: _ncu_identity, _ncu_values, _ncu_device_values (ingest/ncu_csv.py or ncu_rep.py, which drop them)
+-- creates: nothing temporary
 
 INSERT INTO counters (run, kernel_id, metric, value, text_value, unit)
 SELECT $run, kernel_id, metric,

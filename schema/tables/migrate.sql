@@ -7,3 +7,8 @@ ALTER TABLE power ADD COLUMN IF NOT EXISTS phase VARCHAR;
 ALTER TABLE calibration ADD COLUMN IF NOT EXISTS array_bytes BIGINT;
 ALTER TABLE calibration ADD COLUMN IF NOT EXISTS hit_rate_pct DOUBLE;
 ALTER TABLE calibration ADD COLUMN IF NOT EXISTS note VARCHAR;
+-- Before the reader registry an .ncu-rep run had kind 'ncu-rep' (and could never
+-- be matched): its kind is ncu, its format goes to the metadata.
+UPDATE runs SET kind = 'ncu',
+       metadata = json_merge_patch(coalesce(metadata, '{}'), '{"source_format": "ncu-rep"}')
+WHERE kind = 'ncu-rep';

@@ -1,9 +1,9 @@
 -- Derive threads, kernels and iterations of one trace run from its events.
 -- Parameter: $run VARCHAR. (Each event's iteration is the view event_iterations.)
--- The run's events are read through the temp view _run_events (ingest/trace.py):
--- the events table, or for a trace read in pieces the uncompressed temp table
--- they were inserted from (scanning it instead of the zstd columns saved ~0.3 s
--- on 2.7 M events).
+-- Reads the run's events through the temp view _run_events (trace_events.sql);
+-- writes threads, kernels and iterations; creates and drops its own temp tables.
+-- reads: _run_events
+-- creates: _xprof_streams, _gpu, _launch, _op, _thread_key, _depth, _launch_op, _seq, _marker (all dropped at its end)
 
 -- Process and thread names (the last metadata event wins, as in the viewer).
 INSERT INTO threads

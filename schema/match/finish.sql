@@ -1,5 +1,7 @@
 -- Kernel matching, step 3 of 3: store the pairs and the summary.
 -- Parameters: $trace_run, $ncu_run, $seconds.
+-- reads: _m_pairs, _m_scored and the rest of prepare.sql's
+-- creates: nothing temporary (drops every _m_ table)
 DELETE FROM matches WHERE trace_run = $trace_run AND ncu_run = $ncu_run;
 
 INSERT INTO matches

@@ -1,5 +1,7 @@
 -- Kernel matching, step 2 of 3 (repeated): pairs that are each other's best
 -- remaining candidate are assigned. Parameter: $round.
+-- reads: _m_scored, _m_pairs
+-- creates: nothing temporary (adds rows to _m_pairs)
 INSERT INTO _m_pairs
 WITH free AS (
     SELECT * FROM _m_scored c

@@ -2,36 +2,6 @@
 -- per-iteration levels. The saved reports in queries/ read these views.
 -- Documented in docs/schema.md ("utilization").
 
--- Rules that give a kernel its layer type, tried in priority order (lowest
--- first); the first whose regular expression matches wins, else 'other'.
--- field: 'kind' (kernels.kind), 'op' (innermost framework op that launched
--- it) or 'kernel' (kernel name; used when no op rule matched, e.g. a kernel
--- without a launching op). Users may add rows.
-CREATE TABLE IF NOT EXISTS layer_rules (
-    priority   INTEGER NOT NULL,
-    field      VARCHAR NOT NULL,
-    pattern    VARCHAR NOT NULL,     -- RE2 regular expression
-    layer_type VARCHAR NOT NULL,
-    PRIMARY KEY (field, pattern)
-);
-INSERT OR REPLACE INTO layer_rules VALUES
-    (10, 'kind', '^(memcpy|memset)$', 'memory copy/set'),
-    (20, 'op', '(?i)optimizer|_foreach_|_fused_(sgd|adam)|_amp_foreach_non_finite|_amp_update_scale', 'optimizer'),
-    (30, 'op', '(?i)attention|scaled_dot_product|flash', 'attention'),
-    (40, 'op', '(?i)conv', 'convolution'),
-    (50, 'op', '(?i)aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm)$', 'matmul/linear'),
-    (60, 'op', '(?i)(batch|layer|group|instance|rms)_norm', 'normalization'),
-    (70, 'op', '(?i)pool', 'pooling'),
-    (80, 'op', '(?i)embedding', 'embedding'),
-    (90, 'op', '(?i)nll_loss|cross_entropy|mse_loss|l1_loss|log_softmax|_softmax_backward_data|loss', 'loss'),
-    (100, 'op', '(?i)relu|gelu|silu|sigmoid|tanh|threshold|clamp|dropout|softmax|aten::(add|sub|mul|div|copy|fill|zero|sum|mean|where|exp|pow|sqrt|rsqrt|neg|abs|reciprocal|gather|cat|index|masked_fill|_to_copy|to)', 'elementwise/activation'),
-    (200, 'kernel', '(?i)multi_tensor_apply|amp_update_scale|sgd|adam', 'optimizer'),
-    (210, 'kernel', '(?i)conv|dgrad|wgrad|fprop|nchwtonhwc|nhwctonchw', 'convolution'),
-    (220, 'kernel', '(?i)gemm|nvjet|cutlass|cublas', 'matmul/linear'),
-    (230, 'kernel', '(?i)bn_fw|bn_bw|batch_norm|layer_norm', 'normalization'),
-    (240, 'kernel', '(?i)pool', 'pooling'),
-    (250, 'kernel', '(?i)elementwise|reduce_kernel', 'elementwise/activation');
-
 -- Layer type of every trace kernel, by layer_rules. Rules are tried on the
 -- distinct (kind, op, name) combinations only, then joined back.
 CREATE OR REPLACE VIEW kernel_layers AS
@@ -72,12 +42,7 @@ LEFT JOIN kernel_layers l ON l.run = mk.run AND l.kernel_id = mk.kernel_id;
 -- relative to the kernels' SMSP elapsed cycles and scaled to the iteration
 -- by GPU utilization (*_iter). note says why a level is NULL.
 CREATE OR REPLACE VIEW iteration_utilization AS
-WITH busy AS (
-    SELECT run, iteration, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals GROUP BY run, iteration
-), ksum AS (
-    SELECT run, iteration, sum(dur_ns) AS sum_ns, count(*) AS n
-    FROM kernels WHERE kind = 'kernel' AND iteration IS NOT NULL GROUP BY run, iteration
-), c AS (
+WITH c AS (
     SELECT run, iteration, count(*) AS matched, sum(dur_ns) AS matched_ns,
            sum(smsp_cycles_elapsed) AS e, count(smsp_cycles_elapsed) AS n_e,
            sum(smsp_cycles_active) AS a, count(smsp_cycles_active) AS n_a,
@@ -88,23 +53,17 @@ WITH busy AS (
            string_agg(DISTINCT tc_inst_source, ', ') AS tn_src
     FROM kernel_levels GROUP BY run, iteration
 ), lv AS (
-    SELECT i.run, i.iteration, s.steady, i.dur_ns AS total_ns,
-           CAST(coalesce(b.busy_ns, 0) AS BIGINT) AS kernel_busy_ns,
-           CAST(coalesce(k.sum_ns, 0) AS BIGINT) AS kernel_sum_ns,
-           coalesce(k.n, 0) AS kernels,
-           100.0 * coalesce(b.busy_ns, 0) / i.dur_ns AS gpu_util_pct,
+    SELECT i.run, i.iteration, i.steady, i.total_ns, i.kernel_busy_ns, i.kernel_sum_ns, i.kernels,
+           i.gpu_util_pct,
            p.ncu_run, p.matched_iteration, coalesce(c.matched, 0) AS matched_kernels,
-           100.0 * c.matched_ns / nullif(k.sum_ns, 0) AS matched_time_pct,
+           100.0 * c.matched_ns / nullif(i.kernel_sum_ns, 0) AS matched_time_pct,
            CASE WHEN c.n_e = c.matched THEN c.e END AS smsp_cycles_elapsed,
            CASE WHEN c.n_a = c.matched THEN c.a END AS smsp_cycles_active,
            CASE WHEN c.n_i = c.matched THEN c.i END AS smsp_issue_cycles,
            CASE WHEN c.n_tc = c.matched THEN c.tc END AS tc_active_cycles,
            CASE WHEN c.n_tn = c.matched THEN c.tn END AS tc_inst,
            c.n_e, c.n_a, c.n_i, c.n_tc, c.n_tn, c.matched, c.tc_src, c.tn_src
-    FROM iterations i
-    JOIN iteration_steadiness s USING (run, iteration)
-    LEFT JOIN busy b USING (run, iteration)
-    LEFT JOIN ksum k USING (run, iteration)
+    FROM iteration_gpu_time i
     LEFT JOIN trace_ncu_pairs p ON p.run = i.run
     LEFT JOIN c ON c.run = i.run AND c.iteration = i.iteration
 )

@@ -8,6 +8,8 @@
 -- own position plus a local shift: the median shift of nearby anchors (pairs
 -- with the same normalized name, grid and block, and the same occurrence number
 -- of these in their stream), which absorbs launches present in one run only.
+-- reads: kernels, iterations, runs of the two runs
+-- creates: _m_iter, _m_t, _m_n0, _m_n, _m_streams, _m_anchor, _m_te, _m_cand, _m_scored, _m_pairs (finish.sql drops them)
 
 CREATE OR REPLACE TEMP TABLE _m_iter AS
 SELECT CASE WHEN $whole_run THEN NULL

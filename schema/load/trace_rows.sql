@@ -2,8 +2,10 @@
 -- temp source _trace_source (the raw columns of ingest/trace_json.RAW_COLUMNS,
 -- numbers as their JSON text): ts/dur in µs are converted to ns from that text
 -- (us_text_to_ns), never through a double; the commonly used args become typed
--- columns. ts_ns is relative to the trace's base time; load_events.sql and
--- load_event_pieces.sql add it and number the events.
+-- columns. ts_ns is relative to the trace's base time; trace_events.sql adds it
+-- and numbers the events.
+-- reads: _trace_source (ingest/trace.py: DuckDB's JSON reader over the pieces, or an Arrow batch)
+-- creates: _trace_rows (view; ingest/trace.py drops it once staged)
 CREATE OR REPLACE TEMP VIEW _trace_rows AS
 SELECT
     ph, cat, name, pid, tid,

@@ -1,0 +1,28 @@
+-- Shipped rows of metric_sources (quantity, priority, metric, scale, note); see schema/tables/settings.sql.
+SELECT * FROM (VALUES
+    ('gpu_time_ns', 1, 'gpu__time_duration.sum', 1, 'replayed kernel duration, ns'),
+    ('smsp_cycles_elapsed', 1, 'smsp__cycles_elapsed.sum', 1, 'E: SMSP elapsed cycles'),
+    ('smsp_cycles_elapsed', 2, 'sm__cycles_elapsed.sum', 4, '4 SMSPs per SM (Volta to Blackwell)'),
+    ('smsp_cycles_active', 1, 'smsp__cycles_active.sum', 1, 'A: SMSP cycles with a warp resident'),
+    ('smsp_issue_active', 1, 'smsp__issue_active.sum', 1, 'I: SMSP cycles that issued an instruction'),
+    ('smsp_issue_active', 2, 'smsp__inst_issued.sum', 1, 'one instruction per issue cycle'),
+    ('smsp_inst_issued', 1, 'smsp__inst_issued.sum', 1, 'warp instructions issued'),
+    ('tc_cycles_active', 1, 'smsp__pipe_tensor_cycles_active.sum', 1, 'C: every tensor op, HGMMA included (Hopper+)'),
+    ('tc_cycles_active', 2, 'sm__pipe_tensor_cycles_active.sum', 1,
+        'summed over the SMSPs of each SM: equal to the smsp sum on every kernel of the H100 fixture'),
+    ('tc_cycles_active', 3, 'smsp__pipe_tensor_op_hmma_cycles_active.sum', 1, 'C on Volta/Ampere (HGMMA included on Hopper)'),
+    ('tc_cycles_active', 4, 'sm__pipe_tensor_op_hmma_cycles_active.sum', 1, 'as priority 2'),
+    ('tc_inst', 1, 'smsp__inst_executed_pipe_tensor.sum', 1, 'N: every tensor pipe warp instruction'),
+    ('tc_inst', 2, 'smsp__inst_executed_pipe_tensor_op_hmma.sum', 1,
+        'N on Volta/Ampere; on Hopper it counts warpgroup MMA (gmma) too: equal to the gmma counter on every gmma kernel of the H100 fixture'),
+    ('tc_inst', 3, 'sm__inst_executed_pipe_tensor_op_hmma.sum', 1, 'as priority 2, summed per SM'),
+    ('tc_inst', 4, 'smsp__inst_executed_pipe_tensor_op_gmma.sum', 1, 'warpgroup MMA only (no hmma counter in the report)'),
+    ('l1_hit_sectors_ld', 1, 'l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum', 1, 'L1 load hits, 32 B sectors'),
+    ('l1_hit_sectors_st', 1, 'l1tex__t_sectors_pipe_lsu_mem_global_op_st_lookup_hit.sum', 1, 'L1 store hits'),
+    ('l2_hit_sectors_read', 1, 'lts__t_sectors_op_read_lookup_hit.sum', 1, 'L2 read hits'),
+    ('l2_hit_sectors_write', 1, 'lts__t_sectors_op_write_lookup_hit.sum', 1, 'L2 write hits'),
+    ('dram_sectors_read', 1, 'dram__sectors_read.sum', 1, 'DRAM sectors read'),
+    ('dram_sectors_write', 1, 'dram__sectors_write.sum', 1, 'DRAM sectors written'),
+    ('shared_wavefronts_ld', 1, 'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum', 1, 'shared memory load wavefronts'),
+    ('shared_wavefronts_st', 1, 'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum', 1, 'shared memory store wavefronts')
+) AS t(quantity, priority, metric, scale, note);

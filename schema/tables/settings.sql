@@ -1,0 +1,51 @@
+-- Settings: tables whose rows tracedb ships (seed data in schema/seeds/, one
+-- file per table) and users may extend or override. source is 'tracedb' on a
+-- shipped row and anything else ('user' by default) on a user's row. Shipped
+-- rows are rewritten only when a new tracedb ships other seed rows, and never
+-- over a user's row with the same key; a user's edit of a shipped row lasts
+-- until then (set its source to 'user' to keep it for good).
+
+-- Labels of the details page (without --print-metric-name name) -> metric names.
+CREATE TABLE IF NOT EXISTS ncu_metric_labels (
+    label  VARCHAR PRIMARY KEY,
+    metric VARCHAR NOT NULL,
+    source VARCHAR NOT NULL DEFAULT 'user'  -- 'tracedb' (shipped) or 'user'
+);
+
+-- Which counter feeds each stable quantity, in order of preference; the
+-- first one a report holds is used. scale converts to the stable unit
+-- (SMSP cycles / instructions summed over all SMSPs). Users may add rows.
+CREATE TABLE IF NOT EXISTS metric_sources (
+    quantity VARCHAR NOT NULL,   -- stable name (column of ncu_kernel_metrics)
+    priority INTEGER NOT NULL,   -- 1 = preferred
+    metric   VARCHAR NOT NULL,   -- ncu metric name with rollup
+    scale    DOUBLE NOT NULL DEFAULT 1,
+    note     VARCHAR,
+    source     VARCHAR NOT NULL DEFAULT 'user', -- 'tracedb' (shipped) or 'user'
+    PRIMARY KEY (quantity, metric)
+);
+
+-- Rules that give a kernel its layer type, tried in priority order (lowest
+-- first); the first whose regular expression matches wins, else 'other'.
+-- field: 'kind' (kernels.kind), 'op' (innermost framework op that launched
+-- it) or 'kernel' (kernel name; used when no op rule matched, e.g. a kernel
+-- without a launching op). Users may add rows.
+CREATE TABLE IF NOT EXISTS layer_rules (
+    priority   INTEGER NOT NULL,
+    field      VARCHAR NOT NULL,
+    pattern    VARCHAR NOT NULL,     -- RE2 regular expression
+    layer_type VARCHAR NOT NULL,
+    source     VARCHAR NOT NULL DEFAULT 'user', -- 'tracedb' (shipped) or 'user'
+    PRIMARY KEY (field, pattern)
+);
+
+-- Published per-access energies (METHOD.md section 7: A100 at base clock),
+-- shipped so energy_breakdown can be shown before a local calibration exists.
+CREATE TABLE IF NOT EXISTS calibration_reference (
+    gpu    VARCHAR NOT NULL,
+    level  VARCHAR NOT NULL,
+    eps_pj DOUBLE NOT NULL,        -- pJ per 32-byte sector
+    citation VARCHAR,              -- where the value is published
+    source     VARCHAR NOT NULL DEFAULT 'user', -- 'tracedb' (shipped) or 'user'
+    PRIMARY KEY (gpu, level)
+);

@@ -1,0 +1,189 @@
+"""The seams of the architecture: one reader registry, settings as seed data,
+docs generated from the headers and DDL, the lake derived from the reports' SQL."""
+import gzip
+import json
+
+import pytest
+
+from conftest import AMP_NCU, AMP_TRACE, DATA
+from tracedb import db, docgen, engines, lake, reports
+from tracedb.ingest import IngestError, ingest_file
+from tracedb.ingest.registry import KINDS, detect, readers
+
+AMP = "h100_resnet50_bs64_amp"
+POWER = DATA / "power" / "h100_resnet50_bs64_amp.csv"
+
+
+@pytest.mark.parametrize("path, kind, fmt", [
+    (AMP_TRACE, "trace", "chrome-json"),
+    (DATA / "jax" / "h200_jax_mlp.xplane.pb", "trace", "xplane"),
+    (AMP_NCU, "ncu", "ncu-csv"),
+    (DATA / "ncu" / "h200_small_cnn_details.csv.gz", "ncu", "ncu-csv"),
+    (POWER, "power", "power-log"),
+    (DATA / "tf" / "cpu_sync_lenet_bs64.json.gz", "trace", "chrome-json"),
+])
+def test_one_registry_detects_every_real_format(path, kind, fmt):
+    reader, found = detect(path)
+    assert (reader.kind, found) == (kind, fmt)
+    assert {r.kind for r in readers()} == set(KINDS)
+
+
+def test_ncu_rep_is_an_ncu_run(tmp_path):
+    """A .ncu-rep is read by the ncu reader (kind ncu, so it can be matched); its
+    format goes to the metadata. (Reading one needs Nsight Compute: tests/test_ncu_rep_device.py.)"""
+    p = tmp_path / "r.ncu-rep"
+    p.write_bytes(b"\x00not really a report")
+    reader, fmt = detect(p)
+    assert (reader.kind, fmt, reader.pairs) == ("ncu", "ncu-rep", True)
+
+
+def test_runs_keep_their_format_and_ingest_pairs_in_one_command(tmp_path):
+    """The trace, its ncu report and its power log in one command with --pair-with the
+    trace: the trace ignores --pair-with, the others pair with it; each run's format
+    is in its metadata."""
+    con = db.connect(tmp_path / "a.duckdb")
+    results = [ingest_file(con, p, pair_with=AMP) for p in (AMP_TRACE, AMP_NCU, POWER)]
+    assert [r.kind for r in results] == ["trace", "ncu", "power"]
+    assert results[1].match["matched"] == 852
+    assert results[2].pairing.startswith(f"aligned with {AMP}")
+    fmts = dict(con.execute("SELECT kind, metadata->>'source_format' FROM runs").fetchall())
+    assert fmts == {"trace": "chrome-json", "ncu": "ncu-csv", "power": "sampler"}
+    con.close()
+
+
+def test_failed_pairing_leaves_no_run(tmp_path):
+    """Ingest and pairing are one transaction: a power log paired with a trace that has
+    no timed events is refused, and the power run is not left behind."""
+    con = db.connect(tmp_path / "b.duckdb")
+    t = tmp_path / "untimed.json"
+    t.write_text(json.dumps({"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1,
+                                              "args": {"name": "p"}}]}))
+    ingest_file(con, t, run="untimed")
+    with pytest.raises(IngestError, match="no timed events"):
+        ingest_file(con, POWER, pair_with="untimed")
+    assert con.execute("SELECT count(*) FROM runs WHERE kind = 'power'").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM power").fetchone()[0] == 0
+    con.close()
+
+
+def test_settings_edits_survive_reopening(tmp_path):
+    """Shipped rows carry source 'tracedb'; a user's rows and edits survive a writable
+    reopen; a new tracedb's seed rows replace only shipped rows, never a user's."""
+    path = tmp_path / "s.duckdb"
+    con = db.connect(path)
+    shipped = con.execute("SELECT count(*) FROM layer_rules WHERE source = 'tracedb'").fetchone()[0]
+    seed_rows = [l for l in db.sql_text("schema", "seeds/layer_rules.sql").splitlines() if l.startswith("    (")]
+    assert shipped == len(seed_rows) == 16
+    con.execute("UPDATE layer_rules SET layer_type = 'my pooling' WHERE pattern = '(?i)pool' AND field = 'op'")
+    con.execute("INSERT INTO layer_rules (priority, field, pattern, layer_type) VALUES (5, 'op', '^my::op$', 'mine')")
+    con.execute("INSERT OR REPLACE INTO metric_sources (quantity, priority, metric, scale, note, source) "
+                "VALUES ('tc_inst', 1, 'smsp__inst_executed_pipe_tensor.sum', 1, 'my note', 'user')")
+    con.close()
+    con = db.connect(path)
+    rule = lambda p: con.execute("SELECT layer_type, source FROM layer_rules WHERE field = 'op' AND pattern = ?",
+                                 [p]).fetchall()
+    assert rule("(?i)pool") == [("my pooling", "tracedb")] and rule("^my::op$") == [("mine", "user")]
+    # A new version of tracedb ships other seed rows: shipped rows are rewritten,
+    # the user's own rows (and their override of a shipped key) stay.
+    con.execute("UPDATE schema_info SET value = 'older' WHERE key LIKE 'seed:%'")
+    con.close()
+    con = db.connect(path)
+    assert rule("(?i)pool") == [("pooling", "tracedb")] and rule("^my::op$") == [("mine", "user")]
+    assert con.execute("SELECT note, source FROM metric_sources WHERE quantity = 'tc_inst' AND priority = 1"
+                       ).fetchall() == [("my note", "user")]
+    assert con.execute("SELECT count(*) FROM layer_rules WHERE source = 'tracedb'").fetchone()[0] == shipped
+    con.close()
+
+
+def test_database_of_an_older_tracedb_is_migrated(tmp_path):
+    """Settings tables without source (and the old citation column of the published
+    energies), and a .ncu-rep run of the old kind 'ncu-rep', are brought up to date."""
+    import duckdb
+    path = tmp_path / "old.duckdb"
+    con = db.connect(path)
+    ingest_file(con, AMP_NCU, run="rep")
+    for t in ("layer_rules", "metric_sources", "ncu_metric_labels"):
+        con.execute(f"ALTER TABLE {t} DROP COLUMN source")
+    con.execute("DROP TABLE calibration_reference")
+    con.execute("CREATE TABLE calibration_reference (gpu VARCHAR NOT NULL, level VARCHAR NOT NULL, "
+                "eps_pj DOUBLE NOT NULL, source VARCHAR, PRIMARY KEY (gpu, level))")
+    con.execute("INSERT INTO calibration_reference VALUES ('NVIDIA A100 (published)', 'dram', 2090, "
+                "'METHOD.md section 7, A100 at base clock'), ('My GPU', 'dram', 1, 'my lab')")
+    con.execute("INSERT INTO layer_rules VALUES (5, 'op', '^old::op$', 'old')")
+    con.execute("UPDATE runs SET kind = 'ncu-rep' WHERE run = 'rep'")
+    con.execute("DELETE FROM schema_info WHERE key LIKE 'seed:%'")
+    con.close()
+    con = db.connect(path)
+    assert con.execute("SELECT kind, metadata->>'source_format' FROM runs WHERE run = 'rep'").fetchall() == \
+        [("ncu", "ncu-rep")]
+    refs = dict(con.execute("SELECT gpu, source FROM calibration_reference WHERE level = 'dram'").fetchall())
+    assert refs == {"NVIDIA A100 (published)": "tracedb", "My GPU": "user"}
+    assert con.execute("SELECT source FROM layer_rules WHERE pattern = '^old::op$'").fetchall() == [("user",)]
+    assert con.execute("SELECT count(*) FROM layer_rules WHERE source = 'tracedb'").fetchone()[0] > 10
+    con.close()
+    assert duckdb.connect(str(path), read_only=True).execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+
+
+def test_docs_are_generated_from_headers_and_ddl():
+    assert docgen.main(["--check"]) == 0
+    text = (docgen.DOCS / "reports.md").read_text()
+    for r in reports.all_reports().values():
+        assert f"### {r.name}\n" in text
+        assert all(f"| {c} | {t} |" in text for c, t, _ in r.columns), r.name
+    schema = (docgen.DOCS / "schema.md").read_text()
+    assert "| content_hash | VARCHAR |" in schema and "view `kernel_busy_intervals`" in schema
+
+
+def test_column_comments_are_in_the_database(tmp_path):
+    con = db.connect(tmp_path / "c.duckdb")
+    docs = dict(con.execute("SELECT column_name, comment FROM duckdb_columns() WHERE table_name = 'kernels'"
+                            ).fetchall())
+    assert docs["dur_ns"] == "duration, ns (ncu: gpu__time_duration.sum)"
+    assert docs["seq"].startswith("launch order")
+    con.close()
+
+
+def test_lake_datasets_follow_the_reports_sql(tmp_path):
+    """Every relation a Spark report reads is in the lake (a view materialized per run,
+    or a global dataset); no table with a run column is left out."""
+    con = db.connect(tmp_path / "l.duckdb")
+    ds = lake.datasets_of(con)
+    spark = [r for r in reports.all_reports().values() if "spark" in r.engines]
+    read = set().union(*(engines.relations_read(r) for r in spark))
+    tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()}
+    assert read <= set(ds.tables) | set(ds.views) | set(ds.global_) | tables
+    assert {"kernels", "events", "counters", "matches"} <= set(ds.tables)
+    assert "iteration_utilization" in ds.views and "layer_rules" in ds.global_
+    assert ds.run_column["matches"] == "trace_run"
+    con.close()
+
+
+def test_one_sql_literal_helper():
+    assert db.sql_literal("it's") == "'it''s'" and db.sql_literal(None) == "NULL"
+    assert db.sql_literal(True) == "TRUE" and db.sql_literal(3) == "3"
+    assert db.sql_literal(float("nan")) == "NULL" and db.sql_literal(["a", 1]) == "['a', 1]"
+    assert db.sql_ident('we"ird') == '"we""ird"'
+
+
+def test_load_sql_headers_say_what_they_read_and_create():
+    """Each per-reader load file and matching step names the temp relations it
+    creates; the names in its header are those of its CREATE statements."""
+    import re
+    for name in db.sql_files("schema", "load") + db.sql_files("schema", "match"):
+        text = db.sql_text("schema", name)
+        head = {k: v for k, v in re.findall(r"^-- (reads|creates): (.*)$", text, re.M)}
+        assert set(head) == {"reads", "creates"}, name
+        made = set(re.findall(r"CREATE OR REPLACE TEMP (?:TABLE|VIEW) (\w+)", text))
+        named = set(re.findall(r"\b_\w+", head["creates"].split("(")[0])) if made else set()
+        assert named == made, (name, named, made)
+
+
+def test_an_ingest_leaves_no_temp_relation_or_variable(tmp_path):
+    con = db.connect(tmp_path / "t.duckdb")
+    for p in (AMP_TRACE, AMP_NCU, POWER):
+        ingest_file(con, p, pair_with=AMP)
+    left = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary UNION ALL "
+                       "SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal").fetchall()
+    assert left == []
+    assert con.execute("SELECT count(*) FROM duckdb_variables()").fetchone()[0] == 0
+    con.close()
