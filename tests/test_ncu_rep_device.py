@@ -38,7 +38,9 @@ def test_ncu_rep_and_its_csv_export_load_the_same(fresh_db, tmp_path):
     csv = tmp_path / "small_cnn_raw_baseunits.csv"
     r1 = ingest_file(fresh_db, rep)
     r2 = ingest_file(fresh_db, csv)
-    assert r1.kind == "ncu-rep" and r2.kind == "ncu"
+    assert r1.kind == r2.kind == "ncu"          # an .ncu-rep run is an ncu run: it can be matched
+    fmt = "SELECT metadata->>'source_format' FROM runs WHERE run = ?"
+    assert rows(fresh_db, fmt, [r1.run]) == [("ncu-rep",)] and rows(fresh_db, fmt, [r2.run]) == [("ncu-csv",)]
     k = "SELECT kernel_id, normalize_kernel_name(name), grid_x, grid_y, grid_z, block_x, block_y, block_z, " \
         "registers_per_thread, shared_mem_bytes, dur_ns, stream FROM kernels WHERE run = ? ORDER BY kernel_id"
     assert rows(fresh_db, k, [r1.run]) == rows(fresh_db, k, [r2.run])
