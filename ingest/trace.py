@@ -167,13 +167,25 @@ def run_metadata(con, run, members):
     }
 
 
+def _first_is_event(t):
+    """The first element of a bare JSON array is a trace event (has "ph"), or is too
+    long to tell from the first 64 KiB (then the load decides)."""
+    try:
+        first, _ = json.JSONDecoder().raw_decode(t, t.index("{"))
+    except (ValueError, RecursionError):
+        return True
+    return isinstance(first, dict) and "ph" in first
+
+
 class TraceReader(Reader):
     """Chrome-trace JSON (PyTorch/Kineto, TensorFlow/JAX trace_viewer), plain or gzip."""
     kind = "trace"
 
     def sniff(self, path, text):
         t = text()
-        if t[:1] in "{[" and ('"traceEvents"' in t or re.match(r"\[\s*(\{|\])", t)):
+        if t[:1] == "{" and '"traceEvents"' in t:
+            return "chrome-json"
+        if re.match(r"\[\s*\]", t) or (re.match(r"\[\s*\{", t) and _first_is_event(t)):
             return "chrome-json"
         return None
 
