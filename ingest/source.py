@@ -149,6 +149,27 @@ def hash_file(path):
     return h.hexdigest(), size
 
 
+def plain_copy(path, work):
+    """(path of the content as an uncompressed file, sha256 hex, size, whether it ends
+    with a newline): a compressed file is decompressed into work (DuckDB's CSV
+    reader knows no xz), a plain one is only read."""
+    import hashlib
+    h, size, last = hashlib.sha256(), 0, b"\n"
+    kind = compression(path)
+    out_path = os.path.join(work, "content.plain") if kind else str(path)
+    with open_bytes(path) as f, (open(out_path, "wb") if kind else open(os.devnull, "wb")) as out:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+            last = chunk[-1:]
+            if kind:
+                out.write(chunk)
+        why = problem(f)
+    if why:
+        raise IngestError(path, why)
+    return out_path, h.hexdigest(), size, last == b"\n"
+
+
 def head(path, n=1 << 16):
     """The first n bytes of the decompressed content (for sniffing)."""
     try:

@@ -60,6 +60,7 @@ class TraceFile:
     truncated: bool = False
     content_bytes: int = 0
     hashing: object = None         # thread still hashing an uncompressed file, or None
+    array_start: int = 0           # byte offset of the event array's '[' in the content
 
     def wait_hash(self):
         if self.hashing is not None:
@@ -372,7 +373,7 @@ def split(path, workdir, hasher, piece_bytes=None):
     except RecursionError:
         raise IngestError(path, "a member after traceEvents is nested too deep") from None
     tf = TraceFile(path=str(path), form=form, members=members, pieces=pieces.paths,
-                   content_bytes=start + written, hashing=hashing)
+                   content_bytes=start + written, hashing=hashing, array_start=start)
     if end is None:
         if form == "object":
             raise IngestError(path, f"truncated: {cut or 'the traceEvents array is not closed'}")
@@ -440,13 +441,19 @@ def exact_batches(tf, batch_rows=65536):
 
     chunks = _joined_chunks(tf.pieces)
     s, pos, eof, n = "", 0, False, 0
+    dropped = 0                       # bytes of the array before s[0]
 
     def more():
-        nonlocal s, pos, eof
+        nonlocal s, pos, eof, dropped
         chunk = next(chunks, b"")
         eof = not chunk
+        dropped += len(s[:pos].encode("utf-8", "surrogateescape"))
         s = s[pos:] + chunk.decode("utf-8", "surrogateescape")
         pos = 0
+
+    def at(i):
+        """Byte offset of s[i] in the content (the user's file, decompressed)."""
+        return tf.array_start + dropped + len(s[:i].encode("utf-8", "surrogateescape"))
 
     more()
     pos = _skip(s, pos) + 1          # past '['
@@ -468,11 +475,14 @@ def exact_batches(tf, batch_rows=65536):
             if eof:
                 if tf.truncated:
                     break
-                raise IngestError(tf.path, f"malformed event near byte {e.pos}: {e.msg}") from None
+                raise IngestError(tf.path, f"malformed JSON in event {n} at byte {at(e.pos)} of the "
+                                           f"content: {e.msg}") from None
             more()
             continue
+        except RecursionError:
+            raise IngestError(tf.path, f"event {n} (at byte {at(pos)}) is nested too deep") from None
         if not isinstance(ev, dict):
-            raise IngestError(tf.path, f"event {n} is not an object")
+            raise IngestError(tf.path, f"malformed trace: event {n} (at byte {at(pos)} of the content) is not an object")
         pos, n = end, n + 1
         for k in RAW_COLUMNS:
             v = ev.get(k)
