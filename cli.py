@@ -79,6 +79,13 @@ def cmd_ingest(args):
         if why := check_run_name(args.run):
             raise UsageError(why)
     con = _open(args.db, write=True)
+    try:
+        return _ingest_paths(con, args, options)
+    finally:
+        con.close()         # checkpointed, also when interrupted
+
+
+def _ingest_paths(con, args, options):
     failed = 0
     for path in args.paths:
         try:
@@ -95,7 +102,6 @@ def cmd_ingest(args):
             print(_match_line(r.match))
         elif r.pairing:
             print(r.pairing)
-    con.close()
     return 1 if failed else 0
 
 
@@ -362,8 +368,21 @@ class Terminated(BaseException):
     temporary files are removed as on Ctrl-C."""
 
 
+_SIGNALLED = []
+
+
 def _on_sigterm(signum, frame):
+    _SIGNALLED.append(signum)
     raise Terminated()
+
+
+def _interrupted(signum=None):
+    """The line and exit status of a run stopped by Ctrl-C or SIGTERM."""
+    if signum == 15 or (_SIGNALLED and _SIGNALLED[-1] == 15):
+        print("tracedb: terminated", file=sys.stderr)
+        return 143
+    print("tracedb: interrupted", file=sys.stderr)
+    return 130
 
 
 def main(argv=None):
@@ -379,11 +398,13 @@ def main(argv=None):
         print(f"tracedb: error: {e}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, duckdb.InterruptException):
-        print("tracedb: interrupted", file=sys.stderr)
-        return 130
+        return _interrupted()
     except Terminated:
-        print("tracedb: terminated", file=sys.stderr)
-        return 143
+        return _interrupted(15)
+    except RuntimeError as e:       # DuckDB's Python client: a signal during a query
+        if "interrupted" not in str(e).lower():
+            raise
+        return _interrupted()
     except duckdb.Error as e:
         print(f"tracedb: error: database: {str(e).splitlines()[0]}", file=sys.stderr)
         return 1

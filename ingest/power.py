@@ -141,6 +141,30 @@ def _smi_raw(con, path, form, options, work, plain):
     return src, cut, units
 
 
+def _without_last_line(src, work):
+    """A copy of src up to its last newline (a sampler log whose writer was killed
+    mid-line: the cut line would load as a wrong number, and confuses the CSV sniffer)."""
+    with open(src, "rb") as f:
+        f.seek(0, 2)
+        end = f.tell()
+        while end > 0:
+            f.seek(max(0, end - 65536))
+            block = f.read(end - max(0, end - 65536))
+            k = block.rfind(b"\n")
+            if k >= 0:
+                end = max(0, end - 65536) + k + 1
+                break
+            end = max(0, end - 65536)
+        out = f"{work}/whole_lines.csv"
+        f.seek(0)
+        with open(out, "wb") as g:
+            left = end
+            while left > 0 and (chunk := f.read(min(1 << 20, left))):
+                g.write(chunk)
+                left -= len(chunk)
+    return out
+
+
 def _milli(k, header_unit):
     """SQL factor to the power table's unit for a column of nvidia-smi text: values
     printed in mW (in the header's [mW] or after the number) are divided by 1000."""
@@ -180,16 +204,16 @@ def prepare(con, path, options, work):
     plain, digest, size, whole_last_line = plain_copy(path, work)
     meta = {"format": form}
     src = plain
+    if form == "sampler" and not whole_last_line:
+        src = _without_last_line(plain, work)
+        warnings.warn(f"{path}: last line is cut off; it was dropped")
+        meta["truncated_last_line"] = True
     if form == "dcgm":
         src, meta = _dcgm_to_sampler(path, options or {}, work), {"format": form, **_dcgm_meta(options)}
         form = "sampler"
     if form == "sampler":
         con.execute(f"""CREATE OR REPLACE TEMP TABLE _power_raw AS
             SELECT * FROM read_csv({sql_literal(src)}, header=true, all_varchar=true, auto_detect=true)""")
-        if not whole_last_line and meta["format"] == "sampler":
-            con.execute("DELETE FROM _power_raw WHERE rowid = (SELECT max(rowid) FROM _power_raw)")
-            warnings.warn(f"{path}: last line is cut off; it was dropped")
-            meta["truncated_last_line"] = True
         names = [r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _power_raw)")]
         _check_ns(con, path)
         sel = {"ts_ns": "TRY_CAST(timestamp_ns AS BIGINT)",
