@@ -7,7 +7,7 @@ from importlib import resources
 
 import duckdb
 
-from tracedb import db, output, reports
+from tracedb import adhoc, db, output, reports
 from tracedb.ingest import IngestError, ingest_file
 
 
@@ -15,9 +15,29 @@ class UsageError(Exception):
     pass
 
 
+# Bytes 8..11 of every DuckDB database file.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def _check_db_file(path, must_exist):
+    """UsageError unless path is a DuckDB file (or absent/empty where it may be created):
+    DuckDB would open a .csv/.json/.parquet file as an empty in-memory database,
+    and an ingest would then print `loaded` and keep nothing."""
+    if not os.path.exists(path):
+        if must_exist:
+            raise UsageError(f"{path}: no such database (create it with `tracedb ingest ... --db {path}`)")
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory, not a database file")
+    with open(path, "rb") as f:
+        head = f.read(12)
+    if head and head[8:12] != DUCKDB_MAGIC:
+        raise UsageError(f"{path}: not a DuckDB database (--db names the database file; "
+                         "give the data file as PATH of tracedb ingest)")
+
+
 def _open(path, write=False):
-    if not write and not os.path.exists(path):
-        raise UsageError(f"{path}: no such database (create it with `tracedb ingest ... --db {path}`)")
+    _check_db_file(path, must_exist=not write)
     try:
         return db.connect(path, read_only=not write)
     except duckdb.Error as e:
@@ -47,12 +67,25 @@ def cmd_ingest(args):
         if args.db or args.pair_with or args.run:
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
         from tracedb import lake
-        failed = lake.ingest(args.paths, args.lake, jobs=args.jobs, options=options,
-                             report=lambda line: print(line, flush=True))
+        try:
+            failed = lake.ingest(args.paths, args.lake, jobs=args.jobs, options=options, report=_lake_line)
+        except lake.LakeError as e:
+            raise UsageError(str(e)) from None
         return 1 if failed else 0
     if not args.db:
         raise UsageError("give --db FILE (or --lake DIR)")
+    if args.run is not None:
+        from tracedb.ingest import check_run_name
+        if why := check_run_name(args.run):
+            raise UsageError(why)
     con = _open(args.db, write=True)
+    try:
+        return _ingest_paths(con, args, options)
+    finally:
+        con.close()         # checkpointed, also when interrupted
+
+
+def _ingest_paths(con, args, options):
     failed = 0
     for path in args.paths:
         try:
@@ -69,8 +102,15 @@ def cmd_ingest(args):
             print(_match_line(r.match))
         elif r.pairing:
             print(r.pairing)
-    con.close()
     return 1 if failed else 0
+
+
+def _lake_line(line, level):
+    """A line of `ingest --lake`: errors and warnings on stderr, as everywhere else."""
+    if level == "info":
+        print(line, flush=True)
+    else:
+        print(f"tracedb: {level}: {line}", file=sys.stderr, flush=True)
 
 
 def _summary(con, run, kind):
@@ -145,7 +185,10 @@ def cmd_calibrate(args):
 def cmd_export(args):
     from tracedb import lake
     con = _open(args.db)
-    runs = lake.export(con, args.lake, args.run or None)
+    try:
+        runs = lake.export(con, args.lake, args.run or None)
+    except lake.LakeError as e:
+        raise UsageError(f"export: {e}") from None
     print(f"exported {len(runs)} runs to {args.lake}")
     return 0
 
@@ -185,11 +228,21 @@ def cmd_query(args):
 
 
 def cmd_sql(args):
-    con = _open(args.db)
+    from tracedb import adhoc
+    if not args.query.strip():
+        raise UsageError("sql: empty query: give SQL, e.g. tracedb sql 'SELECT run, kind FROM runs' --db DB")
+    _check_db_file(args.db, must_exist=True)
     try:
-        table = con.sql(args.query).to_arrow_table()
+        con = adhoc.sandboxed(args.db, write=args.write)
     except duckdb.Error as e:
-        raise UsageError(f"sql: {str(e).splitlines()[0]}") from None
+        raise UsageError(f"{args.db}: cannot open database ({str(e).splitlines()[0]})") from None
+    try:
+        table = adhoc.run(con, args.query, write=args.write)
+    except adhoc.SqlError as e:
+        raise UsageError(f"sql: {e}") from None
+    if table is None:
+        print("done", file=sys.stderr)
+        return 0
     output.write(table, _format(args), args.output)
     return 0
 
@@ -292,9 +345,10 @@ def parser():
     sp.add_argument("-o", "--output", required=True, help="out.html, out.png or out.svg")
     sp.set_defaults(func=cmd_chart)
 
-    sp = sub.add_parser("sql", help="run ad-hoc SQL")
+    sp = sub.add_parser("sql", help="run ad-hoc SQL (read-only; other files out of reach)")
     sp.add_argument("query")
     sp.add_argument("--db", required=True)
+    sp.add_argument("--write", action="store_true", help=adhoc.WRITE_HELP)
     out_opts(sp)
     sp.set_defaults(func=cmd_sql)
 
@@ -309,22 +363,60 @@ def _warn(message, category, filename, lineno, file=None, line=None):
     print(f"tracedb: warning: {message}", file=sys.stderr)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that transactions roll back and
+    temporary files are removed as on Ctrl-C."""
+
+
+_SIGNALLED = []
+
+
+def _on_sigterm(signum, frame):
+    _SIGNALLED.append(signum)
+    raise Terminated()
+
+
+def _interrupted(signum=None):
+    """The line and exit status of a run stopped by Ctrl-C or SIGTERM."""
+    if signum == 15 or (_SIGNALLED and _SIGNALLED[-1] == 15):
+        print("tracedb: terminated", file=sys.stderr)
+        return 143
+    print("tracedb: interrupted", file=sys.stderr)
+    return 130
+
+
 def main(argv=None):
     args = parser().parse_args(argv)
     warnings.showwarning = _warn
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
     except (UsageError, IngestError, reports.ReportError, ValueError) as e:
         print(f"tracedb: error: {e}", file=sys.stderr)
         return 1
+    except (KeyboardInterrupt, duckdb.InterruptException):
+        return _interrupted()
+    except Terminated:
+        return _interrupted(15)
+    except RuntimeError as e:       # DuckDB's Python client: a signal during a query
+        if "interrupted" not in str(e).lower():
+            raise
+        return _interrupted()
     except duckdb.Error as e:
         print(f"tracedb: error: database: {str(e).splitlines()[0]}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
-    except KeyboardInterrupt:
-        print("tracedb: interrupted", file=sys.stderr)
-        return 130
+    except MemoryError:
+        print("tracedb: error: out of memory", file=sys.stderr)
+        return 1
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"tracedb: error: {where}{(e.strerror or str(e)).lower()}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

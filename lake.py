@@ -7,11 +7,16 @@ in parallel and other engines (Spark) can run the saved reports.
                                                  under its rank (-1: no distributedInfo)
     DIR/runs/run=<run>/*.parquet                 (the runs rows carry their rank)
     DIR/_runs/<run>.json                         the runs row of each partition's source
+
+A run name becomes part of a path: it is percent-encoded there (run_file_name;
+DuckDB encodes the run=<run> directories the same way), so a name such as
+`../x`, `/abs` or `a/b` (from a database made elsewhere) stays inside the lake.
 """
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from tracedb.db import SCHEMA_VERSION, rows, sql_literal
 
@@ -27,6 +32,28 @@ class Datasets:
     views: list
     global_: list
     run_column: dict      # relation -> its run column (run, or trace_run)
+
+
+class LakeError(Exception):
+    pass
+
+
+def run_file_name(run):
+    """The file name of a run's record under _runs/: the name percent-encoded (no
+    separators, no leading dot), so it can never leave the directory."""
+    name = quote(str(run), safe="")
+    return ("%2E" + name[1:] if name.startswith(".") else name) + ".json"
+
+
+def _lake_dir(lake):
+    lake = Path(lake)
+    if lake.exists() and not lake.is_dir():
+        raise LakeError(f"{lake}: is a file, not a lake directory")
+    try:
+        lake.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LakeError(f"{lake}: cannot create the lake directory ({(e.strerror or str(e)).lower()})") from None
+    return lake
 
 
 def datasets_of(con):
@@ -63,8 +90,7 @@ def _copy(con, select, target, partition):
 def export(con, lake, runs=None, globals_=True):
     """Write the runs (all when None) of the database behind con into the lake;
     globals_: also the datasets that are not per run (rules, calibration fits)."""
-    lake = Path(lake)
-    lake.mkdir(parents=True, exist_ok=True)
+    lake = _lake_dir(lake)
     if runs is None:
         runs = [r[0] for r in rows(con, "SELECT run FROM runs ORDER BY run")]
     if not runs:
@@ -90,7 +116,7 @@ def export(con, lake, runs=None, globals_=True):
     cols = [c[0] for c in con.execute("SELECT * FROM runs LIMIT 0").description]
     for r in rows(con, f"SELECT * FROM runs WHERE run IN {in_runs}"):
         rec = {k: (v if isinstance(v, (int, float, str, type(None))) else str(v)) for k, v in zip(cols, r)}
-        (lake / "_runs" / f"{rec['run']}.json").write_text(json.dumps(rec))
+        (lake / "_runs" / run_file_name(rec["run"])).write_text(json.dumps(rec))
     if globals_:                 # a worker of lake.ingest leaves the manifest to its parent
         write_manifest(lake)
     return runs
@@ -122,25 +148,29 @@ def datasets(lake):
 
 
 def _ingest_one(args):
-    """Worker: one file into a scratch database, then its run into the lake."""
-    import tempfile
+    """Worker: one file into a scratch database, then its run into the lake.
+    Returns (path, run or None, message, warnings)."""
+    import warnings
 
     from tracedb import db
     from tracedb.ingest import IngestError, ingest_file
+    from tracedb.ingest.workdir import workdir
     path, lake, options = args
     lake = Path(lake)
-    with tempfile.TemporaryDirectory(prefix="tracedb-lake-") as d:
+    with workdir("tracedb-lake-") as d, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         con = db.connect(Path(d) / "one.duckdb")
         try:
             r = ingest_file(con, path, options=options)
         except IngestError as e:
-            return path, None, str(e)
+            return path, None, str(e), [str(w.message) for w in caught]
+        said = [str(w.message) for w in caught]
         digest, rank = rows(con, "SELECT content_hash, rank FROM runs WHERE run = ?", [r.run])[0]
         for old in (lake / "_runs").glob("*.json") if (lake / "_runs").exists() else []:
             rec = json.loads(old.read_text())
             if rec.get("content_hash") == digest:
-                return path, rec["run"], "skipped: already in the lake"
-        if (lake / "_runs" / f"{r.run}.json").exists():      # same name, other content
+                return path, rec["run"], "skipped: already in the lake", said
+        if (lake / "_runs" / run_file_name(r.run)).exists():      # same name, other content
             new = f"{r.run}~{digest[:8]}"
             ds = datasets_of(con)
             for t in ds.tables:
@@ -149,27 +179,36 @@ def _ingest_one(args):
             r.run = new
         export(con, lake, [r.run], globals_=False)
         con.close()
-        return path, r.run, f"rank {rank}" if rank is not None else "loaded"
+        return path, r.run, f"rank {rank}" if rank is not None else "loaded", said
 
 
-def ingest(paths, lake, jobs=1, options=None, report=print):
-    """Ingest files straight into the lake, in `jobs` worker processes; report(line) per file."""
+def _print(line, level="info"):
+    print(line)
+
+
+def ingest(paths, lake, jobs=1, options=None, report=_print):
+    """Ingest files straight into the lake, in `jobs` worker processes; report(line, level)
+    per file and warning (level info | warning | error; warnings and errors name the file)."""
     from concurrent.futures import ProcessPoolExecutor
-    Path(lake).mkdir(parents=True, exist_ok=True)
+    _lake_dir(lake)
     work = [(str(p), str(lake), options or {}) for p in paths]
     failed = 0
+
+    def tell(path, run, msg, said):
+        for w in said:
+            report(w, "warning")
+        report(msg if run is None else f"{path}: run {run} ({msg})", "error" if run is None else "info")
+        return run is None
+
     if jobs <= 1:
-        results = map(_ingest_one, work)
-        for path, run, msg in results:
-            failed += run is None
-            report(f"{path}: {'error: ' + msg if run is None else f'run {run} ({msg})'}")
+        for result in map(_ingest_one, work):
+            failed += tell(*result)
     else:
         import multiprocessing
         # spawn, not fork: the parent may hold DuckDB or JVM threads that a fork would copy mid-flight
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for path, run, msg in pool.map(_ingest_one, work):
-                failed += run is None
-                report(f"{path}: {'error: ' + msg if run is None else f'run {run} ({msg})'}")
+            for result in pool.map(_ingest_one, work):
+                failed += tell(*result)
     write_globals(lake)
     write_manifest(lake)
     return failed
@@ -177,11 +216,10 @@ def ingest(paths, lake, jobs=1, options=None, report=print):
 
 def write_globals(lake):
     """Rules and calibration fits over every calibration run in the lake (one writer)."""
-    import tempfile
-
     from tracedb import db
+    from tracedb.ingest.workdir import workdir
     lake = Path(lake)
-    with tempfile.TemporaryDirectory(prefix="tracedb-lake-") as d:
+    with workdir("tracedb-lake-") as d:
         con = db.connect(Path(d) / "g.duckdb")
         if (lake / "calibration").exists():
             cols = [c[0] for c in con.execute("SELECT * FROM calibration LIMIT 0").description]

@@ -3,21 +3,24 @@
 A failure at any point rolls the transaction back (the database is as it
 was); a file whose content is already loaded is skipped.
 """
+import errno
 import json
 import os
 import re
-import tempfile
+import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import duckdb
 
 from tracedb.db import rows, scalar
 from tracedb.ingest.errors import IngestError
 from tracedb.ingest.registry import Reload, detect
+from tracedb.ingest.source import check_readable
+from tracedb.ingest.workdir import workdir
 from tracedb.match import MatchError
 
-__all__ = ["IngestError", "IngestResult", "ingest_file", "run_name_for"]
+__all__ = ["IngestError", "IngestResult", "ingest_file", "run_name_for", "check_run_name"]
 
 
 @dataclass
@@ -28,6 +31,7 @@ class IngestResult:
     status: str          # loaded | skipped
     message: str = ""
     pairing: object = None   # what --pair-with did: the match_runs row (ncu) or a sentence (power)
+    warnings: list = field(default_factory=list)   # the warnings it gave (also in ingest_log)
 
     @property
     def match(self):
@@ -36,11 +40,32 @@ class IngestResult:
 
 
 def run_name_for(path):
-    """Default run name: the file name without its trace/compression suffixes."""
+    """Default run name: the file name without its trace/compression suffixes
+    (characters a run name may not hold become '_')."""
     name = os.path.basename(str(path))
-    name = re.sub(r"(\.gz)$", "", name)
+    name = re.sub(r"(\.gz|\.xz)$", "", name)
     name = re.sub(r"(\.pt\.trace)?\.(json|csv|txt|log)$", "", name)
+    name = _BAD_RUN_CHARS.sub("_", name).lstrip(".")
     return name or "run"
+
+
+# A run name becomes a file name in the lake (_runs/NAME.json, run=NAME/): no path
+# separators, control characters or leading dot; at most 200 characters.
+_BAD_RUN_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
+RUN_NAME_MAX = 200
+
+
+def check_run_name(name, what="--run"):
+    """The reason a run name is refused, or None."""
+    if not name or not name.strip():
+        return f"{what} {name!r}: a run name cannot be empty"
+    if _BAD_RUN_CHARS.search(name):
+        return f"{what} {name!r}: a run name cannot hold '/', '\\' or control characters"
+    if name.startswith("."):
+        return f"{what} {name!r}: a run name cannot start with '.'"
+    if len(name) > RUN_NAME_MAX:
+        return f"{what}: a run name is at most {RUN_NAME_MAX} characters"
+    return None
 
 
 def _unique_run(con, name):
@@ -74,13 +99,40 @@ def ingest_file(con, path, run=None, pair_with=None, options=None):
     time - power time), start_ns and interval_ms (dcgmi dmon).
     """
     path = str(path)
-    if not os.path.exists(path):
-        raise IngestError(path, "no such file")
-    if os.path.isdir(path):
-        raise IngestError(path, "is a directory")
-    reader, fmt = detect(path)
-    with tempfile.TemporaryDirectory(prefix="tracedb-") as work:
-        return _ingest(con, reader, fmt, path, run, pair_with if reader.pairs else None, work, options or {})
+    if run is not None and (why := check_run_name(run)):
+        raise IngestError(path, why)
+    check_readable(path)
+    caught = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with _system_errors(path):
+                reader, fmt = detect(path)
+                with workdir() as work:
+                    result = _ingest(con, reader, fmt, path, run, pair_with if reader.pairs else None, work,
+                                     options or {}, caught)
+    finally:
+        for w in caught:               # to the caller (the CLI prints them), after the capture
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result
+
+
+@contextmanager
+def _system_errors(path):
+    """OS and memory failures while reading or writing temporary files -> one IngestError
+    that says what ran out (a full or size-limited $TMPDIR, memory) and what was kept."""
+    try:
+        yield
+    except OSError as e:
+        where = f" ({e.filename})" if e.filename and str(e.filename) != path else ""
+        hint = {errno.ENOSPC: "; temporary files go to $TMPDIR: free space there or point TMPDIR elsewhere",
+                errno.EFBIG: "; a file size limit (ulimit -f) stopped a temporary file",
+                errno.EDQUOT: "; disk quota exceeded"}.get(e.errno, "")
+        raise IngestError(path, f"{(e.strerror or str(e)).lower()}{where}{hint}; nothing was loaded") from None
+    except MemoryError:
+        raise IngestError(path, "out of memory; nothing was loaded") from None
+    except RecursionError:
+        raise IngestError(path, "a JSON value is nested too deep; nothing was loaded") from None
 
 
 def _check_pair_target(con, path, kind, pair_with):
@@ -108,16 +160,35 @@ def _pair(con, reader, path, run, pair_with, options):
         raise IngestError(path, f"--pair-with {pair_with!r}: {e}") from None
 
 
-def _ingest(con, reader, fmt, path, run, pair_with, work, options):
+def _log(con, run, path, lines):
+    """Append (level, message) lines to the run's ingest log (caller's transaction)."""
+    first = scalar(con, "SELECT coalesce(max(entry), 0) FROM ingest_log WHERE run = ?", [run])
+    for i, (level, message) in enumerate(lines, 1):
+        con.execute("INSERT INTO ingest_log (run, entry, path, level, message) VALUES (?, ?, ?, ?, ?)",
+                    [run, first + i, path, level, message])
+
+
+def _warning_lines(path, caught):
+    out = []
+    for w in caught:
+        text = str(w.message)
+        out.append(("warning", text[len(path) + 2:] if text.startswith(path + ": ") else text))
+    return out
+
+
+def _ingest(con, reader, fmt, path, run, pair_with, work, options, caught):
     name = run or reader.run_name(path)
     if pair_with is not None:
         _check_pair_target(con, path, reader.kind, pair_with)
     prep = reader.prepare(con, path, fmt, work, options)
     if prep.digest_ready and (old := _existing(con, prep.digest())) is not None:
         result = IngestResult(path, old, reader.kind, "skipped", f"already ingested as run {old}")
-        if pair_with is not None:       # pair the run already there, in its own transaction
-            with transaction(con, path):
+        with transaction(con, path):    # pair the run already there, in its own transaction
+            if pair_with is not None:
                 result.pairing = _pair(con, reader, path, old, pair_with, options)
+            _log(con, old, path, [("info", f"skipped: same content as run {old}")] + _warning_lines(path, caught)
+                 + ([("info", _pairing_line(pair_with, result.pairing))] if pair_with is not None else []))
+        result.warnings = [m for _, m in _warning_lines(path, caught)]
         return result
     result = IngestResult(path, None, reader.kind, "loaded")
     # zstd for everything written by this ingest: measured on a 1 GB trace, it writes
@@ -141,9 +212,32 @@ def _ingest(con, reader, fmt, path, run, pair_with, work, options):
                           paired_run=pair_with, **fields)
                 if pair_with is not None:
                     result.pairing = _pair(con, reader, path, result.run, pair_with, options)
+                noun = {"ncu": "kernels", "power": "samples", "calibration": "points"}.get(reader.kind, "events")
+                done = [("info", f"loaded as a {reader.kind} run: {fields.get('n_events') or 0} {noun} "
+                                 f"({prep.format}, {prep.content_bytes} bytes of content)")]
+                if pair_with is not None:
+                    done.append(("info", _pairing_line(pair_with, result.pairing)))
+                result.warnings = [m for _, m in _warning_lines(path, caught)]
+                _log(con, result.run, path, done + _warning_lines(path, caught))
     finally:
         con.execute("RESET force_compression")
     return result
+
+
+def _pairing_line(pair_with, pairing):
+    if isinstance(pairing, dict):
+        return (f"paired with {pair_with}: {pairing['matched']} of {pairing['ncu_kernels']} ncu kernels "
+                f"matched")
+    return str(pairing)
+
+
+def _rollback(con):
+    """Roll back, when a transaction is still open (a failed commit, as on a full disk,
+    has already ended it)."""
+    try:
+        con.rollback()
+    except duckdb.Error:
+        pass
 
 
 @contextmanager
@@ -155,8 +249,9 @@ def transaction(con, path):
         yield
         con.commit()
     except duckdb.Error as e:
-        con.rollback()
-        raise IngestError(path, f"database error while loading ({str(e).splitlines()[0]})") from None
+        _rollback(con)
+        raise IngestError(path, f"database error while loading ({str(e).splitlines()[0]}); "
+                                "nothing was loaded") from None
     except BaseException:
-        con.rollback()
+        _rollback(con)
         raise

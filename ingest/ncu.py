@@ -27,7 +27,8 @@ class NcuCsvReader(Reader):
     def sniff(self, path, text):
         t = text()
         if "==PROF==" in t or re.search(r'^"ID","Process ID"', t, re.M) or \
-                re.search(r'"Kernel Name".*"Metric Name"', t):
+                re.search(r'"Kernel Name".*"Metric Name"', t) or \
+                any(ncu_csv.is_header(line.encode()) for line in t.splitlines()[:50]):
             return "ncu-csv"
         return None
 

@@ -31,6 +31,12 @@ IDENTITY = {
 }
 DETAILS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 HEADER_START = b'"ID",'
+
+
+def is_header(line):
+    """The CSV header line of an ncu export: quoted fields holding "ID" and "Kernel Name"
+    (in any order: a user's tool may have reordered the columns)."""
+    return line.startswith(b'"') and b'"ID"' in line and b'"Kernel Name"' in line
 MAX_PREAMBLE_BYTES = 16 << 20
 
 
@@ -55,7 +61,7 @@ def clean(path, out_path, hasher):
             hasher.update(line)
             content += len(line)
             if header is None:
-                if line.startswith(HEADER_START):
+                if line.startswith(HEADER_START) or is_header(line):
                     header = next(csv.reader([line.decode("utf-8", "replace")]))
                     dst.write(line)
                 elif content > MAX_PREAMBLE_BYTES:
@@ -71,10 +77,14 @@ def clean(path, out_path, hasher):
         if last and not truncated:
             dst.write(last if last.endswith(b"\n") else last + b"\n")
     if header is None:
-        raise IngestError(path, 'not an Nsight Compute CSV export: no header line starting with "ID",')
+        raise IngestError(path, 'not an Nsight Compute CSV export: no header line with "ID" and "Kernel Name" columns')
     if "Kernel Name" not in header:
         raise IngestError(path, 'ncu CSV header has no "Kernel Name" column')
-    form = "details" if all(c in header for c in ("Metric Name", "Metric Value")) else "raw"
+    present = [c for c in DETAILS if c in header]
+    if present and len(present) < len(DETAILS):
+        missing = ", ".join(c for c in DETAILS if c not in header)
+        raise IngestError(path, f"ncu --page details CSV without its {missing} column(s): cannot read its metrics")
+    form = "details" if present else "raw"
     if truncated:
         warnings.warn(f"{path}: last line is cut off; it was dropped")
     return CleanCsv(out_path, header, form, content, dropped, truncated)
@@ -108,6 +118,7 @@ def load(con, path, work):
         cc.notes.append(f"{cc.dropped_lines} non-CSV lines skipped")
     ident = _identity_select(cc.header)
     data = "(SELECT * FROM _ncu_csv WHERE TRY_CAST(\"ID\" AS BIGINT) IS NOT NULL)"
+    _check_rows(con, path, cc, data)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _ncu_identity AS
         SELECT * REPLACE (CAST(kernel_id AS BIGINT) AS kernel_id) FROM (SELECT {ident} FROM {data})
         QUALIFY row_number() OVER (PARTITION BY kernel_id) = 1""")
@@ -153,6 +164,43 @@ def load(con, path, work):
             SELECT CAST(v."ID" AS BIGINT) AS kernel_id, v.metric, u.unit, v.value_text
             FROM {long(measured, data)} v LEFT JOIN _ncu_units u USING (metric)""")
     return cc, hasher.hexdigest()
+
+
+# Numbers ncu printed in a locale with decimal commas or dot thousands separators
+# ("0,002912", "1.980.000", "1.234,5"); "1,980,000" (C locale) is not among them.
+LOCALE_NUMBER = r'^-?[0-9]+,[0-9]+$|^-?[0-9]{1,3}(\.[0-9]{3}){2,}$|^-?[0-9]{1,3}(\.[0-9]{3})+,[0-9]+$'
+C_THOUSANDS = r'^-?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?$'
+
+
+def _check_rows(con, path, cc, data):
+    """Refuse what would load wrong numbers: two rows of one kernel ID (raw form), no
+    units row (raw form), numbers in a locale format."""
+    if cc.form == "raw":
+        cols = [c for c in cc.header if c not in IDENTITY]
+        if not cols:
+            return                      # refused below, with its own message
+        dup = con.execute(f'SELECT "ID", count(*) FROM {data} GROUP BY 1 HAVING count(*) > 1 '
+                          'ORDER BY TRY_CAST("ID" AS BIGINT) LIMIT 1').fetchone()
+        if dup:
+            raise IngestError(path, f"kernel ID {dup[0]} is on {dup[1]} rows (two exports joined?): "
+                                    "a --page raw export has one row per kernel")
+        if not con.execute('SELECT count(*) FROM _ncu_csv WHERE coalesce("ID", \'\') = \'\'').fetchone()[0]:
+            raise IngestError(path, "ncu CSV without its units row (the line after the header that "
+                                    "ncu --csv --page raw prints): its values cannot be read without units")
+    else:
+        other = [c for c in ("Process ID", "Kernel Name") if c in cc.header]
+        dup = con.execute(f'SELECT "ID" FROM {data} GROUP BY 1 HAVING count(DISTINCT ({", ".join(map(sql_ident, other))})) > 1 '
+                          'LIMIT 1').fetchone() if other else None
+        if dup:
+            raise IngestError(path, f"kernel ID {dup[0]} names two different kernels (two exports joined?)")
+        cols = ["Metric Value"]
+    values = (f"(UNPIVOT (SELECT {', '.join(sql_ident(c) for c in cols)} FROM {data}) "
+              f"ON {', '.join(sql_ident(c) for c in cols)} INTO NAME metric VALUE v)")
+    hit = con.execute(f"SELECT v FROM {values} WHERE regexp_matches(v, $loc) AND NOT regexp_matches(v, $c) "
+                      "LIMIT 1", {"loc": LOCALE_NUMBER, "c": C_THOUSANDS}).fetchone()
+    if hit:
+        raise IngestError(path, f"numbers are printed in a locale format ({hit[0]!r}): export again "
+                                "with LC_ALL=C (LC_ALL=C ncu --import R.ncu-rep --csv ...) so they read right")
 
 
 def drop(con):

@@ -19,7 +19,7 @@ from tracedb.db import rows, run_script, scalar, sql_ident, sql_literal, sql_tex
 from tracedb.match import MatchError
 from tracedb.ingest.errors import IngestError
 from tracedb.ingest.registry import Prepared, Reader, first_line
-from tracedb.ingest.source import hash_file, head, is_gzip, open_bytes
+from tracedb.ingest.source import head, open_bytes, plain_copy
 
 SMI_TIME = re.compile(r"^\s*(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(\.\d+)?)\s*,")
 # nvidia-smi query names (with or without "current.") -> power table columns
@@ -99,7 +99,7 @@ def _dcgm_to_sampler(path, options, work):
     return out
 
 
-def _smi_raw(con, path, form, options, work):
+def _smi_raw(con, path, form, options, work, plain):
     """An nvidia-smi --query-gpu log -> the temp table _power_raw (text columns named
     after the power table's, ts first), parsed by DuckDB's CSV reader. Returns
     (source, whether the last line was cut off and dropped)."""
@@ -121,14 +121,13 @@ def _smi_raw(con, path, form, options, work):
         raise IngestError(path, "nvidia-smi log has no timestamp column")
     if not {"power_w", "instant_power_w", "average_power_w"} & set(keys):
         raise IngestError(path, "nvidia-smi log has no power.draw column")
-    src = path
+    src = plain
     cols = "{" + ", ".join(f"{sql_literal(k)}: 'VARCHAR'" for k in keys) + "}"
     try:
         con.execute(f"""CREATE OR REPLACE TEMP TABLE _power_raw AS
             SELECT * FROM read_csv({sql_literal(src)}, header=false, skip={1 if form == 'nvidia-smi' else 0},
                                    delim=',', quote='', escape='', columns={cols}, auto_detect=false,
-                                   null_padding=true, strict_mode=false,
-                                   compression={sql_literal('gzip' if is_gzip(path) else 'none')})
+                                   null_padding=true, strict_mode=false, compression='none')
             WHERE trim(coalesce(ts, '')) <> ''""")
     except duckdb.Error as e:
         raise IngestError(path, f"malformed nvidia-smi log ({str(e).splitlines()[0]})") from None
@@ -138,7 +137,57 @@ def _smi_raw(con, path, form, options, work):
     if cut:
         con.execute("DELETE FROM _power_raw WHERE rowid = (SELECT max(rowid) FROM _power_raw)")
         warnings.warn(f"{path}: last line is cut off; it was dropped")
-    return src, cut
+    units = {k: (c.split(" [", 1)[1].rstrip("]").strip() if " [" in c else None) for k, c in zip(keys, header)}
+    return src, cut, units
+
+
+def _without_last_line(src, work):
+    """A copy of src up to its last newline (a sampler log whose writer was killed
+    mid-line: the cut line would load as a wrong number, and confuses the CSV sniffer)."""
+    with open(src, "rb") as f:
+        f.seek(0, 2)
+        end = f.tell()
+        while end > 0:
+            f.seek(max(0, end - 65536))
+            block = f.read(end - max(0, end - 65536))
+            k = block.rfind(b"\n")
+            if k >= 0:
+                end = max(0, end - 65536) + k + 1
+                break
+            end = max(0, end - 65536)
+        out = f"{work}/whole_lines.csv"
+        f.seek(0)
+        with open(out, "wb") as g:
+            left = end
+            while left > 0 and (chunk := f.read(min(1 << 20, left))):
+                g.write(chunk)
+                left -= len(chunk)
+    return out
+
+
+def _milli(k, header_unit):
+    """SQL factor to the power table's unit for a column of nvidia-smi text: values
+    printed in mW (in the header's [mW] or after the number) are divided by 1000."""
+    if header_unit == "mW":
+        return "1e-3"
+    if k.endswith("_w"):
+        return f"CASE WHEN regexp_matches({k}, '[0-9.]\\s*mW\\s*$') THEN 1e-3 ELSE 1 END"
+    return "1"
+
+
+def _check_ns(con, path):
+    """Refuse sampler timestamps that are not epoch nanoseconds: fractional values,
+    or a median step between samples under 10 µs (NVML cannot sample that fast;
+    seconds or milliseconds step by 0 or a few units)."""
+    frac = scalar(con, "SELECT timestamp_ns FROM _power_raw WHERE timestamp_ns LIKE '%.%' "
+                       "OR lower(timestamp_ns) LIKE '%e%' LIMIT 1")
+    step = scalar(con, """SELECT median(d) FROM (SELECT TRY_CAST(timestamp_ns AS HUGEINT)
+                              - lag(TRY_CAST(timestamp_ns AS HUGEINT)) OVER (ORDER BY rowid) AS d FROM _power_raw)
+                          WHERE d > 0""")
+    if frac is not None or (step is not None and step < 10_000):
+        shown = f"a value {frac.strip()!r}" if frac is not None else f"samples {int(step)} apart"
+        raise IngestError(path, f"timestamp_ns holds {shown}: not epoch nanoseconds (seconds or "
+                                "milliseconds?); write nanoseconds (time.time_ns())")
 
 
 def _tz_offset_ns(first_stamp, tz):
@@ -152,15 +201,21 @@ def _tz_offset_ns(first_stamp, tz):
 def prepare(con, path, options, work):
     """Read the log into the temp table _power_raw (text) and describe it."""
     form = sniff(path)
-    digest, size = hash_file(path)
+    plain, digest, size, whole_last_line = plain_copy(path, work)
     meta = {"format": form}
+    src = plain
+    if form == "sampler" and not whole_last_line:
+        src = _without_last_line(plain, work)
+        warnings.warn(f"{path}: last line is cut off; it was dropped")
+        meta["truncated_last_line"] = True
     if form == "dcgm":
-        path, meta = _dcgm_to_sampler(path, options or {}, work), {"format": form, **_dcgm_meta(options)}
+        src, meta = _dcgm_to_sampler(path, options or {}, work), {"format": form, **_dcgm_meta(options)}
         form = "sampler"
     if form == "sampler":
         con.execute(f"""CREATE OR REPLACE TEMP TABLE _power_raw AS
-            SELECT * FROM read_csv({sql_literal(path)}, header=true, all_varchar=true, auto_detect=true)""")
+            SELECT * FROM read_csv({sql_literal(src)}, header=true, all_varchar=true, auto_detect=true)""")
         names = [r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _power_raw)")]
+        _check_ns(con, path)
         sel = {"ts_ns": "TRY_CAST(timestamp_ns AS BIGINT)",
                "gpu": "TRY_CAST(gpu AS INTEGER)" if "gpu" in names else "0",
                "power_w": "TRY_CAST(power_mw AS DOUBLE) / 1e3",
@@ -172,7 +227,7 @@ def prepare(con, path, options, work):
                "phase": "phase" if "phase" in names else "NULL",
                "bad": "TRY_CAST(timestamp_ns AS BIGINT) IS NULL OR (power_mw IS NOT NULL AND TRY_CAST(power_mw AS DOUBLE) IS NULL)"}
     else:
-        src, cut = _smi_raw(con, path, form, options, work)
+        src, cut, units = _smi_raw(con, path, form, options, work, plain)
         keys = [r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _power_raw)")]
         first = scalar(con, "SELECT ts FROM _power_raw LIMIT 1")
         if first is None:
@@ -185,7 +240,8 @@ def prepare(con, path, options, work):
         except KeyError as e:
             raise IngestError(path, f"unknown time zone {e}") from None
         meta.update(timezone=zone, utc_offset_ns=off, truncated_last_line=bool(cut))
-        num = lambda k: f"TRY_CAST(regexp_extract({k}, '^\\s*(-?[0-9.]+)', 1) AS DOUBLE)" if k in keys else "NULL"
+        num = lambda k: (f"(TRY_CAST(regexp_extract({k}, '^\\s*(-?[0-9.]+)', 1) AS DOUBLE) * "
+                         f"{_milli(k, units.get(k))})") if k in keys else "NULL"
         # power.draw is the 1 s average on Ampere and newer, like power.draw.average: either one.
         power = f"coalesce({num('power_w')}, {num('average_power_w')})"
         sel = {"ts_ns": f"epoch_ns(TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S'])) - {off}",

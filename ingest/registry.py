@@ -98,6 +98,7 @@ def detect(path):
             data = head(path)
             if not data.strip():
                 raise IngestError(path, "file is empty")
+            refuse_not_utf8(path, data)
             cache["t"] = data.decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
         return cache["t"]
 
@@ -105,9 +106,41 @@ def detect(path):
         fmt = reader.sniff(str(path), text)
         if fmt:
             return reader, fmt
+    known = known_other(text())
+    if known:
+        raise IngestError(path, known)
     if text()[:1] in "{[":
         raise IngestError(path, "unknown JSON: neither a trace (no traceEvents) nor cuda_bench output")
     raise IngestError(path, "unknown format: not a trace, ncu report, power log or calibration output")
+
+
+def refuse_not_utf8(path, data):
+    """IngestError for content that is not UTF-8 text in a way we can name."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(data) >= 4 and data[1:4:2] == b"\x00\x00") \
+            or (len(data) >= 4 and data[0:3:2] == b"\x00\x00"):
+        raise IngestError(path, "UTF-16 text: tracedb reads UTF-8 "
+                                "(convert it: iconv -f UTF-16 -t UTF-8 FILE > FILE.utf8)")
+    if data[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):
+        raise IngestError(path, "a Python pickle (a torch.cuda.memory snapshot?), not a profile tracedb "
+                                "reads: export a Chrome trace (export_chrome_trace)")
+
+
+# Profiler outputs that look like traces but are not: what they are, and what to export instead.
+_EXPORT = "export a Kineto trace with prof.export_chrome_trace(...) or on_trace_ready=tensorboard_trace_handler"
+
+
+def known_other(t):
+    """A message naming the format of a JSON/HTML file that is not a trace, or None."""
+    if t[:1] == "{" and '"nodes"' in t and ('"schema"' in t or '"finish_ts"' in t or '"start_ts"' in t):
+        return f"a PyTorch execution trace (ExecutionTraceObserver), not a timed trace: {_EXPORT}"
+    if re.match(r"\[\s*\[", t):
+        return ("a JSON array of arrays (a PyTorch memory timeline from export_memory_timeline?), "
+                f"not a trace: {_EXPORT}")
+    if t[:1] == "[":
+        return "a JSON array whose elements are not trace events (no \"ph\" field): not a Chrome trace"
+    if t[:5].lower() in ("<!doc", "<html"):
+        return f"an HTML page (a memory timeline from export_memory_timeline?), not a trace: {_EXPORT}"
+    return None
 
 
 def first_line(text):

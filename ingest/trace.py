@@ -49,10 +49,14 @@ def _stage_fast(con, tf):
         con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
     except duckdb.Error as e:    # the caller rolls back, the views with the rest
         msg = str(e).splitlines()[0]
-        if len(tf.pieces) > 1 and isinstance(e, duckdb.InvalidInputException) and "JSON" in msg:
-            raise CutInsideEvent() from None
-        raise IngestError(tf.path, f"malformed trace JSON ({msg})" if "JSON" in msg
-                          else f"database error while loading ({msg})") from None
+        if isinstance(e, duckdb.InvalidInputException) and "JSON" in msg:
+            # DuckDB names a piece file and its offset: find the place in the user's file
+            for _ in trace_json.exact_batches(tf):
+                pass
+            if len(tf.pieces) > 1:       # the exact reader finds it sound: a cut fell inside an event
+                raise CutInsideEvent() from None
+            raise IngestError(tf.path, "malformed trace JSON") from None
+        raise IngestError(tf.path, f"database error while loading ({msg})") from None
     con.execute("DROP VIEW _trace_rows")
     con.execute("DROP VIEW _trace_source")
 
@@ -107,6 +111,22 @@ def _needs_exact(con):
                   [EXACT_DOUBLE_US * 1000]) > 0
 
 
+_MENDED = {
+    "ts or dur not a number": "have a ts or dur that is not a number (NaN/Infinity are not JSON); stored as NULL",
+    "negative dur": "have a negative duration; it was dropped (dur NULL)",
+    "id beyond 64 bits": "have a correlation or external id beyond 64 bits; each got a negative stand-in "
+                         "(id_stand_in), so kernels keep their launches",
+}
+
+
+def _warn_mended(con, path):
+    """One warning per kind of value that trace_rows.sql mended, with a count and the first event."""
+    for problem, n, first in con.execute(
+            "SELECT p, count(*), arg_min(coalesce(name, '?'), i) FROM (SELECT unnest(string_split(problem, ';')) AS p, "
+            "name, rowid AS i FROM _trace_staged WHERE problem IS NOT NULL) GROUP BY 1 ORDER BY 1").fetchall():
+        warnings.warn(f"{path}: {n} events {_MENDED[problem]} (first: {first!r})")
+
+
 def load(con, tf, run):
     """Insert the split trace's events and derived tables under `run`.
 
@@ -123,6 +143,7 @@ def load(con, tf, run):
         exact = _needs_exact(con)
     if exact:
         _stage_exact(con, tf)
+    _warn_mended(con, path)
     if tf.truncated:
         n = scalar(con, "SELECT count(*) FROM _trace_staged")
         warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n} events)")
@@ -167,13 +188,25 @@ def run_metadata(con, run, members):
     }
 
 
+def _first_is_event(t):
+    """The first element of a bare JSON array is a trace event (has "ph"), or is too
+    long to tell from the first 64 KiB (then the load decides)."""
+    try:
+        first, _ = json.JSONDecoder().raw_decode(t, t.index("{"))
+    except (ValueError, RecursionError):
+        return True
+    return isinstance(first, dict) and "ph" in first
+
+
 class TraceReader(Reader):
     """Chrome-trace JSON (PyTorch/Kineto, TensorFlow/JAX trace_viewer), plain or gzip."""
     kind = "trace"
 
     def sniff(self, path, text):
         t = text()
-        if t[:1] in "{[" and ('"traceEvents"' in t or re.match(r"\[\s*(\{|\])", t)):
+        if t[:1] == "{" and '"traceEvents"' in t:
+            return "chrome-json"
+        if re.match(r"\[\s*\]", t) or (re.match(r"\[\s*\{", t) and _first_is_event(t)):
             return "chrome-json"
         return None
 

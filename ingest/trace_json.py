@@ -17,18 +17,19 @@ JSON, DuckDB rejects it, and the caller loads the joined pieces instead
 (`join_pieces`): a cut never changes what is loaded.
 """
 import decimal
+import errno
 import json
 import os
 import queue
 import re
 import threading
-import zlib
+import warnings
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from tracedb.ingest.errors import IngestError
-from tracedb.ingest.source import CHUNK, open_bytes, progress
+from tracedb.ingest.source import CHUNK, open_bytes, problem, progress
 
 _DEC = json.JSONDecoder()
 _WS = " \t\r\n\ufeff"
@@ -59,11 +60,14 @@ class TraceFile:
     truncated: bool = False
     content_bytes: int = 0
     hashing: object = None         # thread still hashing an uncompressed file, or None
+    array_start: int = 0           # byte offset of the event array's '[' in the content
 
     def wait_hash(self):
         if self.hashing is not None:
             self.hashing.join()
-            self.hashing = None
+            error, self.hashing = self.hashing.error, None
+            if error is not None:
+                raise _hash_failed(self.path, error)
 
 
 def _skip(s, i):
@@ -144,17 +148,46 @@ def _epilogue(form, tail):
     return None
 
 
+def _hash_failed(path, error):
+    """The IngestError for a hashing thread that died: a run must never carry the
+    hash of a prefix of its file (duplicate detection would break)."""
+    what = "out of memory" if isinstance(error, MemoryError) else (getattr(error, "strerror", None) or str(error))
+    return IngestError(path, f"cannot hash the content ({what}); nothing was loaded")
+
+
+class _Thread(threading.Thread):
+    """A daemon thread that keeps its exception (.error) for the one who joins it."""
+
+    def __init__(self, target, args):
+        super().__init__(daemon=True)
+        self.error, self._work = None, (target, args)
+
+    def run(self):
+        try:
+            self._work[0](*self._work[1])
+        except BaseException as e:      # reported by wait_hash / _Hashing.__exit__
+            self.error = e
+
+
 class _Hashing:
     """Feeds a hashlib object from a worker thread (hashlib releases the GIL), so
     hashing a decompressed stream runs beside the decompression on a second core."""
 
-    def __init__(self, hasher):
+    def __init__(self, hasher, path):
         self.q = queue.Queue(maxsize=4)
-        self.t = threading.Thread(target=self._run, args=(hasher,), daemon=True)
+        self.path = path
+        self.t = _Thread(self._run, (hasher,))
 
     def _run(self, hasher):
+        failed = None
         while (chunk := self.q.get()) is not None:
-            hasher.update(chunk)
+            if failed is None:
+                try:
+                    hasher.update(chunk)
+                except BaseException as e:    # keep draining, so the reader never blocks
+                    failed = e
+        if failed is not None:
+            raise failed
 
     def update(self, chunk):
         self.q.put(chunk)
@@ -166,21 +199,28 @@ class _Hashing:
     def __exit__(self, *exc):
         self.q.put(None)
         self.t.join()
+        if self.t.error is not None and exc[0] is None:
+            raise _hash_failed(self.path, self.t.error)
 
 
 def _read_prologue(path, f, hasher):
     """Read from f until the event array's '[' is found: (form, members, buf, start, eof, cut)."""
-    buf, cut = b"", False
+    buf = b""
     while True:
-        try:
-            chunk = f.read(CHUNK)
-        except (EOFError, zlib.error, OSError):
-            chunk, cut = b"", True
+        chunk = f.read(CHUNK)
         eof = not chunk
         buf += chunk
         if hasher:
             hasher.update(chunk)
-        layout = _prologue(path, buf, eof)
+        cut = problem(f) if eof else None
+        try:
+            layout = _prologue(path, buf, eof)
+        except IngestError:
+            if cut:
+                raise IngestError(path, f"truncated: {cut}") from None
+            raise
+        except RecursionError:
+            raise IngestError(path, "not a trace: a member before traceEvents is nested too deep") from None
         if layout is not None:
             return layout + (buf, eof, cut)
         if len(buf) > HEAD_MAX:
@@ -201,6 +241,12 @@ def _cuts(fd, start, end, piece_bytes):
         out.append(comma)
         pos = comma + piece_bytes
     return out
+
+
+# copy_file_range fails across filesystems (tmpfs $TMPDIR: EXDEV) and on some
+# kernels and filesystems: the copy then goes through user space.
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
+_KERNEL_COPY = [hasattr(os, "copy_file_range")]
 
 
 class _Pieces:
@@ -229,8 +275,23 @@ class _Pieces:
         self.out.flush()
         self.written += end - pos
         while pos < end:
-            n = os.copy_file_range(src_fd, self.out.fileno(), end - pos, pos)
+            try:
+                n = os.copy_file_range(src_fd, self.out.fileno(), end - pos, pos) if _KERNEL_COPY[0] else 0
+            except OSError as e:
+                if e.errno not in _NO_KERNEL_COPY:
+                    raise
+                _KERNEL_COPY[0] = False       # another filesystem (EXDEV), or not supported
+                n = 0
             if n == 0:
+                if _KERNEL_COPY[0]:
+                    break                     # end of the source
+                while pos < end:              # through user space
+                    data = os.pread(src_fd, min(CHUNK, end - pos), pos)
+                    if not data:
+                        break
+                    self.out.write(data)
+                    pos += len(data)
+                self.out.flush()
                 break
             pos += n
 
@@ -264,7 +325,7 @@ def split(path, workdir, hasher, piece_bytes=None):
         if plain:
             # Uncompressed: the kernel copies while a thread hashes the whole file.
             form, members, start, _, _, cut = _read_prologue(path, f, None)
-            hashing = threading.Thread(target=_hash_plain, args=(path, hasher), daemon=True)
+            hashing = _Thread(_hash_plain, (path, hasher))
             hashing.start()
             fd = f.fileno()
             bounds = [start] + [c + 1 for c in _cuts(fd, start, size, piece_bytes)]
@@ -275,7 +336,7 @@ def split(path, workdir, hasher, piece_bytes=None):
                 at(end)
             written = size - start
         else:
-            with _Hashing(hasher) as h:
+            with _Hashing(hasher, path) as h:
                 form, members, start, buf, eof, cut = _read_prologue(path, f, h)
                 pieces.next()
                 hold = buf[start:]          # not yet written: the last TAIL bytes are never cut
@@ -294,11 +355,9 @@ def split(path, workdir, hasher, piece_bytes=None):
                         pieces.write(data)
                     if eof:
                         break
-                    try:
-                        chunk = f.read(CHUNK)
-                    except (EOFError, zlib.error, OSError):
-                        chunk, cut = b"", True
+                    chunk = f.read(CHUNK)
                     if not chunk:
+                        cut = problem(f)
                         break
                     h.update(chunk)
                     hold += chunk
@@ -309,15 +368,21 @@ def split(path, workdir, hasher, piece_bytes=None):
     with open(pieces.paths[-1], "rb") as g:
         g.seek(max(0, pieces.written - TAIL))
         tail = g.read()
-    end = _epilogue(form, tail)
+    try:
+        end = _epilogue(form, tail)
+    except RecursionError:
+        raise IngestError(path, "a member after traceEvents is nested too deep") from None
     tf = TraceFile(path=str(path), form=form, members=members, pieces=pieces.paths,
-                   content_bytes=start + written, hashing=hashing)
+                   content_bytes=start + written, hashing=hashing, array_start=start)
     if end is None:
         if form == "object":
-            why = "the gzip stream is cut off" if cut else "the traceEvents array is not closed"
-            raise IngestError(path, f"truncated: {why}")
+            raise IngestError(path, f"truncated: {cut or 'the traceEvents array is not closed'}")
         tf.truncated = True
+        if cut:
+            warnings.warn(f"{path}: {cut}; the events before that point were kept")
     else:
+        if cut:     # e.g. a gzip without its trailer: the JSON closes, so the content is whole
+            warnings.warn(f"{path}: {cut}, but the JSON is complete; loaded as it is")
         p, after = end
         os.truncate(pieces.paths[-1], pieces.written - len(tail) + p + 1)
         for k, v in after.items():
@@ -376,13 +441,19 @@ def exact_batches(tf, batch_rows=65536):
 
     chunks = _joined_chunks(tf.pieces)
     s, pos, eof, n = "", 0, False, 0
+    dropped = 0                       # bytes of the array before s[0]
 
     def more():
-        nonlocal s, pos, eof
+        nonlocal s, pos, eof, dropped
         chunk = next(chunks, b"")
         eof = not chunk
+        dropped += len(s[:pos].encode("utf-8", "surrogateescape"))
         s = s[pos:] + chunk.decode("utf-8", "surrogateescape")
         pos = 0
+
+    def at(i):
+        """Byte offset of s[i] in the content (the user's file, decompressed)."""
+        return tf.array_start + dropped + len(s[:i].encode("utf-8", "surrogateescape"))
 
     more()
     pos = _skip(s, pos) + 1          # past '['
@@ -404,11 +475,14 @@ def exact_batches(tf, batch_rows=65536):
             if eof:
                 if tf.truncated:
                     break
-                raise IngestError(tf.path, f"malformed event near byte {e.pos}: {e.msg}") from None
+                raise IngestError(tf.path, f"malformed JSON in event {n} at byte {at(e.pos)} of the "
+                                           f"content: {e.msg}") from None
             more()
             continue
+        except RecursionError:
+            raise IngestError(tf.path, f"event {n} (at byte {at(pos)}) is nested too deep") from None
         if not isinstance(ev, dict):
-            raise IngestError(tf.path, f"event {n} is not an object")
+            raise IngestError(tf.path, f"malformed trace: event {n} (at byte {at(pos)} of the content) is not an object")
         pos, n = end, n + 1
         for k in RAW_COLUMNS:
             v = ev.get(k)

@@ -15,7 +15,7 @@ SET VARIABLE tracedb_first_rowid = (SELECT coalesce(min(rowid), 0) FROM _trace_s
 CREATE OR REPLACE TEMP VIEW _run_events AS
 SELECT CAST(getvariable('tracedb_run') AS VARCHAR) AS run,
        rowid - CAST(getvariable('tracedb_first_rowid') AS BIGINT) AS event_id,
-       * REPLACE (ts_ns + CAST(getvariable('tracedb_base_ns') AS BIGINT) AS ts_ns)
+       * EXCLUDE (problem) REPLACE (ts_ns + CAST(getvariable('tracedb_base_ns') AS BIGINT) AS ts_ns)
 FROM _trace_staged;
 
 -- The insert runs in parallel and compresses as it writes.

@@ -4,22 +4,39 @@
 -- (us_text_to_ns), never through a double; the commonly used args become typed
 -- columns. ts_ns is relative to the trace's base time; trace_events.sql adds it
 -- and numbers the events.
+-- Values that would load wrong are mended and named in `problem` (';'-separated; NULL for a
+-- sound event; ingest/trace.py counts them into warnings, trace_events.sql leaves
+-- the column out): a negative dur is dropped (NULL: no event lasts less than
+-- nothing); NaN/Infinity (not JSON, but written by some tools) in ts or dur become
+-- NULL; a correlation or external id beyond 64 bits gets a negative stand-in
+-- derived from its text (real ids are positive), so a kernel keeps its launch.
 -- reads: _trace_source (ingest/trace.py: DuckDB's JSON reader over the pieces, or an Arrow batch)
 -- creates: _trace_rows (view; ingest/trace.py drops it once staged)
 CREATE OR REPLACE TEMP VIEW _trace_rows AS
 SELECT
     ph, cat, name, pid, tid,
-    us_text_to_ns(ts) AS ts_ns,
-    us_text_to_ns(dur) AS dur_ns,
-    TRY_CAST(coalesce(a[1], a[2]) AS BIGINT) AS correlation,
-    TRY_CAST(coalesce(a[3], a[4]) AS BIGINT) AS external_id,
+    ts_ns,
+    CASE WHEN dur_ns >= 0 THEN dur_ns END AS dur_ns,
+    coalesce(TRY_CAST(corr AS BIGINT), id_stand_in(corr)) AS correlation,
+    coalesce(TRY_CAST(ext AS BIGINT), id_stand_in(ext)) AS external_id,
     coalesce(TRY_CAST(a[5] AS BIGINT),
              CASE WHEN tid LIKE 'stream %' THEN TRY_CAST(substr(tid, 8) AS BIGINT) END) AS stream,
     TRY_CAST(a[6] AS BIGINT) AS device,
     id AS flow_id,
-    args
+    args,
+    nullif(concat_ws(';',
+        CASE WHEN (ts IS NOT NULL AND ts_ns IS NULL) OR (dur IS NOT NULL AND dur_ns IS NULL)
+             THEN 'ts or dur not a number' END,
+        CASE WHEN dur_ns < 0 THEN 'negative dur' END,
+        CASE WHEN TRY_CAST(corr AS BIGINT) IS NULL AND id_stand_in(corr) IS NOT NULL
+               OR TRY_CAST(ext AS BIGINT) IS NULL AND id_stand_in(ext) IS NOT NULL THEN 'id beyond 64 bits' END
+    ), '') AS problem
 FROM (
-    SELECT *, json_extract_string(args, ['$.correlation', '$.correlation_id', '$."External id"',
-                                         '$."external id"', '$.stream', '$.device']) AS a
-    FROM _trace_source
+    SELECT *, us_text_to_ns(ts) AS ts_ns, us_text_to_ns(dur) AS dur_ns,
+           coalesce(a[1], a[2]) AS corr, coalesce(a[3], a[4]) AS ext
+    FROM (
+        SELECT *, json_extract_string(args, ['$.correlation', '$.correlation_id', '$."External id"',
+                                             '$."external id"', '$.stream', '$.device']) AS a
+        FROM _trace_source
+    )
 );

@@ -180,3 +180,14 @@ CREATE TABLE IF NOT EXISTS match_runs (
     matched_at     TIMESTAMP DEFAULT current_timestamp,
     PRIMARY KEY (trace_run, ncu_run)
 );
+
+-- The ingest log: what each ingest of a run did and every warning it gave
+-- (`tracedb query ingest_log`), so a suspicious number can be traced to its input.
+CREATE TABLE IF NOT EXISTS ingest_log (
+    run        VARCHAR NOT NULL,             -- the run loaded (or found already loaded)
+    entry      INTEGER NOT NULL,             -- position of the line in the run's log, from 1
+    logged_at  TIMESTAMP DEFAULT current_timestamp, -- when the ingest wrote it (local time)
+    path       VARCHAR,                      -- the file given to the ingest
+    level      VARCHAR NOT NULL,             -- info (what was done) | warning (what was mended or dropped)
+    message    VARCHAR NOT NULL              -- the line, without the file name
+);

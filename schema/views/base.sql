@@ -16,6 +16,12 @@ CREATE OR REPLACE MACRO us_text_to_ns(t) AS
     CASE WHEN t[-4] = '.' AND NOT contains(t, 'e') AND NOT contains(t, 'E') THEN TRY_CAST(replace(t, '.', '') AS BIGINT)
          ELSE CAST(round(TRY_CAST(t AS DECIMAL(38, 4)) * 1000) AS BIGINT) END;
 
+-- A correlation or external id too large for BIGINT (its JSON text, an integer
+-- beyond 64 bits) -> a negative stand-in derived from that text, so the two
+-- events that share it still link; NULL for anything else.
+CREATE OR REPLACE MACRO id_stand_in(t) AS
+    CASE WHEN regexp_full_match(t, '-?[0-9]{19,}') THEN -1 - CAST(hash(t) >> 2 AS BIGINT) END;
+
 -- Runtime or driver API call (the launch side of a correlation id).
 CREATE OR REPLACE MACRO is_launch_category(cat) AS
     lower(cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver');
