@@ -42,7 +42,8 @@ def cmd_ingest(args):
     if args.run and len(args.paths) > 1:
         raise UsageError("--run names the run of a single file; give one PATH")
     options = {"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
-               "start_ns": args.start_ns, "interval_ms": args.interval_ms}
+               "start_ns": args.start_ns, "interval_ms": args.interval_ms,
+               "iterations_from": args.iterations_from}
     if args.lake:
         if args.db or args.pair_with or args.run:
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
@@ -85,7 +86,13 @@ def _summary(con, run, kind):
         n, g, s = db.rows(con, "SELECT count(*), count(DISTINCT gpu), (max(ts_ns) - min(ts_ns)) / 1e9 "
                                "FROM power WHERE run = ?", [run])[0]
         return f"power: {n} samples, {g} GPU(s), {s:.2f} s"
-    return f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
+    line = f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
+    if kind == "trace" and counts[1] == 0:
+        line += "; no GPU kernel events (a CPU-only trace, or a CUPTI range-profiler trace: GPU time is not in it)"
+    if kind == "trace" and counts[2] == 0:
+        line += ("; no iteration markers (ProfilerStep#N, step_num): name the annotation or op that "
+                 "marks an iteration with --iterations-from NAME")
+    return line
 
 
 def _match_line(m):
@@ -237,6 +244,9 @@ def parser():
     sp.add_argument("--columns", help="power log: the --query-gpu list of a header-less nvidia-smi log")
     sp.add_argument("--start-ns", type=int, help="dcgmi dmon log: epoch ns of its first row")
     sp.add_argument("--interval-ms", type=float, help="dcgmi dmon log: its sampling interval (-d)")
+    sp.add_argument("--iterations-from", metavar="NAME",
+                    help="trace: the annotation or op (exact name) whose CPU-side events are the iterations, "
+                         "for traces without ProfilerStep markers")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")
