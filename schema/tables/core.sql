@@ -112,13 +112,14 @@ CREATE TABLE IF NOT EXISTS power (
     run              VARCHAR NOT NULL,
     gpu              INTEGER NOT NULL,
     ts_ns            BIGINT NOT NULL,        -- absolute epoch ns
-    power_w          DOUBLE,
+    power_w          DOUBLE,                 -- nvmlDeviceGetPowerUsage / nvidia-smi power.draw: a 1 s average on Ampere (but A100) and newer
     energy_j         DOUBLE,                 -- cumulative energy counter
-    instant_power_w  DOUBLE,
+    instant_power_w  DOUBLE,                 -- NVML_FI_DEV_POWER_INSTANT / nvidia-smi power.draw.instant: the power the energy is integrated from when present (METHOD.md section 6)
     sm_clock_mhz     DOUBLE,
     mem_clock_mhz    DOUBLE,
     temp_c           DOUBLE,
-    phase            VARCHAR                 -- tracedb power-log: idle_before | run | idle_after
+    phase            VARCHAR,                -- tracedb power-log: idle_before | run | idle_after
+    average_power_w  DOUBLE                  -- nvidia-smi power.draw.average (1 s average); integrated only when neither instant_power_w nor power_w is there
 );
 
 -- How a power run's clock maps onto a trace run's timeline:

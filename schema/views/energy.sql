@@ -14,15 +14,23 @@ SELECT tr.run, pw.run, 0, 'absolute', 'not paired at ingest: the log overlaps th
 FROM tr JOIN pw ON pw.s <= tr.e AND tr.s <= pw.e
 WHERE NOT EXISTS (SELECT 1 FROM power_alignment a WHERE a.trace_run = tr.run AND a.power_run = pw.run);
 
--- Each power sample with the power used for integration (instant power when
--- the log has it: nvmlDeviceGetPowerUsage is a 1 s average on Ampere+), the
+-- Each power sample with the power used for integration (METHOD.md section 6:
+-- instant power when the log has it, since nvmlDeviceGetPowerUsage/power.draw
+-- and power.draw.average are 1 s averages on Ampere+ that smear a short window;
+-- else power.draw, else power.draw.average; power_field says which), the
 -- segment to the next sample and the energy integrated before it (trapezoids).
 CREATE OR REPLACE VIEW power_integral AS
-WITH s AS (
-    SELECT run, gpu, ts_ns, coalesce(instant_power_w, power_w) AS p_w, energy_j, phase,
-           lead(ts_ns) OVER w AS next_ts, lead(coalesce(instant_power_w, power_w)) OVER w AS next_p,
-           lead(energy_j) OVER w AS next_energy_j
+WITH c AS (
+    SELECT *, coalesce(instant_power_w, power_w, average_power_w) AS p_w,
+           CASE WHEN instant_power_w IS NOT NULL THEN 'instant'
+                WHEN power_w IS NOT NULL THEN 'draw'
+                WHEN average_power_w IS NOT NULL THEN 'average' END AS power_field
     FROM power
+), s AS (
+    SELECT run, gpu, ts_ns, p_w, power_field, energy_j, phase,
+           lead(ts_ns) OVER w AS next_ts, lead(p_w) OVER w AS next_p,
+           lead(energy_j) OVER w AS next_energy_j
+    FROM c
     WINDOW w AS (PARTITION BY run, gpu ORDER BY ts_ns)
 )
 SELECT *, coalesce(sum((next_ts - ts_ns) * (p_w + next_p) / 2e9) OVER (
