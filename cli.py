@@ -15,11 +15,17 @@ class UsageError(Exception):
     pass
 
 
+_WAIT_S = 0.0       # --wait: how long to wait for a database another process holds
+
+
 def _open(path, write=False):
+    from tracedb.dblock import DatabaseLocked, say_on_stderr
     if not write and not os.path.exists(path):
         raise UsageError(f"{path}: no such database (create it with `tracedb ingest ... --db {path}`)")
     try:
-        return db.connect(path, read_only=not write)
+        return db.connect(path, read_only=not write, wait_s=_WAIT_S, say=say_on_stderr)
+    except DatabaseLocked as e:
+        raise UsageError(str(e)) from None
     except duckdb.Error as e:
         raise UsageError(f"{path}: cannot open database ({str(e).splitlines()[0]})") from None
 
@@ -227,6 +233,15 @@ def cmd_demo(args):
 def parser():
     p = argparse.ArgumentParser(prog="tracedb", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    _add_parser = sub.add_parser
+
+    def add_parser(name, **kw):     # every command that opens a database waits for it with --wait
+        sp = _add_parser(name, **kw)
+        if name in ("ingest", "match", "export", "query", "chart", "sql", "demo"):
+            sp.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+                            help="while another process holds the database, wait up to this long (default: fail at once)")
+        return sp
+    sub.add_parser = add_parser
 
     def out_opts(sp):
         sp.add_argument("--format", choices=output.FORMATS, help="default: table on a terminal, else csv")
@@ -320,7 +335,9 @@ def _warn(message, category, filename, lineno, file=None, line=None):
 
 
 def main(argv=None):
+    global _WAIT_S
     args = parser().parse_args(argv)
+    _WAIT_S = getattr(args, "wait", None) or 0.0
     warnings.showwarning = _warn
     try:
         return args.func(args)
