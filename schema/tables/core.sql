@@ -150,7 +150,10 @@ CREATE TABLE IF NOT EXISTS calibration (
     reference         BOOLEAN DEFAULT false, -- published values, not measured here
     array_bytes       BIGINT,                -- size of the pointer-chasing array
     hit_rate_pct      DOUBLE,                -- ncu hit rate of the target level (safety check)
-    note              VARCHAR                -- why a point is not valid
+    note              VARCHAR,               -- why a point is not valid
+    counted           DOUBLE,                -- what the level's ncu counter counts for this point (shared: wavefronts; else sectors), from the counter check of check_shape scaled to the point
+    check_shape       VARCHAR,               -- launch shape (threads_per_block x blocks) of the ncu counter check behind valid, hit_rate_pct and counted
+    sweep_pass        INTEGER                -- pass of the sweep over all access counts (0, 1, 2 ...): the repeats
 );
 
 -- Pairs of trace kernels and ncu kernels (one-to-one), with the score and its parts.

@@ -8,6 +8,9 @@ ALTER TABLE power ADD COLUMN IF NOT EXISTS average_power_w DOUBLE;
 ALTER TABLE calibration ADD COLUMN IF NOT EXISTS array_bytes BIGINT;
 ALTER TABLE calibration ADD COLUMN IF NOT EXISTS hit_rate_pct DOUBLE;
 ALTER TABLE calibration ADD COLUMN IF NOT EXISTS note VARCHAR;
+ALTER TABLE calibration ADD COLUMN IF NOT EXISTS counted DOUBLE;
+ALTER TABLE calibration ADD COLUMN IF NOT EXISTS check_shape VARCHAR;
+ALTER TABLE calibration ADD COLUMN IF NOT EXISTS sweep_pass INTEGER;
 -- Before the reader registry an .ncu-rep run had kind 'ncu-rep' (and could never
 -- be matched): its kind is ncu, its format goes to the metadata.
 UPDATE runs SET kind = 'ncu',
