@@ -29,7 +29,7 @@
 --   note VARCHAR: why points are not valid
 -- requires:
 --   calibration: calibration points (tracedb ingest points.csv from python -m tracedb.cuda_bench)
--- engines: duckdb, spark
+-- engines: duckdb
 SELECT gpu, level, threads_per_block, blocks, accesses, count(*) AS repeats,
        avg(energy_j) AS energy_mean_j, stddev_samp(energy_j) AS energy_std_j,
        min(energy_j) AS energy_min_j, max(energy_j) AS energy_max_j,
