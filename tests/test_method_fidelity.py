@@ -411,3 +411,12 @@ def test_a_failed_pairing_rolls_the_ingest_back(fresh_db, tmp_path):
         ingest_file(fresh_db, DATA / "power" / "h100_resnet50_bs64_amp.csv", pair_with="empty")
     assert scalar(fresh_db, "SELECT count(*) FROM runs WHERE kind = 'power'") == 0
     assert scalar(fresh_db, "SELECT count(*) FROM power") == 0
+
+
+def test_a_trace_without_kernel_events_says_so_in_reports(fresh_db):
+    """A trace with iterations but no GPU kernel events (like Kineto's CUPTI
+    range-profiler trace; here the real CPU-only TensorFlow trace): the levels say why."""
+    ingest_file(fresh_db, DATA / "tf" / "cpu_sync_lenet_bs64.json.gz", run="cpu")
+    r = reports.run(fresh_db, "utilization_levels", {"run": "cpu"}).to_pylist()[0]
+    assert r["kernel_busy_ns"] == 0 and r["smsp_active_pct"] is None
+    assert r["note"].startswith("no GPU kernel events in this iteration") and "range-profiler" in r["note"]

@@ -90,6 +90,9 @@ SELECT run, iteration, steady, total_ns, kernel_busy_ns, kernel_sum_ns, kernels,
        gpu_util_pct * smsp_issue_cycles / smsp_cycles_elapsed AS issue_slot_pct_iter,
        gpu_util_pct * tc_active_cycles / smsp_cycles_elapsed AS tc_active_pct_iter,
        gpu_util_pct * tc_inst / smsp_cycles_elapsed AS tc_issue_pct_iter,
+       concat_ws('; ',
+       CASE WHEN kernels = 0 THEN 'no GPU kernel events in this iteration (a CPU-only trace, or a CUPTI '
+                                  || 'range-profiler trace, which records no kernels): no GPU time or levels' END,
        CASE
          WHEN ncu_run IS NULL THEN 'no ncu run matched to this trace run: ingest one with --pair-with or run tracedb match'
          WHEN coalesce(matched, 0) = 0 THEN 'ncu run ' || ncu_run || ' was matched to iteration '
@@ -102,5 +105,5 @@ SELECT run, iteration, steady, total_ns, kernel_busy_ns, kernel_sum_ns, kernels,
               CASE WHEN n_tn < matched THEN 'no tensor instruction counter for ' || (matched - n_tn) || ' kernels (see metric_sources)' END,
               CASE WHEN matched_time_pct < 99 THEN 'counters cover ' || round(matched_time_pct, 1) || '% of kernel time' END,
               'ncu ' || ncu_run || '; TC cycles: ' || coalesce(tc_src, '-') || '; TC instructions: ' || coalesce(tn_src, '-'))
-       END AS note
+       END) AS note
 FROM lv;
