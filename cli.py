@@ -233,15 +233,6 @@ def cmd_demo(args):
 def parser():
     p = argparse.ArgumentParser(prog="tracedb", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    _add_parser = sub.add_parser
-
-    def add_parser(name, **kw):     # every command that opens a database waits for it with --wait
-        sp = _add_parser(name, **kw)
-        if name in ("ingest", "match", "export", "query", "chart", "sql", "demo"):
-            sp.add_argument("--wait", type=float, default=0, metavar="SECONDS",
-                            help="while another process holds the database, wait up to this long (default: fail at once)")
-        return sp
-    sub.add_parser = add_parser
 
     def out_opts(sp):
         sp.add_argument("--format", choices=output.FORMATS, help="default: table on a terminal, else csv")
@@ -327,6 +318,11 @@ def parser():
     sp.add_argument("--db", default="tracedb-demo.duckdb")
     sp.add_argument("--format", choices=output.FORMATS)
     sp.set_defaults(func=cmd_demo)
+
+    for name in ("ingest", "match", "export", "query", "chart", "sql", "demo"):   # the commands that open a database
+        sub.choices[name].add_argument(
+            "--wait", type=float, default=0, metavar="SECONDS",
+            help="while another process holds the database, wait up to this long (default: fail at once)")
     return p
 
 
