@@ -36,10 +36,16 @@ def _check_db_file(path, must_exist):
                          "give the data file as PATH of tracedb ingest)")
 
 
+_WAIT_S = 0.0       # --wait: how long to wait for a database another process holds
+
+
 def _open(path, write=False):
+    from tracedb.dblock import DatabaseLocked, say_on_stderr
     _check_db_file(path, must_exist=not write)
     try:
-        return db.connect(path, read_only=not write)
+        return db.connect(path, read_only=not write, wait_s=_WAIT_S, say=say_on_stderr)
+    except DatabaseLocked as e:
+        raise UsageError(str(e)) from None
     except duckdb.Error as e:
         raise UsageError(f"{path}: cannot open database ({str(e).splitlines()[0]})") from None
 
@@ -62,7 +68,8 @@ def cmd_ingest(args):
     if args.run and len(args.paths) > 1:
         raise UsageError("--run names the run of a single file; give one PATH")
     options = {"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
-               "start_ns": args.start_ns, "interval_ms": args.interval_ms}
+               "start_ns": args.start_ns, "interval_ms": args.interval_ms,
+               "iterations_from": args.iterations_from}
     if args.lake:
         if args.db or args.pair_with or args.run:
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
@@ -125,7 +132,13 @@ def _summary(con, run, kind):
         n, g, s = db.rows(con, "SELECT count(*), count(DISTINCT gpu), (max(ts_ns) - min(ts_ns)) / 1e9 "
                                "FROM power WHERE run = ?", [run])[0]
         return f"power: {n} samples, {g} GPU(s), {s:.2f} s"
-    return f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
+    line = f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
+    if kind == "trace" and counts[1] == 0:
+        line += "; no GPU kernel events (a CPU-only trace, or a CUPTI range-profiler trace: GPU time is not in it)"
+    if kind == "trace" and counts[2] == 0:
+        line += ("; no iteration markers (ProfilerStep#N, step_num): name the annotation or op that "
+                 "marks an iteration with --iterations-from NAME")
+    return line
 
 
 def _match_line(m):
@@ -290,6 +303,9 @@ def parser():
     sp.add_argument("--columns", help="power log: the --query-gpu list of a header-less nvidia-smi log")
     sp.add_argument("--start-ns", type=int, help="dcgmi dmon log: epoch ns of its first row")
     sp.add_argument("--interval-ms", type=float, help="dcgmi dmon log: its sampling interval (-d)")
+    sp.add_argument("--iterations-from", metavar="NAME",
+                    help="trace: the annotation or op (exact name) whose CPU-side events are the iterations, "
+                         "for traces without ProfilerStep markers")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")
@@ -356,6 +372,11 @@ def parser():
     sp.add_argument("--db", default="tracedb-demo.duckdb")
     sp.add_argument("--format", choices=output.FORMATS)
     sp.set_defaults(func=cmd_demo)
+
+    for name in ("ingest", "match", "export", "query", "chart", "sql", "demo"):   # the commands that open a database
+        sub.choices[name].add_argument(
+            "--wait", type=float, default=0, metavar="SECONDS",
+            help="while another process holds the database, wait up to this long (default: fail at once)")
     return p
 
 
@@ -386,7 +407,9 @@ def _interrupted(signum=None):
 
 
 def main(argv=None):
+    global _WAIT_S
     args = parser().parse_args(argv)
+    _WAIT_S = getattr(args, "wait", None) or 0.0
     warnings.showwarning = _warn
     import signal
     import threading

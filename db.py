@@ -134,9 +134,12 @@ def _apply_comments(con):
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('comments', ?)", [digest])
 
 
-def connect(path, read_only=False):
-    """Open (and create if needed) a tracedb DuckDB file with the schema applied."""
-    con = duckdb.connect(str(path), read_only=read_only)
+def connect(path, read_only=False, wait_s=0.0, say=None):
+    """Open (and create if needed) a tracedb DuckDB file with the schema applied.
+    While another process holds the file, wait up to wait_s seconds (say(line)
+    is told once), then raise dblock.DatabaseLocked naming that process."""
+    from tracedb.dblock import open_waiting
+    con = open_waiting(lambda: duckdb.connect(str(path), read_only=read_only), path, wait_s, say)
     if not read_only:
         apply_schema(con)
     return con

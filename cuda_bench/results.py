@@ -7,7 +7,7 @@ import io
 
 POINT_COLUMNS = ["gpu", "level", "threads_per_block", "blocks", "accesses", "energy_j", "dur_ns",
                  "sm_clock_mhz", "mem_clock_mhz", "temp_c", "valid", "array_bytes", "hit_rate_pct", "note",
-                 "meas_steps", "launches", "repeat"]
+                 "meas_steps", "launches", "repeat", "counted", "check_shape", "sweep_pass"]
 
 
 def read_raw(text):
@@ -27,9 +27,14 @@ def dynamic_mj(row, idle_w):
 def points(raw, idle_w, checks):
     """One point per warm-up + measurement run: its dynamic energy minus that of
     the warm-up-only run of the same level, shape, launches and repeat.
-    checks[(level, multi_block)] = {"valid": bool, "hit_rate_pct": float, "note": str}:
-    the check of a one-block shape (32x1) covers one-block points, that of the
-    largest shape (1024 x SMs) the multi-block points."""
+    checks[(level, multi_block)] = {"valid": bool, "hit_rate_pct": float, "note": str,
+    "counted": float, "expected": int, "shape": "TPBxBLOCKS"}: the check of a
+    one-block shape (32x1) covers one-block points, that of the largest shape
+    (1024 x SMs) the multi-block points; a check of the point's own shape
+    (key (level, threads_per_block, blocks)) wins where there is one. Each point
+    carries the check's counter count scaled to it (counted = accesses x
+    counted / expected: shared-memory wavefronts for shared, sectors else) and
+    the shape it was checked at."""
     warm = {(r["level"], r["threads_per_block"], r["blocks"], r["launches"], r["repeat"]): r
             for r in raw if r["meas_steps"] == 0 and not r["div"]}
     out = []
@@ -40,7 +45,9 @@ def points(raw, idle_w, checks):
         if w is None:
             continue
         e = (dynamic_mj(r, idle_w) - dynamic_mj(w, idle_w)) / 1e3
-        chk = checks.get((r["level"], r["blocks"] > 1), {"valid": False, "note": "no ncu check"})
+        accesses = r["launches"] * r["blocks"] * r["threads_per_block"] * r["meas_steps"]
+        chk = checks.get((r["level"], r["threads_per_block"], r["blocks"])) \
+            or checks.get((r["level"], r["blocks"] > 1), {"valid": False, "note": "no ncu check"})
         notes = [chk.get("note") or ""]
         valid = bool(chk.get("valid"))
         if e <= 0:
@@ -48,12 +55,14 @@ def points(raw, idle_w, checks):
             notes.append("energy difference not positive (below the counter's resolution)")
         out.append({
             "gpu": r["gpu"], "level": r["level"], "threads_per_block": r["threads_per_block"],
-            "blocks": r["blocks"], "accesses": r["launches"] * r["blocks"] * r["threads_per_block"] * r["meas_steps"],
+            "blocks": r["blocks"], "accesses": accesses,
             "energy_j": e, "dur_ns": r["kernel_ns"] - w["kernel_ns"], "sm_clock_mhz": r["sm_clock_mhz"],
             "mem_clock_mhz": r["mem_clock_mhz"], "temp_c": r["temp_c"], "valid": valid,
             "array_bytes": r["array_bytes"], "hit_rate_pct": chk.get("hit_rate_pct"),
             "note": "; ".join(n for n in notes if n), "meas_steps": r["meas_steps"],
-            "launches": r["launches"], "repeat": r["repeat"]})
+            "launches": r["launches"], "repeat": r["repeat"],
+            "counted": accesses * chk["counted"] / chk["expected"] if chk.get("expected") else None,
+            "check_shape": chk.get("shape"), "sweep_pass": r["repeat"] // 10})
     return out
 
 
@@ -97,12 +106,16 @@ def check(level, diff, blocks, tpb, meas_steps, tolerance=0.05, min_hit=95.0):
 
 
 def checks_from_rows(rows):
-    """checks.csv rows -> the checks argument of points()."""
+    """checks.csv rows -> the checks argument of points(), keyed both by shape
+    group (level, multi_block) and by the exact shape (level, tpb, blocks)."""
     out = {}
     for r in rows:
-        key = (r["level"], int(r["blocks"]) > 1)
         valid = str(r["valid"]).lower() == "true"
-        out[key] = {"valid": valid, "hit_rate_pct": float(r["hit_rate_pct"]), "note": "" if valid else r["note"]}
+        tpb, blocks = int(r["threads_per_block"]), int(r["blocks"])
+        chk = {"valid": valid, "hit_rate_pct": float(r["hit_rate_pct"]), "note": "" if valid else r["note"],
+               "counted": float(r["counted"]), "expected": int(float(r["expected"])), "shape": f"{tpb}x{blocks}"}
+        out[(r["level"], blocks > 1)] = chk
+        out[(r["level"], tpb, blocks)] = chk
     return out
 
 

@@ -111,12 +111,14 @@ def fits(points_csv):
     return [dict(zip(cols, r)) for r in rows]
 
 
-def run_checks(exe, sizes, n_sm, levels):
-    """ncu checks at the chosen sizes, smallest and largest multi-thread shape."""
+def run_checks(exe, sizes, n_sm, levels, every_shape=False):
+    """ncu checks at the chosen sizes: the smallest and largest multi-thread shape,
+    or (every_shape) every launch shape of the sweep, so that each point rests on
+    a check of its own shape."""
     rows = []
     for level in levels:
         size = sizes[level]
-        for tpb, blocks in ((32, 1), (1024, n_sm)):
+        for tpb, blocks in (plan.shapes(n_sm) if every_shape else ((32, 1), (1024, n_sm))):
             spacing, base, _ = plan.layout(level, size, tpb, blocks)
             meas = base * max(plan.MEAS_MULTS)
             warm = plan.warm_steps(level, size)
@@ -210,6 +212,8 @@ def main(argv=None):
     ap.add_argument("--levels", default=",".join(plan.LEVELS))
     ap.add_argument("--checks-only", action="store_true",
                     help="rerun the ncu checks for the sizes in OUT/run.json, then --recompute")
+    ap.add_argument("--check-every-shape", action="store_true",
+                    help="with --checks-only: check every launch shape of the sweep (32 ncu runs), not two per level")
     ap.add_argument("--div-check", action="store_true",
                     help="rerun the LOAD+DIV cross-check (L1 size from OUT/run.json) into OUT/div_check.*")
     ap.add_argument("--more-repeats", type=int, default=0,
@@ -221,7 +225,8 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     if a.checks_only:
         meta = json.loads((out / "run.json").read_text())
-        write_csv(out / "checks.csv", run_checks(build.binary(), meta["sizes"], meta["sms"], plan.LEVELS))
+        write_csv(out / "checks.csv", run_checks(build.binary(), meta["sizes"], meta["sms"], plan.LEVELS,
+                                                 every_shape=a.check_every_shape))
     if a.div_check:
         meta = json.loads((out / "run.json").read_text())
         return div_check(out, build.binary(), meta["sizes"]["l1"], meta["sms"], a.target_s)

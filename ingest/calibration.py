@@ -11,7 +11,8 @@ from tracedb.ingest.source import open_bytes
 
 REQUIRED = ("gpu", "level", "threads_per_block", "blocks", "accesses", "energy_j")
 OPTIONAL = {"dur_ns": "BIGINT", "sm_clock_mhz": "DOUBLE", "mem_clock_mhz": "DOUBLE", "temp_c": "DOUBLE",
-            "valid": "BOOLEAN", "array_bytes": "BIGINT", "hit_rate_pct": "DOUBLE", "note": "VARCHAR"}
+            "valid": "BOOLEAN", "array_bytes": "BIGINT", "hit_rate_pct": "DOUBLE", "note": "VARCHAR",
+            "counted": "DOUBLE", "check_shape": "VARCHAR", "sweep_pass": "INTEGER"}
 TYPES = {"gpu": "VARCHAR", "level": "VARCHAR", "threads_per_block": "INTEGER", "blocks": "INTEGER",
          "accesses": "DOUBLE", "energy_j": "DOUBLE", **OPTIONAL}
 LEVELS = ("shared", "l1", "l2", "dram")
@@ -59,9 +60,10 @@ def prepare(con, path, work):
 def load(con, run, meta):
     con.execute("""INSERT INTO calibration (run, gpu, level, threads_per_block, blocks, accesses, energy_j,
                        dur_ns, sm_clock_mhz, mem_clock_mhz, temp_c, valid, reference, array_bytes,
-                       hit_rate_pct, note)
+                       hit_rate_pct, note, counted, check_shape, sweep_pass)
                    SELECT ?, gpu, level, threads_per_block, blocks, accesses, energy_j, dur_ns, sm_clock_mhz,
-                          mem_clock_mhz, temp_c, coalesce(valid, true), false, array_bytes, hit_rate_pct, note
+                          mem_clock_mhz, temp_c, coalesce(valid, true), false, array_bytes, hit_rate_pct, note,
+                          counted, check_shape, sweep_pass
                    FROM _cal""", [run])
     n, gpu = rows(con, "SELECT count(*), any_value(gpu) FROM _cal")[0]
     con.execute("DROP TABLE _cal")

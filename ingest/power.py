@@ -224,7 +224,7 @@ def prepare(con, path, options, work):
                "sm_clock_mhz": "TRY_CAST(sm_clock_mhz AS DOUBLE)" if "sm_clock_mhz" in names else "NULL",
                "mem_clock_mhz": "TRY_CAST(mem_clock_mhz AS DOUBLE)" if "mem_clock_mhz" in names else "NULL",
                "temp_c": "TRY_CAST(temp_c AS DOUBLE)" if "temp_c" in names else "NULL",
-               "phase": "phase" if "phase" in names else "NULL",
+               "phase": "phase" if "phase" in names else "NULL", "average_power_w": "NULL",
                "bad": "TRY_CAST(timestamp_ns AS BIGINT) IS NULL OR (power_mw IS NOT NULL AND TRY_CAST(power_mw AS DOUBLE) IS NULL)"}
     else:
         src, cut, units = _smi_raw(con, path, form, options, work, plain)
@@ -242,11 +242,11 @@ def prepare(con, path, options, work):
         meta.update(timezone=zone, utc_offset_ns=off, truncated_last_line=bool(cut))
         num = lambda k: (f"(TRY_CAST(regexp_extract({k}, '^\\s*(-?[0-9.]+)', 1) AS DOUBLE) * "
                          f"{_milli(k, units.get(k))})") if k in keys else "NULL"
-        # power.draw is the 1 s average on Ampere and newer, like power.draw.average: either one.
-        power = f"coalesce({num('power_w')}, {num('average_power_w')})"
+        # Each power column is kept as written; power_integral chooses (METHOD.md section 6).
         sel = {"ts_ns": f"epoch_ns(TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S'])) - {off}",
                "gpu": "TRY_CAST(gpu AS INTEGER)" if "gpu" in keys else "0",
-               "power_w": power, "energy_j": "NULL", "instant_power_w": num("instant_power_w"),
+               "power_w": num("power_w"), "energy_j": "NULL", "instant_power_w": num("instant_power_w"),
+               "average_power_w": num("average_power_w"),
                "sm_clock_mhz": num("sm_clock_mhz"), "mem_clock_mhz": num("mem_clock_mhz"),
                "temp_c": num("temp_c"), "phase": "NULL",
                "bad": "TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S']) IS NULL"}
@@ -267,7 +267,7 @@ def prepare(con, path, options, work):
 def load(con, path, run, meta):
     run_script(con, sql_text("schema", "load/power.sql"), {"run": run})
     info = rows(con, """SELECT count(DISTINCT gpu), min(ts_ns), max(ts_ns),
-                               quantile_cont(coalesce(instant_power_w, power_w), 0.05)
+                               quantile_cont(coalesce(instant_power_w, power_w, average_power_w), 0.05)
                         FROM power WHERE run = ?""", [run])[0]
     meta.update(gpus=info[0], start_ns=info[1], end_ns=info[2], idle_power_w_p05=info[3])
     con.execute("DROP TABLE IF EXISTS _power_raw")

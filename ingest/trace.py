@@ -127,9 +127,11 @@ def _warn_mended(con, path):
         warnings.warn(f"{path}: {n} events {_MENDED[problem]} (first: {first!r})")
 
 
-def load(con, tf, run):
+def load(con, tf, run, iteration_marker=None):
     """Insert the split trace's events and derived tables under `run`.
 
+    iteration_marker: name of the CPU-side event (annotation or op) that marks
+    iterations, for traces without ProfilerStep markers (--iterations-from).
     The caller owns the transaction and registers the run row first.
     """
     path = tf.path
@@ -150,12 +152,16 @@ def load(con, tf, run):
     with status("linking kernels, launches, ops and iterations"):
         con.execute("SET VARIABLE tracedb_run = ?", [run])
         con.execute("SET VARIABLE tracedb_base_ns = ?", [base_ns])
+        con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
         run_script(con, sql_text("schema", "load/trace_events.sql"))
         run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
         con.execute("DROP VIEW _run_events")
         con.execute("DROP TABLE _trace_staged")
-        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid"):
+        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid", "tracedb_iteration_marker"):
             con.execute(f"RESET VARIABLE {v}")
+    if iteration_marker is not None and not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):
+        raise IngestError(path, f"--iterations-from {iteration_marker!r}: no CPU-side event of that name "
+                                "with a duration in the trace")
     return {"base_time_ns": base_ns}
 
 
@@ -217,6 +223,7 @@ class TraceReader(Reader):
         # otherwise hashing an uncompressed file overlaps the parse.
         if scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [tf.content_bytes]):
             tf.wait_hash()
+        tf.iteration_marker = options.get("iterations_from")
         return Prepared(fmt, tf.content_bytes, lambda: (tf.wait_hash(), hasher.hexdigest())[1],
                         digest_ready=tf.hashing is None, state=tf)
 
@@ -226,7 +233,7 @@ class TraceReader(Reader):
     def load(self, con, prep, run):
         tf = prep.state
         try:
-            info = load(con, tf, run) or {}
+            info = load(con, tf, run, getattr(tf, "iteration_marker", None)) or {}
         except CutInsideEvent:      # a cut between pieces fell inside an event: rare
             raise Reload() from None
         fields = run_metadata(con, run, tf.members)

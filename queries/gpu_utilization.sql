@@ -2,7 +2,9 @@
 -- description: GPU utilization per run and iteration (METHOD.md section 3, high
 --   level): the share of the iteration during which at least one kernel runs.
 --   Kernel time is the union of the iteration's kernel intervals over all
---   streams (view kernel_busy_intervals); the plain sum is given beside it.
+--   streams (view kernel_busy_intervals); the plain sum is given beside it,
+--   and the seed paper's GPU kernel time: all GPU events (kernels, memcpy,
+--   memset), summed (gpu_event_sum_ns) and as a union (gpu_event_busy_ns).
 --   `steady` marks the steady iteration: the first whose duration is within 5%
 --   of the median of the iterations after it (view iteration_steadiness).
 -- parameters:
@@ -14,6 +16,9 @@
 --   total_ns BIGINT: iteration duration (marker start to later of marker end and last GPU activity end), ns
 --   kernel_busy_ns BIGINT: time with at least one kernel running, ns
 --   kernel_sum_ns BIGINT: plain sum of kernel durations, ns
+--   gpu_event_sum_ns BIGINT: durations of all GPU events (kernels, memcpy, memset) summed, ns
+--   gpu_event_busy_ns BIGINT: time with at least one GPU event running (union), ns
+--   gpu_event_util_pct DOUBLE: 100 * gpu_event_sum_ns / total_ns, % (the seed's GPU utilization; above 100 when events overlap)
 --   kernels BIGINT: number of kernels launched in the iteration
 --   idle_ns BIGINT: total_ns - kernel_busy_ns, ns
 --   gpu_util_pct DOUBLE: 100 * kernel_busy_ns / total_ns, %
@@ -22,7 +27,8 @@
 -- requires:
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
-SELECT run, iteration, total_ns, kernel_busy_ns, kernel_sum_ns, kernels, idle_ns, gpu_util_pct, steady,
+SELECT run, iteration, total_ns, kernel_busy_ns, kernel_sum_ns, gpu_event_sum_ns, gpu_event_busy_ns,
+       gpu_event_util_pct, kernels, idle_ns, gpu_util_pct, steady,
        CAST($batch_size AS DOUBLE) / (total_ns / 1e9) AS samples_per_s
 FROM iteration_gpu_time
 WHERE $run IS NULL OR run = $run

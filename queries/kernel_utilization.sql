@@ -19,6 +19,8 @@
 --   issue_slot_pct DOUBLE: issue / elapsed cycles, %
 --   tc_active_pct DOUBLE: tensor pipe active / elapsed cycles, %
 --   tc_issue_pct DOUBLE: tensor instructions / elapsed cycles, %
+--   tc_issue_bound_pct DOUBLE: tensor instructions / issued instructions, % (N/I)
+--   tc_active_bound_pct DOUBLE: tensor pipe active / SMSP active cycles, % (C/A)
 --   score DOUBLE: match score
 -- requires:
 --   matches: ncu kernels matched to the run (tracedb ingest REPORT --pair-with RUN, or tracedb match)
@@ -26,6 +28,7 @@
 SELECT run, iteration, kernel_id, ncu_id, trace_name AS name, op_name, layer_type, ts_ns, dur_ns,
        round(smsp_active_pct, 3) AS smsp_active_pct, round(issue_slot_pct, 3) AS issue_slot_pct,
        round(tc_active_pct, 3) AS tc_active_pct, round(tc_issue_pct, 3) AS tc_issue_pct,
+       round(tc_issue_bound_pct, 3) AS tc_issue_bound_pct, round(tc_active_bound_pct, 3) AS tc_active_bound_pct,
        round(score, 4) AS score
 FROM kernel_levels
 WHERE ($run IS NULL OR run = $run) AND ($iteration IS NULL OR iteration = $iteration)

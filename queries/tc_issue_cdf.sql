@@ -3,13 +3,14 @@
 --   core issue slot utilization: for each value x of per-kernel TC issue slot
 --   utilization, the share of the matched kernels' time spent in kernels with
 --   TC issue <= x. The row with tc_issue_pct = 0 gives the share of time in
---   kernels that issue no tensor instruction at all.
+--   kernels that issue no tensor instruction at all (kernels without a tensor
+--   instruction counter count as 0).
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all matched ones when absent)
 -- columns:
 --   run VARCHAR: trace run
---   tc_issue_pct DOUBLE: per-kernel TC issue slot utilization (rounded to 0.01), %
+--   tc_issue_pct DOUBLE: per-kernel TC issue slot utilization (exact: a small value is not folded into 0), %
 --   kernels BIGINT: kernels at this value
 --   time_ns BIGINT: their trace time, ns
 --   cum_time_share_pct DOUBLE: share of kernel time in kernels with TC issue <= tc_issue_pct, %
@@ -17,7 +18,7 @@
 --   matches: ncu kernels matched to the run (tracedb ingest REPORT --pair-with RUN, or tracedb match)
 -- engines: duckdb, spark
 WITH k AS (
-    SELECT run, round(coalesce(tc_issue_pct, 0), 2) AS x, dur_ns
+    SELECT run, coalesce(tc_issue_pct, 0) AS x, dur_ns
     FROM kernel_levels
     WHERE ($run IS NULL OR run = $run) AND ($iteration IS NULL OR iteration = $iteration)
 ), g AS (

@@ -107,9 +107,14 @@ def test_checks():
     assert not off["valid"] and "sector count off" in off["note"]
     miss = results.check("l2", {"lts__t_sectors_op_read.sum": 1300, "dram__sectors_read.sum": 500}, 1, 10, 100)
     assert not miss["valid"] and miss["hit_rate_pct"] == 50
-    chk = {(r["level"], int(r["blocks"]) > 1): r["valid"] for r in csv.DictReader(open(RES / "checks.csv"))}
-    assert chk[("l2", False)] == "False" and chk[("l2", True)] == "True"     # one SM: half from DRAM
-    assert all(v == "True" for k, v in chk.items() if k[0] != "l2")
+    chk = {(r["level"], int(r["threads_per_block"]), int(r["blocks"])): r for r in csv.DictReader(open(RES / "checks.csv"))}
+    assert len(chk) == 4 * len(plan.shapes(132))                             # every shape of the sweep
+    assert chk[("l2", 32, 1)]["valid"] == "False" and float(chk[("l2", 32, 1)]["hit_rate_pct"]) == pytest.approx(50, abs=0.01)   # one SM: half from DRAM
+    assert chk[("l2", 1024, 132)]["valid"] == "True"
+    assert all(r["valid"] == "True" for k, r in chk.items() if k[0] != "l2")
+    # shared memory: one wavefront per load with one thread, a quarter from 32 threads up
+    ratio = {k: float(r["counted"]) / float(r["expected"]) for k, r in chk.items() if k[0] == "shared"}
+    assert all(v == (1.0 if k[1] == 1 else 0.25) for k, v in ratio.items())
 
 
 def test_points_from_the_committed_raw_output():

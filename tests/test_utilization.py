@@ -126,12 +126,15 @@ def test_tc_issue_cdf(util_db, ncu_ref):
     ids = matched_ids(util_db)
     dur = dict(rows(util_db, "SELECT kernel_id, dur_ns FROM kernels WHERE run = ?", [AMP]))
     none = sum(dur[k] for k, n in ids.items() if ncu_ref["N"][n] == 0)
-    # the first point: kernels whose TC issue rounds to 0.00% (none at all, or under 0.005%)
-    tiny = sum(dur[k] for k, n in ids.items() if 100 * ncu_ref["N"][n] / ncu_ref["E"][n] < 0.005)
+    # the first point: kernels that issue no tensor instruction at all (exact values: the
+    # report once rounded to 0.01%, which folded the kernels under 0.005% into 0)
     total = sum(dur[k] for k in ids)
-    assert t[0]["tc_issue_pct"] == 0 and t[0]["cum_time_share_pct"] == pytest.approx(100 * tiny / total, abs=1e-3)
-    assert 100 * none / total <= t[0]["cum_time_share_pct"]
-    assert t[0]["cum_time_share_pct"] > 50           # most kernel time barely uses tensor cores
+    assert t[0]["tc_issue_pct"] == 0 and t[0]["cum_time_share_pct"] == pytest.approx(100 * none / total, abs=1e-3)
+    tiny = sum(dur[k] for k, n in ids.items() if 0 < 100 * ncu_ref["N"][n] / ncu_ref["E"][n] < 0.005)
+    assert tiny > 0.1 * total and 0 < t[1]["tc_issue_pct"] < 0.005  # what the rounding hid: 21.6% of the time
+    low = max(r["cum_time_share_pct"] for r in t if r["tc_issue_pct"] < 0.005)
+    assert low == pytest.approx(100 * (none + tiny) / total, abs=1e-3)
+    assert low > 50                                   # most kernel time barely uses tensor cores
 
 
 def test_top_kernels(util_db):
@@ -236,7 +239,8 @@ def test_every_report_runs_on_every_fixture_run(util_db):
                      ("needs GPU kernels" in str(e) and run.startswith("cpu_")) or \
                      ("needs a power log" in str(e) and run.startswith("cpu_")) or \
                      ("needs TensorFlow eager" in str(e) and not run.startswith("cpu_")) or \
-                     (name == "energy_breakdown" and "no calibration for GPU NVIDIA H100" in str(e))
+                     (name == "energy_breakdown" and "no calibration for GPU NVIDIA H100" in str(e)) or \
+                     (name == "calibration_points" and "needs calibration points" in str(e))
                 assert ok, (name, run, e)
                 continue
             assert t.num_columns == len(rep.columns), name

@@ -132,17 +132,33 @@ LEFT JOIN _op op ON op.event_id = lo.op_event_id AND op.end_ns >= l.ts_ns
 ORDER BY s.seq;
 
 -- Iterations: PyTorch ProfilerStep#N on the CPU side, TensorFlow events with a step_num
--- (XProf events have no category: only those have their args searched).
+-- (XProf events have no category: only those have their args searched). When the
+-- ingest names a marker (--iterations-from NAME: DuckDB variable
+-- tracedb_iteration_marker), the CPU-side events of that exact name are the
+-- iterations instead (a record_function annotation or an op of traces without
+-- ProfilerStep markers), numbered 0, 1, ... in time order; GPU-side copies of an
+-- annotation (gpu_user_annotation) are left out, as for ProfilerStep.
 CREATE OR REPLACE TEMP TABLE _marker AS
-SELECT event_id, name, ts_ns AS start_ns, ts_ns + dur_ns AS marker_end_ns,
-       coalesce(TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER),
-                TRY_CAST(args->>'step_num' AS INTEGER)) AS step
-FROM _run_events
-WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL
-  AND ((name LIKE 'ProfilerStep#%' AND lower(coalesce(cat, '')) <> 'gpu_user_annotation')
-       OR (cat IS NULL AND contains(CAST(args AS VARCHAR), '"step_num"') AND args->>'step_num' IS NOT NULL))
+WITH m AS (
+    SELECT event_id, name, ts_ns AS start_ns, ts_ns + dur_ns AS marker_end_ns,
+           coalesce(TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER),
+                    TRY_CAST(args->>'step_num' AS INTEGER)) AS marked_step,
+           CAST(row_number() OVER (ORDER BY ts_ns, event_id) - 1 AS INTEGER) AS numbered
+    FROM _run_events
+    WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL
+      AND CASE WHEN getvariable('tracedb_iteration_marker') IS NOT NULL
+               THEN name = getvariable('tracedb_iteration_marker')
+                    AND lower(coalesce(cat, '')) NOT IN ('gpu_user_annotation', 'kernel', 'gpu_memcpy', 'gpu_memset')
+               ELSE (name LIKE 'ProfilerStep#%' AND lower(coalesce(cat, '')) <> 'gpu_user_annotation')
+                    OR (cat IS NULL AND contains(CAST(args AS VARCHAR), '"step_num"') AND args->>'step_num' IS NOT NULL) END
+), s AS (
+    SELECT event_id, name, start_ns, marker_end_ns,
+           CASE WHEN getvariable('tracedb_iteration_marker') IS NOT NULL THEN numbered ELSE marked_step END AS step
+    FROM m
+)
+SELECT * FROM s
 QUALIFY step IS NOT NULL
-    AND row_number() OVER (PARTITION BY step ORDER BY ts_ns, event_id) = 1;
+    AND row_number() OVER (PARTITION BY step ORDER BY start_ns, event_id) = 1;
 
 UPDATE kernels SET iteration = m.step
 FROM _marker m

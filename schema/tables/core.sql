@@ -112,13 +112,14 @@ CREATE TABLE IF NOT EXISTS power (
     run              VARCHAR NOT NULL,
     gpu              INTEGER NOT NULL,
     ts_ns            BIGINT NOT NULL,        -- absolute epoch ns
-    power_w          DOUBLE,
+    power_w          DOUBLE,                 -- nvmlDeviceGetPowerUsage / nvidia-smi power.draw: a 1 s average on Ampere (but A100) and newer
     energy_j         DOUBLE,                 -- cumulative energy counter
-    instant_power_w  DOUBLE,
+    instant_power_w  DOUBLE,                 -- NVML_FI_DEV_POWER_INSTANT / nvidia-smi power.draw.instant: the power the energy is integrated from when present (METHOD.md section 6)
     sm_clock_mhz     DOUBLE,
     mem_clock_mhz    DOUBLE,
     temp_c           DOUBLE,
-    phase            VARCHAR                 -- tracedb power-log: idle_before | run | idle_after
+    phase            VARCHAR,                -- tracedb power-log: idle_before | run | idle_after
+    average_power_w  DOUBLE                  -- nvidia-smi power.draw.average (1 s average); integrated only when neither instant_power_w nor power_w is there
 );
 
 -- How a power run's clock maps onto a trace run's timeline:
@@ -149,7 +150,10 @@ CREATE TABLE IF NOT EXISTS calibration (
     reference         BOOLEAN DEFAULT false, -- published values, not measured here
     array_bytes       BIGINT,                -- size of the pointer-chasing array
     hit_rate_pct      DOUBLE,                -- ncu hit rate of the target level (safety check)
-    note              VARCHAR                -- why a point is not valid
+    note              VARCHAR,               -- why a point is not valid
+    counted           DOUBLE,                -- what the level's ncu counter counts for this point (shared: wavefronts; else sectors), from the counter check of check_shape scaled to the point
+    check_shape       VARCHAR,               -- launch shape (threads_per_block x blocks) of the ncu counter check behind valid, hit_rate_pct and counted
+    sweep_pass        INTEGER                -- pass of the sweep over all access counts (0, 1, 2 ...): the repeats
 );
 
 -- Pairs of trace kernels and ncu kernels (one-to-one), with the score and its parts.

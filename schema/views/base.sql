@@ -30,26 +30,34 @@ CREATE OR REPLACE MACRO is_launch_category(cat) AS
 CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
     lower(cat) IN ('cpu_op', 'operator');
 
--- Union of the kernel intervals of each (run, iteration) over all streams:
--- one row per maximal busy interval. Gaps-and-islands over kernels sorted by start.
-CREATE OR REPLACE VIEW kernel_busy_intervals AS
+-- Union of the GPU activity intervals of each (run, iteration) over all streams:
+-- one row per maximal busy interval, for kernels alone (activity = 'kernels')
+-- and for all GPU activity: kernels, memcpy and memset (activity = 'all').
+-- Gaps-and-islands over the intervals sorted by start.
+CREATE OR REPLACE VIEW gpu_busy_intervals AS
 WITH k AS (
-    SELECT run, iteration, ts_ns AS s, ts_ns + dur_ns AS e
+    SELECT a.activity, run, iteration, ts_ns AS s, ts_ns + dur_ns AS e
     FROM kernels
-    WHERE kind = 'kernel' AND ts_ns IS NOT NULL AND iteration IS NOT NULL
+    JOIN (VALUES ('kernels'), ('all')) a(activity) ON a.activity = 'all' OR kind = 'kernel'
+    WHERE ts_ns IS NOT NULL AND iteration IS NOT NULL
 ), marked AS (
-    SELECT *, CASE WHEN s > max(e) OVER (PARTITION BY run, iteration ORDER BY s, e
+    SELECT *, CASE WHEN s > max(e) OVER (PARTITION BY activity, run, iteration ORDER BY s, e
                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                    THEN 1 ELSE 0 END AS new_island
     FROM k
 ), islands AS (
-    SELECT *, sum(new_island) OVER (PARTITION BY run, iteration ORDER BY s, e
+    SELECT *, sum(new_island) OVER (PARTITION BY activity, run, iteration ORDER BY s, e
                                     ROWS UNBOUNDED PRECEDING) AS island
     FROM marked
 )
-SELECT run, iteration, min(s) AS start_ns, max(e) AS end_ns, max(e) - min(s) AS dur_ns
+SELECT activity, run, iteration, min(s) AS start_ns, max(e) AS end_ns, max(e) - min(s) AS dur_ns
 FROM islands
-GROUP BY run, iteration, island;
+GROUP BY activity, run, iteration, island;
+
+-- Union of the kernel intervals of each (run, iteration) over all streams
+-- (METHOD.md section 3's K): the kernels' rows of gpu_busy_intervals.
+CREATE OR REPLACE VIEW kernel_busy_intervals AS
+SELECT run, iteration, start_ns, end_ns, dur_ns FROM gpu_busy_intervals WHERE activity = 'kernels';
 
 -- The steady iteration of each trace run: the first whose duration is within
 -- 5% of the median of the iterations after it (the last one when none is).
@@ -71,21 +79,28 @@ FROM flagged;
 -- GPU time of each iteration (METHOD.md section 3, first level): total time,
 -- time with at least one kernel running (the union of kernel intervals over all
 -- streams, kernel_busy_intervals), the plain sum of kernel durations, idle time,
--- GPU utilization and the steady flag. gpu_utilization and iteration_utilization
--- read it.
+-- GPU utilization and the steady flag; beside them the GPU time as the seed
+-- paper aggregates it (all GPU events: kernels, memcpy and memset), as a plain
+-- sum and as a union. gpu_utilization and iteration_utilization read it.
 CREATE OR REPLACE VIEW iteration_gpu_time AS
 WITH busy AS (
-    SELECT run, iteration, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals GROUP BY run, iteration
+    SELECT run, iteration, sum(dur_ns) FILTER (activity = 'kernels') AS busy_ns,
+           sum(dur_ns) FILTER (activity = 'all') AS all_busy_ns
+    FROM gpu_busy_intervals GROUP BY run, iteration
 ), ksum AS (
-    SELECT run, iteration, sum(dur_ns) AS sum_ns, count(*) AS n
-    FROM kernels WHERE kind = 'kernel' AND iteration IS NOT NULL GROUP BY run, iteration
+    SELECT run, iteration, sum(dur_ns) FILTER (kind = 'kernel') AS sum_ns, count(*) FILTER (kind = 'kernel') AS n,
+           sum(dur_ns) AS all_sum_ns
+    FROM kernels WHERE iteration IS NOT NULL GROUP BY run, iteration
 )
 SELECT i.run, i.iteration, s.steady, i.dur_ns AS total_ns,
        CAST(coalesce(b.busy_ns, 0) AS BIGINT) AS kernel_busy_ns,
        CAST(coalesce(k.sum_ns, 0) AS BIGINT) AS kernel_sum_ns,
+       CAST(coalesce(k.all_sum_ns, 0) AS BIGINT) AS gpu_event_sum_ns,
+       CAST(coalesce(b.all_busy_ns, 0) AS BIGINT) AS gpu_event_busy_ns,
        coalesce(k.n, 0) AS kernels,
        CAST(i.dur_ns - coalesce(b.busy_ns, 0) AS BIGINT) AS idle_ns,
-       100.0 * coalesce(b.busy_ns, 0) / i.dur_ns AS gpu_util_pct
+       100.0 * coalesce(b.busy_ns, 0) / i.dur_ns AS gpu_util_pct,
+       100.0 * coalesce(k.all_sum_ns, 0) / i.dur_ns AS gpu_event_util_pct
 FROM iterations i
 JOIN iteration_steadiness s USING (run, iteration)
 LEFT JOIN busy b USING (run, iteration)

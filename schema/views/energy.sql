@@ -14,15 +14,23 @@ SELECT tr.run, pw.run, 0, 'absolute', 'not paired at ingest: the log overlaps th
 FROM tr JOIN pw ON pw.s <= tr.e AND tr.s <= pw.e
 WHERE NOT EXISTS (SELECT 1 FROM power_alignment a WHERE a.trace_run = tr.run AND a.power_run = pw.run);
 
--- Each power sample with the power used for integration (instant power when
--- the log has it: nvmlDeviceGetPowerUsage is a 1 s average on Ampere+), the
+-- Each power sample with the power used for integration (METHOD.md section 6:
+-- instant power when the log has it, since nvmlDeviceGetPowerUsage/power.draw
+-- and power.draw.average are 1 s averages on Ampere+ that smear a short window;
+-- else power.draw, else power.draw.average; power_field says which), the
 -- segment to the next sample and the energy integrated before it (trapezoids).
 CREATE OR REPLACE VIEW power_integral AS
-WITH s AS (
-    SELECT run, gpu, ts_ns, coalesce(instant_power_w, power_w) AS p_w, energy_j, phase,
-           lead(ts_ns) OVER w AS next_ts, lead(coalesce(instant_power_w, power_w)) OVER w AS next_p,
-           lead(energy_j) OVER w AS next_energy_j
+WITH c AS (
+    SELECT *, coalesce(instant_power_w, power_w, average_power_w) AS p_w,
+           CASE WHEN instant_power_w IS NOT NULL THEN 'instant'
+                WHEN power_w IS NOT NULL THEN 'draw'
+                WHEN average_power_w IS NOT NULL THEN 'average' END AS power_field
     FROM power
+), s AS (
+    SELECT run, gpu, ts_ns, p_w, power_field, energy_j, phase,
+           lead(ts_ns) OVER w AS next_ts, lead(p_w) OVER w AS next_p,
+           lead(energy_j) OVER w AS next_energy_j
+    FROM c
     WINDOW w AS (PARTITION BY run, gpu ORDER BY ts_ns)
 )
 SELECT *, coalesce(sum((next_ts - ts_ns) * (p_w + next_p) / 2e9) OVER (
@@ -75,15 +83,33 @@ FROM idle LEFT JOIN e USING (run, gpu) LEFT JOIN p USING (run, gpu);
 -- level and launch shape (valid points only), and the published reference
 -- values; lower_bound marks, per GPU and level, the smallest eps among fits
 -- with at least 3 points and r2 >= 0.95 (the model's lower bound).
+-- counted_per_access: what the level's ncu counter counted per access in the
+-- counter checks behind the points (shared: wavefronts per 32-byte load, 0.25
+-- on the H200; about 1 sector per sector elsewhere); energy_breakdown turns
+-- the application's shared wavefronts into the calibration's accesses with it.
+-- The spread over repeats: eps fitted on each pass of the sweep alone
+-- (eps_pass_*), over the passes with at least 2 access counts.
 CREATE OR REPLACE VIEW calibration_fits AS
 WITH f AS (
     SELECT gpu, level, threads_per_block, blocks,
            regr_slope(energy_j, accesses) * 1e12 AS eps_pj,
            regr_intercept(energy_j, accesses) AS offset_j,
            regr_r2(energy_j, accesses) AS r2, count(*) AS n_points,
-           bool_or(reference) AS reference
+           bool_or(reference) AS reference,
+           sum(counted) / sum(accesses) FILTER (counted IS NOT NULL) AS counted_per_access
     FROM calibration WHERE valid
     GROUP BY gpu, level, threads_per_block, blocks
+), per_pass AS (
+    SELECT gpu, level, threads_per_block, blocks, sweep_pass,
+           regr_slope(energy_j, accesses) * 1e12 AS eps_pj
+    FROM calibration WHERE valid AND sweep_pass IS NOT NULL
+    GROUP BY gpu, level, threads_per_block, blocks, sweep_pass
+    HAVING count(DISTINCT accesses) >= 2
+), spread AS (
+    SELECT gpu, level, threads_per_block, blocks, count(*) AS n_passes,
+           avg(eps_pj) AS eps_pass_mean_pj, stddev_samp(eps_pj) AS eps_pass_std_pj,
+           min(eps_pj) AS eps_pass_min_pj, max(eps_pj) AS eps_pass_max_pj
+    FROM per_pass GROUP BY gpu, level, threads_per_block, blocks
 ), ranked AS (
     SELECT *, row_number() OVER (PARTITION BY gpu, level
                                  ORDER BY (n_points >= 3 AND r2 >= 0.95) DESC, eps_pj) = 1
@@ -91,10 +117,12 @@ WITH f AS (
     FROM f
 )
 SELECT gpu, level, threads_per_block, blocks, eps_pj, offset_j, r2, n_points, lower_bound,
-       coalesce(reference, false) AS reference
-FROM ranked
+       coalesce(reference, false) AS reference, counted_per_access,
+       n_passes, eps_pass_mean_pj, eps_pass_std_pj, eps_pass_min_pj, eps_pass_max_pj
+FROM ranked LEFT JOIN spread USING (gpu, level, threads_per_block, blocks)
 UNION ALL
-SELECT gpu, level, NULL, NULL, eps_pj, 0, NULL, NULL, true, true FROM calibration_reference;
+SELECT gpu, level, NULL, NULL, eps_pj, 0, NULL, NULL, true, true, NULL, NULL, NULL, NULL, NULL, NULL
+FROM calibration_reference;
 
 -- Energy of time windows on a trace's timeline: for each row of the temp
 -- relation _energy_windows(run, iteration, label, s, e) (trace ns) and the power

@@ -26,13 +26,19 @@ FROM match_runs
 QUALIFY row_number() OVER (PARTITION BY trace_run ORDER BY matched_at DESC, ncu_run) = 1;
 
 -- One row per matched kernel with its layer type and per-kernel levels, %
--- of the kernel's SMSP elapsed cycles.
+-- of the kernel's SMSP elapsed cycles, and the two tensor-core bounds of
+-- METHOD.md section 3: tensor instructions over all issued instructions (N/I)
+-- and tensor-pipe active over SMSP active cycles (C/A). Issued instructions are
+-- smsp__inst_issued where the report has it, else the issue cycles (one
+-- instruction per cycle).
 CREATE OR REPLACE VIEW kernel_levels AS
 SELECT mk.*, coalesce(l.layer_type, 'other') AS layer_type,
        100.0 * smsp_cycles_active / nullif(smsp_cycles_elapsed, 0) AS smsp_active_pct,
        100.0 * smsp_issue_active / nullif(smsp_cycles_elapsed, 0) AS issue_slot_pct,
        100.0 * tc_cycles_active / nullif(smsp_cycles_elapsed, 0) AS tc_active_pct,
-       100.0 * tc_inst / nullif(smsp_cycles_elapsed, 0) AS tc_issue_pct
+       100.0 * tc_inst / nullif(smsp_cycles_elapsed, 0) AS tc_issue_pct,
+       100.0 * tc_inst / nullif(coalesce(smsp_inst_issued, smsp_issue_active), 0) AS tc_issue_bound_pct,
+       100.0 * tc_cycles_active / nullif(smsp_cycles_active, 0) AS tc_active_bound_pct
 FROM matched_kernels mk
 JOIN trace_ncu_pairs p ON p.run = mk.run AND p.ncu_run = mk.ncu_run
 LEFT JOIN kernel_layers l ON l.run = mk.run AND l.kernel_id = mk.kernel_id;
@@ -40,13 +46,16 @@ LEFT JOIN kernel_layers l ON l.run = mk.run AND l.kernel_id = mk.kernel_id;
 -- Per run and iteration: time, GPU utilization and (where an ncu run is
 -- matched to that iteration) the summed counters and the five levels, both
 -- relative to the kernels' SMSP elapsed cycles and scaled to the iteration
--- by GPU utilization (*_iter). note says why a level is NULL.
+-- by GPU utilization (*_iter), and the tensor-core bounds N/I and C/A.
+-- note says why a level is NULL.
 CREATE OR REPLACE VIEW iteration_utilization AS
 WITH c AS (
     SELECT run, iteration, count(*) AS matched, sum(dur_ns) AS matched_ns,
            sum(smsp_cycles_elapsed) AS e, count(smsp_cycles_elapsed) AS n_e,
            sum(smsp_cycles_active) AS a, count(smsp_cycles_active) AS n_a,
            sum(smsp_issue_active) AS i, count(smsp_issue_active) AS n_i,
+           sum(coalesce(smsp_inst_issued, smsp_issue_active)) AS ii,
+           count(coalesce(smsp_inst_issued, smsp_issue_active)) AS n_ii,
            sum(tc_cycles_active) AS tc, count(tc_cycles_active) AS n_tc,
            sum(tc_inst) AS tn, count(tc_inst) AS n_tn,
            string_agg(DISTINCT tc_cycles_active_source, ', ') AS tc_src,
@@ -54,7 +63,7 @@ WITH c AS (
     FROM kernel_levels GROUP BY run, iteration
 ), lv AS (
     SELECT i.run, i.iteration, i.steady, i.total_ns, i.kernel_busy_ns, i.kernel_sum_ns, i.kernels,
-           i.gpu_util_pct,
+           i.gpu_util_pct, i.gpu_event_sum_ns, i.gpu_event_busy_ns, i.gpu_event_util_pct,
            p.ncu_run, p.matched_iteration, coalesce(c.matched, 0) AS matched_kernels,
            100.0 * c.matched_ns / nullif(i.kernel_sum_ns, 0) AS matched_time_pct,
            CASE WHEN c.n_e = c.matched THEN c.e END AS smsp_cycles_elapsed,
@@ -62,22 +71,28 @@ WITH c AS (
            CASE WHEN c.n_i = c.matched THEN c.i END AS smsp_issue_cycles,
            CASE WHEN c.n_tc = c.matched THEN c.tc END AS tc_active_cycles,
            CASE WHEN c.n_tn = c.matched THEN c.tn END AS tc_inst,
+           CASE WHEN c.n_ii = c.matched THEN c.ii END AS inst_issued,
            c.n_e, c.n_a, c.n_i, c.n_tc, c.n_tn, c.matched, c.tc_src, c.tn_src
     FROM iteration_gpu_time i
     LEFT JOIN trace_ncu_pairs p ON p.run = i.run
     LEFT JOIN c ON c.run = i.run AND c.iteration = i.iteration
 )
 SELECT run, iteration, steady, total_ns, kernel_busy_ns, kernel_sum_ns, kernels, gpu_util_pct,
-       ncu_run, matched_kernels, matched_time_pct,
+       gpu_event_sum_ns, gpu_event_busy_ns, gpu_event_util_pct, ncu_run, matched_kernels, matched_time_pct,
        smsp_cycles_elapsed, smsp_cycles_active, smsp_issue_cycles, tc_active_cycles, tc_inst,
        100.0 * smsp_cycles_active / smsp_cycles_elapsed AS smsp_active_pct,
        100.0 * smsp_issue_cycles / smsp_cycles_elapsed AS issue_slot_pct,
        100.0 * tc_active_cycles / smsp_cycles_elapsed AS tc_active_pct,
        100.0 * tc_inst / smsp_cycles_elapsed AS tc_issue_pct,
+       100.0 * tc_inst / nullif(inst_issued, 0) AS tc_issue_bound_pct,
+       100.0 * tc_active_cycles / nullif(smsp_cycles_active, 0) AS tc_active_bound_pct,
        gpu_util_pct * smsp_cycles_active / smsp_cycles_elapsed AS smsp_active_pct_iter,
        gpu_util_pct * smsp_issue_cycles / smsp_cycles_elapsed AS issue_slot_pct_iter,
        gpu_util_pct * tc_active_cycles / smsp_cycles_elapsed AS tc_active_pct_iter,
        gpu_util_pct * tc_inst / smsp_cycles_elapsed AS tc_issue_pct_iter,
+       concat_ws('; ',
+       CASE WHEN kernels = 0 THEN 'no GPU kernel events in this iteration (a CPU-only trace, or a CUPTI '
+                                  || 'range-profiler trace, which records no kernels): no GPU time or levels' END,
        CASE
          WHEN ncu_run IS NULL THEN 'no ncu run matched to this trace run: ingest one with --pair-with or run tracedb match'
          WHEN coalesce(matched, 0) = 0 THEN 'ncu run ' || ncu_run || ' was matched to iteration '
@@ -90,5 +105,5 @@ SELECT run, iteration, steady, total_ns, kernel_busy_ns, kernel_sum_ns, kernels,
               CASE WHEN n_tn < matched THEN 'no tensor instruction counter for ' || (matched - n_tn) || ' kernels (see metric_sources)' END,
               CASE WHEN matched_time_pct < 99 THEN 'counters cover ' || round(matched_time_pct, 1) || '% of kernel time' END,
               'ncu ' || ncu_run || '; TC cycles: ' || coalesce(tc_src, '-') || '; TC instructions: ' || coalesce(tn_src, '-'))
-       END AS note
+       END) AS note
 FROM lv;
