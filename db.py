@@ -7,6 +7,7 @@ schema/ is split by role, and a writable open applies it in this order:
 load/ (per-reader load SQL) and match/ (kernel matching) run during ingest.
 """
 import hashlib
+import os
 import re
 from importlib import resources
 
@@ -134,9 +135,20 @@ def _apply_comments(con):
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('comments', ?)", [digest])
 
 
+# The storage format a new database is written in: DuckDB 2.0 writes a format by
+# default that DuckDB 1.x (the CLI and drivers most people have) cannot open. The
+# README states the versions this gives; tests/test_compat.py opens a file with 1.5.
+STORAGE_COMPATIBILITY = "v1.4.0"
+
+
 def connect(path, read_only=False):
-    """Open (and create if needed) a tracedb DuckDB file with the schema applied."""
-    con = duckdb.connect(str(path), read_only=read_only)
+    """Open (and create if needed) a tracedb DuckDB file with the schema applied.
+    A new file is written in STORAGE_COMPATIBILITY's format."""
+    path = str(path)
+    config = {}
+    if not read_only and path != ":memory:" and not os.path.exists(path):
+        config["storage_compatibility_version"] = STORAGE_COMPATIBILITY
+    con = duckdb.connect(path, read_only=read_only, config=config)
     if not read_only:
         apply_schema(con)
     return con
