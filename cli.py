@@ -202,7 +202,8 @@ def cmd_export(args):
 
 def cmd_reports(args):
     if args.name:
-        print(reports.describe(reports.get(args.name)))
+        from tracedb.describe import describe
+        print(describe(reports.get(args.name)))
         return 0
     for r in reports.all_reports().values():
         params = ", ".join(f"{p.name}={p.default if p.default is not None else ''}" for p in r.params
