@@ -55,11 +55,19 @@ def cmd_ingest(args):
         return 1 if failed else 0
     if not args.db:
         raise UsageError("give --db FILE (or --lake DIR)")
+    from tracedb import autopair
     con = _open(args.db, write=True)
     failed = 0
-    for path in args.paths:
+    kinds = {p: autopair.pairs(p) for p in args.paths}
+    command_traces = []        # trace runs of this command: the ncu reports and power logs pair with them
+    for path in sorted(args.paths, key=lambda p: kinds[p] is not None):     # traces first
+        pair_with, why = args.pair_with, None
+        if kinds[path] and pair_with is None:
+            pair_with, why = autopair.before(con, command_traces)
         try:
-            r = ingest_file(con, path, run=args.run, pair_with=args.pair_with, options=options)
+            r = ingest_file(con, path, run=args.run, pair_with=pair_with, options=options)
+            if r.kind == "trace":
+                command_traces.append(r.run)
         except IngestError as e:
             print(f"tracedb: error: {e}", file=sys.stderr)
             failed += 1
@@ -68,10 +76,25 @@ def cmd_ingest(args):
             print(f"skipped {path}: {r.message}")
         else:
             print(f"loaded {path} as run {r.run} ({_summary(con, r.run, r.kind)})")
+        if kinds[path] and pair_with is None and r.status == "loaded":
+            try:
+                r.pairing, line = autopair.after(con, path, r.run, r.kind, command_traces, options)
+            except IngestError as e:
+                print(f"tracedb: error: {e}", file=sys.stderr)
+                failed += 1
+                continue
+            print(line)
+            pair_with = r.pairing and db.scalar(con, "SELECT paired_run FROM runs WHERE run = ?", [r.run])
+        elif why and r.pairing:
+            print(f"paired {r.run} with trace {pair_with} ({why})")
         if r.match:
             print(_match_line(r.match))
         elif r.pairing:
             print(r.pairing)
+        if r.pairing and pair_with:
+            note = autopair.others(con, r.run, r.kind, pair_with)
+            if note:
+                print(note)
     con.close()
     return 1 if failed else 0
 
