@@ -140,7 +140,7 @@ def cmd_chart(args):
         params["run"] = args.run
     con = _open(args.db)
     chart = charts.build(con, args.name, params)
-    charts.save(chart, args.output)
+    charts.save(chart, args.output, progress=sys.stderr.isatty())
     print(f"wrote {args.output} (chart {args.name} from report {charts.CHARTS[args.name][0]})")
     return 0
 
