@@ -254,7 +254,7 @@ def cmd_query(args):
         _write(table, args)
         return 0
     if not args.db:
-        raise UsageError("give --db FILE (or --engine spark --lake DIR)")
+        raise UsageError("give --db FILE or set TRACEDB_DB (or --engine spark --lake DIR)")
     con = _open(args.db)
     table = reports.run(con, args.name, params)
     _write(table, args)
@@ -368,7 +368,8 @@ def parser():
     sp = sub.add_parser("query", help="run a saved report")
     sp.add_argument("name", help="the report (tracedb reports)")
     sp.add_argument("--db", help=DB_HELP)
-    sp.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
+    sp.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb",
+                    help="duckdb (the database, default) or spark (a lake: --lake)")
     sp.add_argument("--lake", help="--engine spark: the lake to read")
     sp.add_argument("--spark-master", help="--engine spark: master URL (default local[*])")
     sp.add_argument("--dialect", help="with --print-sql: sqlglot dialect (spark, trino, bigquery, postgres ...)")
