@@ -328,7 +328,7 @@ def test_perfetto_export_is_chrome_trace_json_that_tracedb_reingests(full, tmp_p
         if e["ph"] == "C":
             assert e["args"] and all(isinstance(v, (int, float)) for v in e["args"].values())
         if e["ph"] == "M":
-            assert "name" in e["args"]
+            assert e["args"] and e["name"]
     own = [e for e in events if e.get("cat") != "tracedb"]
     added = [e for e in events if e.get("cat") == "tracedb"]
     assert len(own) == len(raw["traceEvents"])
@@ -363,7 +363,7 @@ def test_perfetto_export_is_chrome_trace_json_that_tracedb_reingests(full, tmp_p
                 "SELECT iteration, start_ns, end_ns, dur_ns FROM iterations WHERE run = ?"):
         assert q(sql, "again") == q(sql, AMP)
     assert q("SELECT count(*) FROM events WHERE run = ?", "again")[0][0] == len(raw["traceEvents"]) + len(added)
-    strip = lambda rows: sorted((r["iteration"], r["level"], r["name"], r["calls"], r["cpu_total_ns"],
+    strip = lambda rows: sorted((r["iteration"] or -1, r["level"], r["name"], r["calls"], r["cpu_total_ns"],
                                  r["cpu_self_ns"], r["gpu_total_ns"]) for r in rows)
     mine = [r for r in reports.run(con, "ops", {"run": "again", "iteration": "all"}).to_pylist()]
     theirs = reports.run(con, "ops", {"run": AMP, "iteration": "all"}).to_pylist()
