@@ -76,6 +76,8 @@ def cmd_ingest(args):
             print(f"skipped {path}: {r.message}")
         else:
             print(f"loaded {path} as run {r.run} ({_summary(con, r.run, r.kind)})")
+            if r.kind == "trace":
+                _trace_notes(con, path, r.run)
         if kinds[path] and pair_with is None and r.status == "loaded":
             try:
                 r.pairing, line = autopair.after(con, path, r.run, r.kind, command_traces, options)
@@ -112,6 +114,17 @@ def _summary(con, run, kind):
                                "FROM power WHERE run = ?", [run])[0]
         return f"power: {n} samples, {g} GPU(s), {s:.2f} s"
     return f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
+
+
+def _trace_notes(con, path, run):
+    """What a trace lacks that the reports need (a JSON that is not a profiler trace)."""
+    k, i = db.rows(con, "SELECT (SELECT count(*) FROM kernels WHERE run = $r), "
+                        "(SELECT count(*) FROM iterations WHERE run = $r)", {"r": run})[0]
+    if not k:
+        print(f"note: {path}: no GPU kernels, memcpy or memset in it: the GPU reports have nothing for run {run}")
+    if not i:
+        print(f"note: {path}: no step markers (ProfilerStep#N, step_num): per-iteration reports have "
+              f"nothing for run {run}")
 
 
 def _match_line(m):
@@ -217,8 +230,11 @@ def cmd_export(args):
         print(f"wrote {args.output} ({n} events of run {args.run[0]}; open it in ui.perfetto.dev or chrome://tracing)")
         return 0
     from tracedb import lake
+    from tracedb.progress import Progress
     con = _open(args.db)
-    runs = lake.export(con, args.lake, args.run or None)
+    bar = Progress(f"exporting to {args.lake}")
+    runs = lake.export(con, args.lake, args.run or None, progress=lambda i, n, name: bar.update(i, f"datasets ({name})"))
+    bar.done(f"{len(runs)} runs")
     print(f"exported {len(runs)} runs to {args.lake}")
     return 0
 
@@ -257,6 +273,11 @@ def cmd_query(args):
         raise UsageError("give --db FILE or set TRACEDB_DB (or --engine spark --lake DIR)")
     con = _open(args.db)
     table = reports.run(con, args.name, params)
+    if table.num_rows == 0:
+        from tracedb.empty import why_empty
+        report = reports.get(args.name)
+        print(f"tracedb: note: report {args.name} returned no rows: "
+              f"{why_empty(con, report, reports.bound_params(report, params))}", file=sys.stderr)
     _write(table, args)
     return 0
 

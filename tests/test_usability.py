@@ -371,3 +371,25 @@ def test_perfetto_export_is_chrome_trace_json_that_tracedb_reingests(full, tmp_p
     con.close()
     r = cli("export", "--perfetto", "--run", f"{AMP}_raw", "-o", tmp_path / "x.json", "--db", path)
     assert r.returncode == 1 and "is of kind ncu" in r.stderr
+
+
+# ---- nothing silently empty ----------------------------------------------------------
+
+def test_empty_results_and_misspelled_runs_are_explained(full, tmp_path):
+    path, _ = full
+    r = cli("query", "compare_runs", "--db", path, "--param", f"runs={AMP},{AMP}_typo")
+    assert r.returncode == 1 and f"runs: no run named '{AMP}_typo'" in r.stderr and r.stderr.count("\n") == 1
+    r = cli("query", "top_kernels", "--db", path, "--param", "iteration=9", "--format", "csv")
+    assert r.returncode == 0 and r.stdout.count("\n") == 1          # the header only
+    assert r.stderr.strip() == f"tracedb: note: report top_kernels returned no rows: no run has iteration 9 " \
+                               f"(iterations: {AMP}: 2)"
+    r = cli("query", "rank_summary", "--db", path, "--format", "csv")
+    assert "no run has a rank: only traces with Kineto's distributedInfo" in r.stderr
+    odd = tmp_path / "not_a_profile.json"
+    odd.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}')
+    copy = tmp_path / "e.duckdb"
+    copy.write_bytes(path.read_bytes())
+    r = cli("ingest", odd, "--db", copy)
+    assert r.returncode == 0
+    assert f"note: {odd}: no GPU kernels, memcpy or memset in it" in r.stdout
+    assert f"note: {odd}: no step markers (ProfilerStep#N, step_num)" in r.stdout
