@@ -179,6 +179,9 @@ def cmd_calibrate(args):
         return bench(args.rest[1:] if args.rest[:1] == ["--"] else args.rest)
     except BuildError as e:
         raise UsageError(f"calibrate: {e}") from None
+    except FileNotFoundError as e:          # nvidia-smi or nvcc missing: no GPU toolchain here
+        raise UsageError(f"calibrate: {e.filename or e} not found: calibration runs on a machine with an "
+                         f"NVIDIA GPU, its driver (nvidia-smi) and the CUDA toolkit (nvcc)") from None
 
 
 def cmd_rm(args):

@@ -393,3 +393,12 @@ def test_empty_results_and_misspelled_runs_are_explained(full, tmp_path):
     assert r.returncode == 0
     assert f"note: {odd}: no GPU kernels, memcpy or memset in it" in r.stdout
     assert f"note: {odd}: no step markers (ProfilerStep#N, step_num)" in r.stdout
+
+
+def test_calibrate_without_a_gpu_toolchain_is_one_line(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    r = subprocess.run([sys.executable, "-m", "tracedb.cli", "calibrate", str(tmp_path / "cal")],
+                       capture_output=True, text=True, env=dict(os.environ, PATH=str(empty)), timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("tracedb: error: calibrate: ") and "not found: calibration runs on a machine with" in r.stderr
