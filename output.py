@@ -124,10 +124,11 @@ def render(table: pa.Table, width=None, full_names=False) -> str:
 
 
 def _width():
+    """The terminal's width; 200 into a pipe or file (a width there is arbitrary)."""
     try:
         return os.get_terminal_size(sys.stdout.fileno()).columns
     except (OSError, ValueError):
-        return int(os.environ.get("COLUMNS", 120))
+        return 200
 
 
 def text_table(table: pa.Table, full_names=False) -> str:
