@@ -16,20 +16,22 @@ from tracedb.ingest import ingest_file
 
 from conftest import AMP_NCU, AMP_TRACE
 
-OLD_DUCKDB = "1.5.6"      # the newest 1.x on the package index when this was written
+# the newest 1.x on the package index when this was written, and the 1.4 LTS line
+OLD_DUCKDB = ("1.5.6", "1.4.4")
 
 
-@pytest.fixture(scope="module")
-def old_python(tmp_path_factory):
+@pytest.fixture(scope="module", params=OLD_DUCKDB)
+def old_python(request, tmp_path_factory):
+    version = request.param
     env = tmp_path_factory.mktemp("old-duckdb") / "venv"
     venv.EnvBuilder(with_pip=True).create(env)
     py = env / "bin" / "python"
     r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        f"duckdb=={OLD_DUCKDB}"], capture_output=True, text=True, timeout=600)
+                        f"duckdb=={version}"], capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
-        pytest.skip(f"pip cannot install duckdb=={OLD_DUCKDB} (no package index?): "
+        pytest.skip(f"pip cannot install duckdb=={version} (no package index?): "
                     f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    return py
+    return py, version
 
 
 def test_database_opens_in_duckdb_1x(old_python, tmp_path):
@@ -45,10 +47,11 @@ def test_database_opens_in_duckdb_1x(old_python, tmp_path):
         "c = duckdb.connect(sys.argv[1], read_only=True)\n"
         "print(json.dumps({'version': duckdb.__version__, 'counts': {t: c.execute(f'SELECT count(*) FROM {t}')"
         ".fetchone()[0] for t in sys.argv[2:]}}))\n")
-    r = subprocess.run([str(old_python), "-c", script, str(path), *expected], capture_output=True, text=True)
+    py, version = old_python
+    r = subprocess.run([str(py), "-c", script, str(path), *expected], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
-    assert got["version"] == OLD_DUCKDB
+    assert got["version"] == version
     assert got["counts"] == expected
     assert expected["kernels"] > 0 and expected["matches"] > 0
 
