@@ -7,6 +7,7 @@ schema/ is split by role, and a writable open applies it in this order:
 load/ (per-reader load SQL) and match/ (kernel matching) run during ingest.
 """
 import hashlib
+import os
 import re
 from importlib import resources
 
@@ -15,7 +16,7 @@ import duckdb
 SCHEMA_VERSION = "3"
 TABLE_FILES = ("tables/core.sql", "tables/settings.sql", "tables/migrate.sql")
 VIEW_FILES = ("views/base.sql", "views/ncu.sql", "views/utilization.sql", "views/energy.sql",
-              "views/queues.sql")
+              "views/queues.sql", "views/trace_kernels.sql")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -134,12 +135,23 @@ def _apply_comments(con):
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('comments', ?)", [digest])
 
 
+# The storage format a new database is written in: DuckDB 2.0 writes a format by
+# default that DuckDB 1.x (the CLI and drivers most people have) cannot open. The
+# README states the versions this gives; tests/test_compat.py opens a file with 1.5.
+STORAGE_COMPATIBILITY = "v1.4.0"
+
+
 def connect(path, read_only=False, wait_s=0.0, say=None):
-    """Open (and create if needed) a tracedb DuckDB file with the schema applied.
-    While another process holds the file, wait up to wait_s seconds (say(line)
-    is told once), then raise dblock.DatabaseLocked naming that process."""
+    """Open (and create if needed) a tracedb DuckDB file with the schema applied; a
+    new file is written in STORAGE_COMPATIBILITY's format. While another process
+    holds the file, wait up to wait_s seconds (say(line) is told once), then raise
+    dblock.DatabaseLocked naming that process."""
     from tracedb.dblock import open_waiting
-    con = open_waiting(lambda: duckdb.connect(str(path), read_only=read_only), path, wait_s, say)
+    path = str(path)
+    config = {}
+    if not read_only and path != ":memory:" and not os.path.exists(path):
+        config["storage_compatibility_version"] = STORAGE_COMPATIBILITY
+    con = open_waiting(lambda: duckdb.connect(path, read_only=read_only, config=config), path, wait_s, say)
     if not read_only:
         apply_schema(con)
     return con

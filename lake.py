@@ -87,9 +87,10 @@ def _copy(con, select, target, partition):
     con.execute(f"COPY ({select}) TO {sql_literal(dest)} (FORMAT parquet, COMPRESSION zstd{part})")
 
 
-def export(con, lake, runs=None, globals_=True):
+def export(con, lake, runs=None, globals_=True, progress=None):
     """Write the runs (all when None) of the database behind con into the lake;
-    globals_: also the datasets that are not per run (rules, calibration fits)."""
+    globals_: also the datasets that are not per run (rules, calibration fits);
+    progress(i, total, dataset) before each dataset."""
     lake = _lake_dir(lake)
     if runs is None:
         runs = [r[0] for r in rows(con, "SELECT run FROM runs ORDER BY run")]
@@ -97,7 +98,9 @@ def export(con, lake, runs=None, globals_=True):
         return []
     in_runs = "(" + ", ".join(sql_literal(r) for r in runs) + ")"
     ds = datasets_of(con)
-    for name in ds.tables + ds.views:
+    for i, name in enumerate(ds.tables + ds.views):
+        if progress:
+            progress(i, len(ds.tables) + len(ds.views), name)
         col = ds.run_column[name]
         n = rows(con, f"SELECT count(*) FROM {name} WHERE {col} IN {in_runs}")[0][0]
         if not n:

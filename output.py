@@ -1,6 +1,15 @@
-"""Writing result tables: aligned text, CSV, JSON lines, Parquet (all from Arrow)."""
+"""Writing result tables: a terminal table (rich), CSV, JSON lines, Parquet (all from Arrow).
+
+The format is the one asked for, else the output file's extension, else a table on a
+terminal and CSV into a pipe. The table fits the terminal: a one-row result is
+printed vertically, `note` columns are never cut (they carry the caveats),
+integers are printed in full, floats to 4 significant digits, and kernel names
+lose their template and argument lists unless full_names.
+"""
 import io
 import json
+import os
+import re
 import sys
 
 import pyarrow as pa
@@ -8,36 +17,135 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 FORMATS = ("table", "csv", "json", "parquet")
+EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet",
+              ".pq": "parquet", ".txt": "table"}
 
 
-def _cell(v):
+class OutputError(ValueError):
+    """An output that cannot be written (bad extension, missing folder)."""
+
+
+def choose_format(fmt, out, tty):
+    """The format to write: the one asked for, else out's extension, else table on a terminal."""
+    if fmt:
+        return fmt
+    if out:
+        ext = os.path.splitext(str(out))[1].lower()
+        if ext not in EXTENSIONS:
+            raise OutputError(f"{out}: unknown extension {ext or '(none)'!r}: use "
+                              f"{', '.join(sorted(EXTENSIONS))} or give --format")
+        return EXTENSIONS[ext]
+    return "table" if tty else "csv"
+
+
+_TEMPLATE = re.compile(r"<[^<>]*>")
+
+
+def short_name(name):
+    """A kernel name without template arguments and parameter list, for display:
+    `void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)` ->
+    `at::native::vectorized_elementwise_kernel<…>`."""
+    if not isinstance(name, str) or ("<" not in name and "(" not in name):
+        return name
+    s = name
+    while True:                          # innermost <...> first, until none is left
+        t = _TEMPLATE.sub("\0", s)
+        if t == s:
+            break
+        s = t
+    s = re.sub("\0+", "<…>", s)
+    s = re.sub(r"\(.*\)\s*$", "", s) if not s.startswith("(") else s
+    return re.sub(r"^void\s+", "", s).strip() or name
+
+
+def _is_name(col):
+    return col in ("name", "kernel", "kernel_name", "op_name", "trace_name", "ncu_name", "op") or col.endswith("_name")
+
+
+def _cell(v, full_names=False, name_col=False):
     if v is None:
         return "NULL"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return str(v)
     if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.6g}"
-    s = str(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+        if v != v or v in (float("inf"), float("-inf")):
+            return str(v)
+        if v == int(v) and abs(v) < 1e15:
+            return str(int(v)) if abs(v) >= 1e4 else f"{v:.4g}"
+        return f"{v:.4g}" if abs(v) < 1e4 else f"{v:,.1f}".replace(",", "")
+    if name_col and not full_names:
+        return short_name(str(v))
+    return str(v)
 
 
-def text_table(table: pa.Table) -> str:
-    rows = [[_cell(v) for v in r.values()] for r in table.to_pylist()]
-    head = table.column_names
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
+def render(table: pa.Table, width=None, full_names=False) -> str:
+    """The table as text that fits `width` columns (rich); one row -> column: value lines."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    import decimal
+    width = width or _width()
+    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None,
+                      highlight=False, soft_wrap=False)
+    names = table.column_names
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
                for t in table.schema.types]
-    fmt = lambda cells: "  ".join(c.rjust(w) if n else c.ljust(w)
-                                  for c, w, n in zip(cells, widths, numeric)).rstrip()
-    lines = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
-    lines.append(f"({table.num_rows} row{'s' if table.num_rows != 1 else ''})")
-    return "\n".join(lines) + "\n"
+    data = table.to_pylist()
+    conv = lambda v: float(v) if isinstance(v, decimal.Decimal) else v
+    cells = [[_cell(conv(r[n]), full_names, _is_name(n)) for n in names] for r in data]
+    need = []
+    for i, (n, num) in enumerate(zip(names, numeric)):
+        longest = max([len(n)] + [len(c[i]) for c in cells])
+        need.append(longest if num else min(longest, 40 if "note" in n else 16))
+    if table.num_rows == 1 or sum(need) + 3 * len(names) > width:
+        # one row, or too wide for the terminal: each row as `column  value` lines
+        for k, row in enumerate(cells):
+            if table.num_rows > 1:
+                console.print(f"-[ row {k + 1} ]" + "-" * max(0, min(width, 60) - 12 - len(str(k + 1))))
+            t = Table(box=None, show_header=False, pad_edge=False)
+            t.add_column(style="bold", no_wrap=True)
+            t.add_column(overflow="fold")
+            for n, c in zip(names, row):
+                t.add_row(n, c)
+            console.print(t)
+    else:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for n, num, w in zip(names, numeric, need):
+            t.add_column(n, justify="right" if num else "left", overflow="fold", no_wrap=num,
+                         min_width=w if not num else None)
+        for row in cells:
+            t.add_row(*row)
+        console.print(t)
+    console.print(f"({table.num_rows} row{'s' if table.num_rows != 1 else ''})")
+    return "\n".join(l.rstrip() for l in console.file.getvalue().splitlines()).strip("\n") + "\n"
 
 
-def write(table: pa.Table, fmt, out=None):
-    """Write table in fmt to the path `out`, or to stdout."""
+def _width():
+    """The terminal's width; 200 into a pipe or file (a width there is arbitrary)."""
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        return 200
+
+
+def text_table(table: pa.Table, full_names=False) -> str:
+    return render(table, full_names=full_names)
+
+
+def write(table: pa.Table, fmt, out=None, full_names=False):
+    """Write table in fmt (None: by out's extension) to the path `out`, or to stdout."""
+    fmt = choose_format(fmt, out, sys.stdout.isatty())
+    if out is not None:
+        folder = os.path.dirname(os.path.abspath(str(out)))
+        if not os.path.isdir(folder):
+            raise OutputError(f"{out}: folder {folder} does not exist")
     if fmt == "parquet":
         if out is None:
             if sys.stdout.isatty():
-                raise ValueError("--format parquet writes binary: give -o FILE or redirect stdout")
+                raise OutputError("--format parquet writes binary: give -o FILE or redirect stdout")
             buf = io.BytesIO()
             pq.write_table(table, buf)
             sys.stdout.buffer.write(buf.getvalue())
@@ -45,7 +153,7 @@ def write(table: pa.Table, fmt, out=None):
             pq.write_table(table, out)
         return
     if fmt == "table":
-        text = text_table(table)
+        text = render(table, width=None if out is None else 200, full_names=full_names)
     elif fmt == "csv":
         buf = io.BytesIO()
         pacsv.write_csv(table, buf)
@@ -53,9 +161,12 @@ def write(table: pa.Table, fmt, out=None):
     elif fmt == "json":
         text = "".join(json.dumps(r, default=str) + "\n" for r in table.to_pylist())
     else:
-        raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        raise OutputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if out is None:
         sys.stdout.write(text)
     else:
-        with open(out, "w") as f:
-            f.write(text)
+        try:
+            with open(out, "w") as f:
+                f.write(text)
+        except OSError as e:
+            raise OutputError(f"{out}: cannot write ({e.strerror})") from None

@@ -195,6 +195,8 @@ def run(con, name, params=None):
                                                     [values["run"]]):
         raise ReportError(f"no run named {values['run']!r} in the database")
     check_requirements(con, report, values)
+    from tracedb.empty import check_run_names
+    check_run_names(con, report, values)
     try:
         return con.sql(report.sql, params=bind(report.sql, values)).to_arrow_table()
     except duckdb.InvalidInputException as e:     # error('...') raised by the report itself

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The application breakdown of METHOD.md section 7 on the GPU at hand:
+# The application breakdown of method.md section 7 on the GPU at hand:
 # ResNet-50 bs64 AMP traced under `tracedb power-log`, profiled by ncu (section 3
 # and memory counters), all ingested with the calibration points, then
 # energy_breakdown. Usage: app_breakdown.sh CALIBRATION_POINTS.csv OUT_DIR

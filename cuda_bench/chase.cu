@@ -1,5 +1,5 @@
 // Pointer-chasing LOAD microbenchmark for the data-movement energy model
-// (METHOD.md section 7). Each thread walks a ring of 64-bit pointers with a
+// (method.md section 7). Each thread walks a ring of 64-bit pointers with a
 // stride of one 32-byte sector: a warm-up loop brings the array into the
 // target level, then an unrolled measurement loop loads from it. Loads use
 // inline PTX so the cache operator is explicit:

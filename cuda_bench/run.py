@@ -178,7 +178,7 @@ def more_repeats(out, n, target_s):
 
 
 def div_check(out, exe, size, n_sm, target_s=0.4, repeats=3):
-    """LOAD+DIV minus LOAD: the energy of one dependent 64-bit division (METHOD.md section 7)."""
+    """LOAD+DIV minus LOAD: the energy of one dependent 64-bit division (method.md section 7)."""
     idle0 = idle_power(exe)
     probe = {}
     for div in (0, 1):

@@ -1,5 +1,5 @@
 -- name: calibration_fit
--- description: Fits of the data-movement energy model (METHOD.md section 7):
+-- description: Fits of the data-movement energy model (method.md section 7):
 --   for each GPU, memory level and launch shape of the calibration points,
 --   energy = eps x accesses + offset by least squares (regr_slope,
 --   regr_intercept, regr_r2 over the valid points), and lower_bound on the row

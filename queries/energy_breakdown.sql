@@ -1,5 +1,5 @@
 -- name: energy_breakdown
--- description: Where the energy of an iteration goes (METHOD.md section 7):
+-- description: Where the energy of an iteration goes (method.md section 7):
 --   static energy (idle power x duration), the energy of data movement per
 --   memory level = accesses x eps (lower bound of the calibration for the
 --   GPU) from the matched kernels' counters (32-byte sectors: L1 hits, L2

@@ -1,6 +1,6 @@
 -- name: energy_summary
 -- description: Energy of an iteration (or of any window) from the power log
---   paired with the trace (METHOD.md section 6): the energy counter's delta and
+--   paired with the trace (method.md section 6): the energy counter's delta and
 --   the integral of power over the window (both, and their difference), idle
 --   power, static energy (idle power x duration), dynamic energy (integrated -
 --   static) and mean power. note warns when the window is shorter than the

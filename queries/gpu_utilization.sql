@@ -1,5 +1,5 @@
 -- name: gpu_utilization
--- description: GPU utilization per run and iteration (METHOD.md section 3, high
+-- description: GPU utilization per run and iteration (method.md section 3, high
 --   level): the share of the iteration during which at least one kernel runs.
 --   Kernel time is the union of the iteration's kernel intervals over all
 --   streams (view kernel_busy_intervals); the plain sum is given beside it,

@@ -2,7 +2,7 @@
 -- description: One row per matched kernel of a trace run: the trace side
 --   (correlation id, timing, stream, framework op, iteration), the ncu side
 --   (report ID, name as ncu printed it), the match score, and the counters of
---   METHOD.md sections 3 and 7 under stable names (ncu_kernel_metrics), with
+--   method.md sections 3 and 7 under stable names (ncu_kernel_metrics), with
 --   the ncu counter that fed each. Reads the matched_kernels view.
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)

@@ -1,6 +1,6 @@
 -- name: time_breakdown
 -- description: Share of each iteration in CPU kernels only, GPU kernels only,
---   both at once (overlap), and neither: framework overhead (METHOD.md
+--   both at once (overlap), and neither: framework overhead (method.md
 --   section 5). CPU kernels are TensorFlow kernel calls
 --   (KernelAndDeviceFunc::Run) and Eigen thread-pool regions; GPU kernels are
 --   the trace's kernels. Works for any trace run (PyTorch runs have no CPU

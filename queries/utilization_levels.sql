@@ -1,5 +1,5 @@
 -- name: utilization_levels
--- description: Multi-level GPU utilization of an iteration (METHOD.md section
+-- description: Multi-level GPU utilization of an iteration (method.md section
 --   3): total time, GPU kernel time and GPU utilization from the trace; SMSP
 --   elapsed, active and issue cycles, tensor core active cycles and
 --   instructions summed over the iteration's kernels from the matched ncu

@@ -165,7 +165,7 @@ def test_compare_runs(util_db):
     assert t2[1]["samples_per_s"] == pytest.approx(32 / (amp["total_ns"] / 1e9))
 
 
-@pytest.mark.parametrize("name,mark", [("levels", "mark-rect"), ("kernel_issue", "mark-rect"),
+@pytest.mark.parametrize("name,mark", [("levels", "mark-rect"), ("kernel_issue", "mark-area"),
                                        ("tc_cdf", "mark-line"), ("layers", "mark-rect")])
 def test_charts_render_png_and_svg_with_the_report_data(util_db, tmp_path, name, mark):
     params = {} if name in ("levels", "layers") else {"run": AMP}
@@ -180,6 +180,12 @@ def test_charts_render_png_and_svg_with_the_report_data(util_db, tmp_path, name,
         assert amp["TC issue slot"] == next(r for r in table if r["run"] == AMP)["tc_issue_pct_iter"]
     elif name == "tc_cdf":
         assert [v["cum"] for v in values] == [r["cum_time_share_pct"] for r in table]
+    elif name == "kernel_issue":      # violins: the means against the report's rows
+        k = [r for r in table if r["issue_slot_pct"] is not None]
+        means = {v["weighting"]: v["pct"] for v in values if v["part"] == "mean"}
+        assert means["per kernel"] == pytest.approx(sum(r["issue_slot_pct"] for r in k) / len(k))
+        assert means["weighted by kernel time"] == pytest.approx(
+            sum(r["issue_slot_pct"] * r["dur_ns"] for r in k) / sum(r["dur_ns"] for r in k))
     else:
         assert len(values) == len([r for r in table if name != "kernel_issue" or r["issue_slot_pct"] is not None])
     png, svg = tmp_path / f"{name}.png", tmp_path / f"{name}.svg"

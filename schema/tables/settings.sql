@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS layer_rules (
     PRIMARY KEY (field, pattern)
 );
 
--- Published per-access energies (METHOD.md section 7: A100 at base clock),
+-- Published per-access energies (method.md section 7: A100 at base clock),
 -- shipped so energy_breakdown can be shown before a local calibration exists.
 CREATE TABLE IF NOT EXISTS calibration_reference (
     gpu    VARCHAR NOT NULL,

@@ -76,7 +76,7 @@ SELECT run, iteration, dur_ns, median_after_ns,
                     WHERE f2.run = flagged.run AND f2.stable) AS steady
 FROM flagged;
 
--- GPU time of each iteration (METHOD.md section 3, first level): total time,
+-- GPU time of each iteration (method.md section 3, first level): total time,
 -- time with at least one kernel running (the union of kernel intervals over all
 -- streams, kernel_busy_intervals), the plain sum of kernel durations, idle time,
 -- GPU utilization and the steady flag; beside them the GPU time as the seed

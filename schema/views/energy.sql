@@ -1,4 +1,4 @@
--- Power and energy (METHOD.md sections 6-7): power runs paired with traces,
+-- Power and energy (method.md sections 6-7): power runs paired with traces,
 -- the cumulative energy integral of each power log, calibration fits.
 -- Documented in docs/schema.md ("energy").
 

@@ -1,5 +1,5 @@
 -- Nsight Compute: units, metric names across architectures, and the wide
--- per-kernel view of the counters that METHOD.md sections 3 and 7 use.
+-- per-kernel view of the counters that method.md sections 3 and 7 use.
 -- Documented in docs/schema.md ("ncu counters").
 
 -- Base unit of an ncu unit: time in ns, SI (K, M, G, T) and binary (Ki, Mi, Gi)

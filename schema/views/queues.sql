@@ -1,4 +1,4 @@
--- Runtime queues (METHOD.md section 5): TensorFlow eager execution phases and
+-- Runtime queues (method.md section 5): TensorFlow eager execution phases and
 -- queue, and CUDA launch queues. Documented in docs/schema.md ("queues").
 
 -- Eager execution mode of each TensorFlow run: async when the kernels run on

@@ -1,4 +1,4 @@
--- Multi-level utilization (METHOD.md section 3): layer types, per-kernel and
+-- Multi-level utilization (method.md section 3): layer types, per-kernel and
 -- per-iteration levels. The saved reports in queries/ read these views.
 -- Documented in docs/schema.md ("utilization").
 

@@ -1,0 +1,57 @@
+"""`tracedb export --perfetto`: one trace run as Chrome trace JSON, for the Perfetto
+UI and chrome://tracing, with what tracedb knows added (schema/export/perfetto.sql
+says what). The events are written as JSON text by DuckDB and streamed to the file
+in batches; the run's top-level members (deviceProperties, baseTimeNanoseconds,
+distributedInfo ...) are written back, so tracedb re-ingests its own export into a
+run with the same events, kernels and iterations (plus tracedb's own tracks).
+"""
+import gzip
+import json
+import sys
+import time
+
+from tracedb.db import bind, scalar, sql_text, statements
+
+TRACEDB_PID = 2_000_000_000     # process id of tracedb's own tracks (iterations, power, memory)
+
+
+class ExportError(ValueError):
+    pass
+
+
+def export(con, run, path, progress=False):
+    """Write trace run `run` to `path` (.json, or .json.gz compressed); returns the
+    number of events written."""
+    kind = scalar(con, "SELECT kind FROM runs WHERE run = ?", [run])
+    if kind is None:
+        raise ExportError(f"export --perfetto: no run named {run!r} in the database")
+    if kind != "trace":
+        raise ExportError(f"export --perfetto: run {run!r} is of kind {kind}; export the trace run it is paired with")
+    meta = json.loads(scalar(con, "SELECT metadata FROM runs WHERE run = ?", [run]) or "{}")
+    meta.pop("source_format", None)
+    base = scalar(con, "SELECT coalesce(base_time_ns, 0) FROM runs WHERE run = ?", [run]) or 0
+    params = {"run": run, "base_ns": base, "pid": str(TRACEDB_PID)}
+    *macros, query = statements(sql_text("schema", "export/perfetto.sql"))
+    for m in macros:
+        con.execute(m)
+    total = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [run])
+    opener = gzip.open if str(path).endswith(".gz") else open
+    t0, n = time.monotonic(), 0
+    try:
+        with opener(path, "wt", encoding="utf-8") as f:
+            head = {k: v for k, v in meta.items() if k != "traceEvents"}
+            head.setdefault("displayTimeUnit", "ns")
+            f.write(json.dumps(head)[:-1] + (", " if head else "") + '"traceEvents": [\n')
+            reader = con.sql(query, params=bind(query, params)).to_arrow_reader(50_000)
+            for batch in reader:
+                lines = batch.column("line").to_pylist()
+                f.write((",\n" if n else "") + ",\n".join(lines))
+                n += len(lines)
+                if progress:
+                    print(f"\rexporting {run}: {min(n, total)}/{total} events", end="", file=sys.stderr, flush=True)
+            f.write("\n]}\n")
+    except OSError as e:
+        raise ExportError(f"{path}: cannot write ({e.strerror})") from None
+    if progress:
+        print(f"\rexported {run}: {n} events in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    return n

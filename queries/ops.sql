@@ -1,0 +1,111 @@
+-- name: ops
+-- description: Per framework op, the table of torch.profiler's key_averages in
+--   SQL: calls, CPU total and self time, and the GPU time of the kernels, memcpys
+--   and memsets it launched, per iteration or for the whole trace. Levels: op
+--   (aten and other framework ops), user (record_function / NVTX ranges,
+--   ProfilerStep#N included), runtime (CUDA runtime and driver calls) and python
+--   (with_stack frames). On each thread the events nest by time (a tie goes to
+--   the earlier event); self CPU time is the duration less that of the direct
+--   children; GPU self time counts the activity launched by runtime calls that
+--   are direct children, GPU total that launched anywhere inside (method.md
+--   section 10).
+-- parameters:
+--   run VARCHAR = NULL: trace run (all when absent)
+--   iteration VARCHAR = NULL: an iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent
+-- columns:
+--   run VARCHAR: trace run
+--   iteration INTEGER: iteration whose step marker holds the call's start (NULL: the whole trace)
+--   level VARCHAR: op | user | runtime | python
+--   name VARCHAR: op or range name
+--   calls BIGINT: number of calls
+--   cpu_total_ns BIGINT: summed call duration, ns (a call nested in one of the same name counts twice, as in key_averages)
+--   cpu_self_ns BIGINT: summed duration less the direct children's, ns
+--   cpu_mean_ns DOUBLE: cpu_total_ns / calls, ns
+--   gpu_total_ns BIGINT: summed duration of the GPU activity launched inside the calls, ns
+--   gpu_self_ns BIGINT: summed duration of the GPU activity launched by its own runtime calls, ns
+--   kernels BIGINT: GPU activities (kernels, memcpy, memset) launched inside the calls
+-- requires:
+--   events: trace events
+-- engines: duckdb
+WITH asked AS (
+    SELECT r.run,
+           CASE WHEN $iteration IS NULL THEN (SELECT min(s.iteration) FROM iteration_steadiness s
+                                              WHERE s.run = r.run AND s.steady)
+                WHEN $iteration = 'all' THEN NULL
+                ELSE coalesce(TRY_CAST($iteration AS INTEGER),
+                              error('iteration must be a number or all, got ' || $iteration)) END AS iteration
+    FROM runs r
+    WHERE r.kind = 'trace' AND ($run IS NULL OR r.run = $run)
+), checked AS (     -- an iteration asked for that the run lacks is an error, not an empty result
+    SELECT a.run,
+           CASE WHEN a.iteration IS NOT NULL AND NOT EXISTS (
+                     SELECT 1 FROM iterations i WHERE i.run = a.run AND i.iteration = a.iteration)
+                THEN error('run ' || a.run || ' has no iteration ' || a.iteration || ' (its iterations: '
+                           || coalesce((SELECT string_agg(i.iteration::VARCHAR, ', ' ORDER BY i.iteration)
+                                        FROM iterations i WHERE i.run = a.run), 'none') || ')')
+                ELSE a.iteration END AS iteration
+    FROM asked a
+), ev AS (
+    SELECT e.run, e.event_id, e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.dur_ns,
+           CASE WHEN is_framework_op_category(e.cat) THEN 'op'
+                WHEN lower(e.cat) = 'user_annotation' THEN 'user'
+                WHEN is_launch_category(e.cat) THEN 'runtime'
+                WHEN lower(e.cat) = 'python_function' THEN 'python' END AS level
+    FROM events e JOIN checked c ON c.run = e.run
+    WHERE e.ph = 'X' AND e.ts_ns IS NOT NULL AND e.dur_ns IS NOT NULL AND level IS NOT NULL
+), anc AS (          -- (event, one of the events it nests in) on the same thread
+    SELECT c.run, c.event_id, a.event_id AS ancestor_id
+    FROM ev c JOIN ev a ON a.run = c.run AND a.pid = c.pid AND a.tid IS NOT DISTINCT FROM c.tid
+                       AND a.ts_ns <= c.ts_ns AND a.end_ns >= c.end_ns AND a.event_id <> c.event_id
+    WHERE a.ts_ns < c.ts_ns OR a.end_ns > c.end_ns OR a.event_id < c.event_id
+), depth AS (
+    SELECT run, event_id, count(*) AS depth FROM anc GROUP BY run, event_id
+), parent AS (       -- the innermost one: the deepest ancestor
+    SELECT anc.run, anc.event_id, arg_max(anc.ancestor_id, coalesce(d.depth, 0)) AS parent_id
+    FROM anc LEFT JOIN depth d ON d.run = anc.run AND d.event_id = anc.ancestor_id
+    GROUP BY anc.run, anc.event_id
+), child_time AS (
+    SELECT p.run, p.parent_id AS event_id, sum(e.dur_ns) AS child_ns
+    FROM parent p JOIN ev e USING (run, event_id)
+    GROUP BY p.run, p.parent_id
+), gpu AS (          -- GPU activity and the runtime call that launched it
+    SELECT k.run, k.launch_event_id, k.dur_ns
+    FROM kernels k JOIN checked c ON c.run = k.run
+    WHERE k.launch_event_id IS NOT NULL AND k.dur_ns IS NOT NULL
+), gpu_self AS (     -- to the runtime call itself, and to the event it is a direct child of
+    SELECT run, launch_event_id AS event_id, sum(dur_ns) AS ns, count(*) AS n FROM gpu GROUP BY ALL
+    UNION ALL
+    SELECT g.run, p.parent_id, sum(g.dur_ns), count(*)
+    FROM gpu g JOIN parent p ON p.run = g.run AND p.event_id = g.launch_event_id
+    GROUP BY ALL
+), gpu_total AS (    -- to the runtime call and every event it nests in
+    SELECT run, launch_event_id AS event_id, sum(dur_ns) AS ns, count(*) AS n FROM gpu GROUP BY ALL
+    UNION ALL
+    SELECT g.run, a.ancestor_id, sum(g.dur_ns), count(*)
+    FROM gpu g JOIN anc a ON a.run = g.run AND a.event_id = g.launch_event_id
+    GROUP BY ALL
+), per_call AS (
+    SELECT e.run, e.event_id, e.level, e.name, e.dur_ns,
+           e.dur_ns - coalesce(ct.child_ns, 0) AS self_ns,
+           coalesce(gt.ns, 0) AS gpu_total_ns, coalesce(gs.ns, 0) AS gpu_self_ns, coalesce(gt.n, 0) AS kernels,
+           (SELECT max(i.iteration) FROM iterations i
+            WHERE i.run = e.run AND e.ts_ns >= i.start_ns AND e.ts_ns < i.marker_end_ns) AS iteration
+    FROM ev e
+    LEFT JOIN child_time ct USING (run, event_id)
+    LEFT JOIN (SELECT run, event_id, sum(ns) AS ns FROM gpu_self GROUP BY ALL) gs USING (run, event_id)
+    LEFT JOIN (SELECT run, event_id, sum(ns) AS ns, sum(n) AS n FROM gpu_total GROUP BY ALL) gt USING (run, event_id)
+), scoped AS (       -- the asked iteration; with all: every iteration, and the whole trace as iteration NULL
+    SELECT p.*, p.iteration AS scope FROM per_call p JOIN checked c ON c.run = p.run
+    WHERE p.iteration = c.iteration OR (c.iteration IS NULL AND p.iteration IS NOT NULL)
+    UNION ALL
+    SELECT p.*, NULL AS scope FROM per_call p JOIN checked c ON c.run = p.run
+    WHERE c.iteration IS NULL
+)
+SELECT run, scope AS iteration, level, name, count(*) AS calls,
+       CAST(sum(dur_ns) AS BIGINT) AS cpu_total_ns, CAST(sum(self_ns) AS BIGINT) AS cpu_self_ns,
+       round(avg(dur_ns), 1) AS cpu_mean_ns,
+       CAST(sum(gpu_total_ns) AS BIGINT) AS gpu_total_ns, CAST(sum(gpu_self_ns) AS BIGINT) AS gpu_self_ns,
+       CAST(sum(kernels) AS BIGINT) AS kernels
+FROM scoped
+GROUP BY run, scope, level, name
+ORDER BY run, scope NULLS LAST, cpu_total_ns DESC, level, name;

@@ -1,0 +1,68 @@
+"""A tracedb database opens in the DuckDB people have: the 1.x CLI and drivers.
+
+The test installs an older duckdb into a virtual environment of its own (under the
+test's tmp dir) and reads a real tracedb database with it; skipped, with the reason,
+when pip cannot reach the package index.
+"""
+import json
+import subprocess
+import sys
+import venv
+
+import pytest
+
+from tracedb import db
+from tracedb.ingest import ingest_file
+
+from conftest import AMP_NCU, AMP_TRACE
+
+# the newest 1.x on the package index when this was written, and the 1.4 LTS line
+OLD_DUCKDB = ("1.5.6", "1.4.4")
+
+
+@pytest.fixture(scope="module", params=OLD_DUCKDB)
+def old_python(request, tmp_path_factory):
+    version = request.param
+    env = tmp_path_factory.mktemp("old-duckdb") / "venv"
+    venv.EnvBuilder(with_pip=True).create(env)
+    py = env / "bin" / "python"
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        f"duckdb=={version}"], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.skip(f"pip cannot install duckdb=={version} (no package index?): "
+                    f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return py, version
+
+
+def test_database_opens_in_duckdb_1x(old_python, tmp_path):
+    path = tmp_path / "compat.duckdb"
+    con = db.connect(path)
+    ingest_file(con, AMP_TRACE)
+    ingest_file(con, AMP_NCU, pair_with="h100_resnet50_bs64_amp")
+    expected = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("runs", "events", "kernels", "iterations", "counters", "matches", "layer_rules")}
+    con.close()
+    script = (
+        "import duckdb, json, sys\n"
+        "c = duckdb.connect(sys.argv[1], read_only=True)\n"
+        "print(json.dumps({'version': duckdb.__version__, 'counts': {t: c.execute(f'SELECT count(*) FROM {t}')"
+        ".fetchone()[0] for t in sys.argv[2:]}}))\n")
+    py, version = old_python
+    r = subprocess.run([str(py), "-c", script, str(path), *expected], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["version"] == version
+    assert got["counts"] == expected
+    assert expected["kernels"] > 0 and expected["matches"] > 0
+
+
+def test_new_database_declares_the_compatible_storage(tmp_path):
+    """The file is written in the storage format of db.STORAGE_COMPATIBILITY, not 2.0's."""
+    path = tmp_path / "v.duckdb"
+    db.connect(path).close()
+    import duckdb
+    con = duckdb.connect(str(path), read_only=True)
+    version = con.execute("SELECT tags['storage_version'] FROM duckdb_databases() "
+                          "WHERE database_name = 'v'").fetchone()[0]
+    con.close()
+    assert version == db.STORAGE_COMPATIBILITY + "+"      # duckdb 2.0's own default is v2.0.0+
