@@ -40,8 +40,8 @@ SELECT run, iteration, layer_type, source, CAST(fwd AS BIGINT) AS flops_fwd, CAS
        CASE WHEN coalesce(fwd, 0) = 0 AND coalesce(bwd, 0) = 0 THEN 'no FLOPs counted'
             WHEN coalesce(fwd, 0) = 0 THEN 'backward only (its forward ops are of another layer type)'
             WHEN coalesce(bwd, 0) = 0 THEN 'no backward FLOPs (no gradient, or a backward op without a formula)'
-            WHEN layer_type IN ('convolution', 'matmul/linear') AND bwd / fwd BETWEEN 1.9 AND 2.05 THEN 'as expected (~2)'
-            WHEN layer_type IN ('convolution', 'matmul/linear') AND bwd / fwd < 1.9
+            WHEN layer_type IN ('convolution', 'matmul/linear') AND bwd / fwd BETWEEN 1.98 AND 2.02 THEN 'as expected (~2)'
+            WHEN layer_type IN ('convolution', 'matmul/linear') AND bwd / fwd < 1.98
                 THEN 'below 2: layers without an input gradient (the first layer) or frozen weights'
             WHEN layer_type = 'attention' AND abs(bwd / fwd - 2.5) < 0.05
                 THEN 'as expected (2.5: the backward recomputes the attention scores)'
