@@ -294,3 +294,20 @@ def test_batch_consistency_flags_work_that_does_not_scale(tmp_path):
 def test_bad_iteration_is_a_clear_error(flop_db):
     with pytest.raises(ReportError, match="iteration must be an integer or all"):
         reports.run(flop_db, "flop_utilization", {"iteration": "steady"})
+
+
+def test_flop_charts_draw_the_report_rows(flop_db, tmp_path):
+    from tracedb import charts
+    spec = charts.build(flop_db, "mfu", {}).to_dict()
+    table = rows(reports.run(flop_db, "flop_utilization", {}))
+    assert sorted(v["mfu_pct"] for v in spec["data"]["values"]) == \
+        sorted(r["mfu_pct"] for r in table if r["mfu_pct"] is not None)
+    spec = charts.build(flop_db, "flops_by_layer", {"run": "h100_resnet50_bs64_amp"}).to_dict()
+    conv = {v["pass"]: v["gflops"] for v in spec["data"]["values"]
+            if v["layer_type"] == "convolution" and v["source"] == "analytic"}
+    r = [r for r in rows(reports.run(flop_db, "bwd_fwd_ratio", {"run": "h100_resnet50_bs64_amp"}))
+         if r["layer_type"] == "convolution"][0]
+    assert conv == {"forward": r["flops_fwd"] / 1e9, "backward": r["flops_bwd"] / 1e9}
+    chart = charts.build(flop_db, "mfu", {})
+    charts.save(chart, tmp_path / "mfu.svg")
+    assert (tmp_path / "mfu.svg").read_text().lstrip().startswith("<svg")
