@@ -118,6 +118,7 @@ SELECT run, kernel_id,
     sum(value) FILTER (quantity IN ('flop_dadd', 'flop_dmul', 'flop_dfma')) AS fp64_flops,
     sum(value) FILTER (quantity IN ('flop_fadd', 'flop_fmul', 'flop_ffma')) AS fp32_flops,
     sum(value) FILTER (quantity IN ('flop_hadd', 'flop_hmul', 'flop_hfma')) AS fp16_flops,
+    arg_max(replace(quantity, 'flop_tensor_', ''), value) FILTER (quantity LIKE 'flop_tensor_%' AND value > 0) AS tensor_dtype,
     count(*) FILTER (quantity LIKE 'flop_tensor_%') > 0 AS has_tensor,
     count(*) FILTER (quantity SIMILAR TO 'flop_[dfh](add|mul|fma)') > 0 AS has_sass,
     string_agg(source, ', ' ORDER BY source) AS counters
