@@ -19,21 +19,26 @@
 --   note VARCHAR: what the ratio says
 -- requires:
 --   events: trace events (tracedb ingest TRACE.json)
--- engines: duckdb
-WITH names AS (
-    SELECT DISTINCT op_name FROM op_flops
-), typed AS (
-    SELECT n.op_name, coalesce(
-        (SELECT arg_min(r.layer_type, r.priority) FROM layer_rules r
-         WHERE r.field = 'op' AND regexp_matches(n.op_name, r.pattern)), 'other') AS layer_type
-    FROM names n
+-- engines: duckdb, spark
+WITH sel AS (       -- the iterations asked for; iteration NULL = the whole trace
+    SELECT run, iteration FROM iteration_steadiness
+    WHERE ($iteration IS NULL AND steady) OR $iteration = 'all'
+       OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER)
+    UNION ALL
+    SELECT run, CAST(NULL AS INTEGER) AS iteration FROM runs
+    WHERE kind = 'trace'
+      AND ($iteration = 'all' OR ($iteration IS NULL AND run NOT IN (SELECT run FROM iterations)))
+), o AS (
+    SELECT f.run, s.iteration, f.op_event_id, f.op_name, f.pass, f.category, f.dtype, f.source, f.flops
+    FROM op_flops f JOIN sel s ON s.run = f.run AND (s.iteration IS NULL OR s.iteration = f.iteration)
+    WHERE $run IS NULL OR f.run = $run
 ), f AS (
-    SELECT o.run, o.iteration, t.layer_type, o.source,
-           sum(o.flops) FILTER (o.pass = 'forward') AS fwd,
-           sum(o.flops) FILTER (o.pass = 'backward') AS bwd
-    FROM op_flops_for($iteration) o JOIN typed t USING (op_name)
-    WHERE ($run IS NULL OR o.run = $run) AND o.pass IN ('forward', 'backward')
-    GROUP BY ALL
+    SELECT o.run, o.iteration, coalesce(l.layer_type, 'other') AS layer_type, o.source,
+           sum(CASE WHEN o.pass = 'forward' THEN o.flops END) AS fwd,
+           sum(CASE WHEN o.pass = 'backward' THEN o.flops END) AS bwd
+    FROM o LEFT JOIN op_layers l ON l.run = o.run AND l.op_name = o.op_name
+    WHERE o.pass IN ('forward', 'backward')
+    GROUP BY o.run, o.iteration, coalesce(l.layer_type, 'other'), o.source
 )
 SELECT run, iteration, layer_type, source, CAST(fwd AS BIGINT) AS flops_fwd, CAST(bwd AS BIGINT) AS flops_bwd,
        round(bwd / nullif(fwd, 0), 3) AS bwd_fwd_ratio,

@@ -26,63 +26,71 @@
 --   note VARCHAR: why a value is NULL, or what to keep in mind
 -- requires:
 --   events: trace events (tracedb ingest TRACE.json)
--- engines: duckdb
-WITH f AS (
+-- engines: duckdb, spark
+WITH sel AS (       -- the iterations asked for; iteration NULL = the whole trace
+    SELECT run, iteration FROM iteration_steadiness
+    WHERE ($iteration IS NULL AND steady) OR $iteration = 'all'
+       OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER)
+    UNION ALL
+    SELECT run, CAST(NULL AS INTEGER) AS iteration FROM runs
+    WHERE kind = 'trace'
+      AND ($iteration = 'all' OR ($iteration IS NULL AND run NOT IN (SELECT run FROM iterations)))
+), o AS (
+    SELECT f.run, s.iteration, f.op_event_id, f.op_name, f.pass, f.category, f.dtype, f.source, f.flops
+    FROM op_flops f JOIN sel s ON s.run = f.run AND (s.iteration IS NULL OR s.iteration = f.iteration)
+    WHERE $run IS NULL OR f.run = $run
+), f AS (
     SELECT run, iteration, source,
-           sum(flops) FILTER (category = 'matrix' AND pass = 'forward') AS fwd,
-           sum(flops) FILTER (category = 'matrix' AND pass = 'backward') AS bwd,
-           sum(flops) FILTER (NOT (category = 'matrix' AND pass IN ('forward', 'backward'))) AS other,
+           sum(CASE WHEN category = 'matrix' AND pass = 'forward' THEN flops END) AS fwd,
+           sum(CASE WHEN category = 'matrix' AND pass = 'backward' THEN flops END) AS bwd,
+           sum(CASE WHEN NOT (category = 'matrix' AND pass IN ('forward', 'backward')) THEN flops END) AS other,
            count(flops) AS counted, count(*) AS ops
-    FROM op_flops_for($iteration)
-    WHERE $run IS NULL OR run = $run
-    GROUP BY ALL
-), dt AS (      -- the data type with the most matrix FLOPs: analytic, else by the counters
-    SELECT run, iteration, arg_max(dtype, fl) AS dtype FROM (
-        SELECT run, iteration, dtype, sum(flops) AS fl FROM op_flops_for($iteration)
-        WHERE source = 'analytic' AND category = 'matrix' AND dtype IS NOT NULL GROUP BY ALL)
-    GROUP BY ALL
-), hw_dt AS (
-    SELECT o.run, arg_max(d.dtype, d.fl) AS dtype
-    FROM (SELECT DISTINCT run FROM op_flops_for($iteration) WHERE source <> 'analytic') o
-    JOIN matches m ON m.trace_run = o.run
-    JOIN kernel_flop_counters c ON c.run = m.ncu_run AND c.kernel_id = m.ncu_kernel_id,
-    LATERAL (VALUES (coalesce(c.tensor_dtype, 'fp16'), c.tensor_flops), ('fp64', c.fp64_flops),
-                    ('fp32', c.fp32_flops), ('fp16', c.fp16_flops)) d(dtype, fl)
-    GROUP BY o.run
+    FROM o GROUP BY run, iteration, source
 ), f2 AS (
     SELECT *, CASE WHEN fwd IS NOT NULL OR bwd IS NOT NULL THEN coalesce(fwd, 0) + coalesce(bwd, 0) END AS tot FROM f
+), dt AS (      -- the data type with the most matrix FLOPs (analytic), else the counters' (counter_dtypes)
+    SELECT run, iteration, max_by(dtype, fl) AS dtype FROM (
+        SELECT run, iteration, dtype, sum(flops) AS fl FROM o
+        WHERE source = 'analytic' AND category = 'matrix' AND dtype IS NOT NULL
+        GROUP BY run, iteration, dtype) x
+    GROUP BY run, iteration
+), span AS (    -- the whole trace: first kernel start to last kernel end, and busy time
+    SELECT k.run, max(k.ts_ns + k.dur_ns) - min(k.ts_ns) AS total_ns FROM kernels k
+    WHERE k.kind = 'kernel' GROUP BY k.run
+), busy AS (
+    SELECT run, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals GROUP BY run
 ), t AS (
     SELECT s.run, s.iteration,
-           CASE WHEN s.iteration IS NULL THEN (SELECT max(ts_ns + dur_ns) - min(ts_ns) FROM kernels k
-                                               WHERE k.run = s.run AND k.kind = 'kernel')
-                ELSE max(g.total_ns) END AS total_ns,
-           CASE WHEN s.iteration IS NULL THEN (SELECT sum(dur_ns) FROM kernel_busy_intervals b WHERE b.run = s.run)
-                ELSE max(g.kernel_busy_ns) END AS busy_ns
-    FROM flop_iterations($iteration) s
+           CASE WHEN s.iteration IS NULL THEN sp.total_ns ELSE g.total_ns END AS total_ns,
+           CASE WHEN s.iteration IS NULL THEN b.busy_ns ELSE g.kernel_busy_ns END AS busy_ns
+    FROM sel s
     LEFT JOIN iteration_gpu_time g ON g.run = s.run AND g.iteration = s.iteration
-    GROUP BY s.run, s.iteration
+    LEFT JOIN span sp ON sp.run = s.run
+    LEFT JOIN busy b ON b.run = s.run
+), r AS (
+    SELECT f.*, coalesce(dt.dtype, cd.dtype) AS dtype, t.total_ns, t.busy_ns, p.peak_tflops
+    FROM f2 f
+    LEFT JOIN dt ON dt.run = f.run AND dt.iteration IS NOT DISTINCT FROM f.iteration
+    LEFT JOIN counter_dtypes cd ON cd.run = f.run
+    LEFT JOIN t ON t.run = f.run AND t.iteration IS NOT DISTINCT FROM f.iteration
+    LEFT JOIN run_peak_flops p ON p.run = f.run AND p.dtype = coalesce(dt.dtype, cd.dtype)
 )
-SELECT f.run, f.iteration, f.source,
-       CAST(f.fwd AS BIGINT) AS flops_fwd, CAST(f.bwd AS BIGINT) AS flops_bwd,
-       CAST(f.tot AS BIGINT) AS flops_total,
-       CAST(f.other AS BIGINT) AS flops_other,
-       round(f.bwd / nullif(f.fwd, 0), 3) AS bwd_fwd_ratio,
-       round(f.tot / nullif(t.total_ns, 0) / 1e3, 3) AS achieved_tflops,
-       round(f.tot / nullif(t.busy_ns, 0) / 1e3, 3) AS achieved_tflops_busy,
-       p.peak_tflops,
-       round(100 * f.tot / nullif(t.total_ns, 0) / 1e3 / p.peak_tflops, 2) AS mfu_pct,
-       coalesce(dt.dtype, hw_dt.dtype) AS dtype,
-       CASE WHEN f.counted = 0 THEN 'no FLOPs: the trace has no record_shapes'
-            WHEN f.fwd IS NULL AND f.bwd IS NULL THEN 'no matrix FLOPs counted'
-            WHEN coalesce(dt.dtype, hw_dt.dtype) IS NULL THEN 'no dtype: the trace records no input types of matrix ops'
-            WHEN p.peak_tflops IS NULL THEN 'no peak_flops row for this device and dtype'
-            WHEN f.source = 'cupti' THEN 'CUPTI range profiling serializes and replays kernels: the times are those of the profiled run, not of normal execution'
-            WHEN coalesce(dt.dtype, hw_dt.dtype) = 'fp32' THEN 'fp32 peak of the CUDA cores; convolutions may run on TF32 tensor cores (cudnn.allow_tf32)'
-            WHEN f.counted < f.ops THEN 'some ops lack shapes: their FLOPs are not counted'
+SELECT run, iteration, source,
+       CAST(fwd AS BIGINT) AS flops_fwd, CAST(bwd AS BIGINT) AS flops_bwd, CAST(tot AS BIGINT) AS flops_total,
+       CAST(other AS BIGINT) AS flops_other,
+       round(bwd / nullif(fwd, 0), 3) AS bwd_fwd_ratio,
+       round(tot / nullif(total_ns, 0) / 1e3, 3) AS achieved_tflops,
+       round(tot / nullif(busy_ns, 0) / 1e3, 3) AS achieved_tflops_busy,
+       peak_tflops,
+       round(100 * tot / nullif(total_ns, 0) / 1e3 / peak_tflops, 2) AS mfu_pct,
+       dtype,
+       CASE WHEN counted = 0 THEN 'no FLOPs: the trace has no record_shapes'
+            WHEN fwd IS NULL AND bwd IS NULL THEN 'no matrix FLOPs counted'
+            WHEN dtype IS NULL THEN 'no dtype: the trace records no input types of matrix ops'
+            WHEN peak_tflops IS NULL THEN 'no peak_flops row for this device and dtype'
+            WHEN source = 'cupti' THEN 'CUPTI range profiling serializes and replays kernels: the times are those of the profiled run, not of normal execution'
+            WHEN dtype = 'fp32' THEN 'fp32 peak of the CUDA cores; convolutions may run on TF32 tensor cores (cudnn.allow_tf32)'
+            WHEN counted < ops THEN 'some ops lack shapes: their FLOPs are not counted'
         END AS note
-FROM f2 f
-LEFT JOIN hw_dt ON hw_dt.run = f.run
-LEFT JOIN dt ON dt.run = f.run AND dt.iteration IS NOT DISTINCT FROM f.iteration
-LEFT JOIN t ON t.run = f.run AND t.iteration IS NOT DISTINCT FROM f.iteration
-LEFT JOIN run_peak_flops p ON p.run = f.run AND p.dtype = coalesce(dt.dtype, hw_dt.dtype)
-ORDER BY f.run, f.iteration NULLS LAST, f.source;
+FROM r
+ORDER BY run, iteration NULLS LAST, source;

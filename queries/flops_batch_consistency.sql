@@ -23,14 +23,18 @@
 --   flag VARCHAR: consistent | differs | single_batch (one batch size only)
 -- requires:
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
--- engines: duckdb
+-- engines: duckdb, spark
 WITH r AS (
     SELECT run, regexp_replace(run, $batch_pattern, '') AS model,
            TRY_CAST(regexp_extract(run, $batch_pattern, 1) AS BIGINT) AS batch
     FROM runs WHERE kind = 'trace' AND regexp_matches(run, $batch_pattern)
+), steady AS (  -- the steady iteration, or the whole trace of a run without step markers
+    SELECT f.* FROM op_flops f
+    LEFT JOIN iteration_steadiness s ON s.run = f.run AND s.iteration = f.iteration
+    WHERE s.steady OR f.run NOT IN (SELECT run FROM iterations)
 ), per_run AS (
     SELECT r.model, r.batch, o.run, o.op_name, o.pass, o.source, sum(o.flops) / r.batch AS per_sample
-    FROM op_flops_for(NULL) o JOIN r USING (run)
+    FROM steady o JOIN r ON r.run = o.run
     WHERE r.batch > 0
     GROUP BY r.model, r.batch, o.run, o.op_name, o.pass, o.source
 )

@@ -23,27 +23,45 @@
 --   check VARCHAR: ok | missing (0 FLOP where the other side counts work) | multiple_counted (an integer multiple, 2x or more, of the other side) | mismatch (more than 10% apart)
 -- requires:
 --   events: trace events (tracedb ingest TRACE.json)
--- engines: duckdb
-WITH f AS (
+-- engines: duckdb, spark
+WITH sel AS (       -- the iterations asked for; iteration NULL = the whole trace
+    SELECT run, iteration FROM iteration_steadiness
+    WHERE ($iteration IS NULL AND steady) OR $iteration = 'all'
+       OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER)
+    UNION ALL
+    SELECT run, CAST(NULL AS INTEGER) AS iteration FROM runs
+    WHERE kind = 'trace'
+      AND ($iteration = 'all' OR ($iteration IS NULL AND run NOT IN (SELECT run FROM iterations)))
+), o AS (
+    SELECT f.run, s.iteration, f.op_event_id, f.op_name, f.pass, f.category, f.dtype, f.source, f.flops
+    FROM op_flops f JOIN sel s ON s.run = f.run AND (s.iteration IS NULL OR s.iteration = f.iteration)
+    WHERE $run IS NULL OR f.run = $run
+), f AS (
     SELECT run, iteration, op_name, pass, source, count(DISTINCT op_event_id) AS calls,
            CAST(sum(flops) AS BIGINT) AS flops
-    FROM op_flops_for($iteration)
-    WHERE $run IS NULL OR run = $run
-    GROUP BY ALL
+    FROM o GROUP BY run, iteration, op_name, pass, source
+), ana AS (
+    SELECT run, iteration, op_name, pass, flops FROM f WHERE source = 'analytic'
+), hw AS (      -- the first hardware source (cupti before ncu)
+    SELECT run, iteration, op_name, pass, flops FROM (
+        SELECT *, row_number() OVER (PARTITION BY run, iteration, op_name, pass ORDER BY source) AS k
+        FROM f WHERE source <> 'analytic') x
+    WHERE k = 1
 ), ref AS (
-    SELECT a.*,
-           (SELECT arg_min(b.flops, b.source) FROM f b
-            WHERE b.run = a.run AND b.iteration IS NOT DISTINCT FROM a.iteration AND b.op_name = a.op_name
-              AND b.pass = a.pass AND b.source <> a.source
-              AND (a.source = 'analytic' OR b.source = 'analytic')) AS other
-    FROM f a
+    SELECT f.*, CASE WHEN f.source = 'analytic' THEN hw.flops ELSE ana.flops END AS other,
+           CASE WHEN f.source = 'analytic' THEN hw.run ELSE ana.run END AS other_run
+    FROM f
+    LEFT JOIN ana ON ana.run = f.run AND ana.iteration IS NOT DISTINCT FROM f.iteration
+                 AND ana.op_name = f.op_name AND ana.pass = f.pass
+    LEFT JOIN hw ON hw.run = f.run AND hw.iteration IS NOT DISTINCT FROM f.iteration
+                AND hw.op_name = f.op_name AND hw.pass = f.pass
 )
 SELECT run, iteration, op_name, pass, source, calls, flops,
        round(flops / nullif(calls, 0), 1) AS flops_per_call,
-       CASE WHEN other IS NULL THEN 'ok'
-            WHEN coalesce(flops, 0) = 0 AND other > 0 THEN 'missing'
-            WHEN coalesce(flops, 0) = 0 THEN 'ok'
-            WHEN other > 0 AND flops / other >= 1.9
+       CASE WHEN other_run IS NULL THEN 'ok'
+            WHEN coalesce(flops, 0) = 0 AND coalesce(other, 0) > 0 THEN 'missing'
+            WHEN coalesce(flops, 0) = 0 OR coalesce(other, 0) = 0 THEN 'ok'
+            WHEN flops / other >= 1.9
                  AND abs(flops / other - round(flops / other)) <= 0.05 * round(flops / other) THEN 'multiple_counted'
             WHEN abs(flops - other) > 0.1 * greatest(flops, other) THEN 'mismatch'
             ELSE 'ok' END AS "check"

@@ -26,7 +26,7 @@
 --   counters VARCHAR: the counters used
 -- requires:
 --   counters: hardware counters (an ncu report, or a trace taken with the CUPTI range profiler)
--- engines: duckdb
+-- engines: duckdb, spark
 SELECT c.run, CASE WHEN m.trace_run = c.run THEN 'cupti' ELSE 'ncu' END AS source, c.kernel_id,
        m.trace_run, m.trace_kernel_id, t.iteration, k.name, o.op_name, o.pass,
        c.tensor_flops, c.fp64_flops, c.fp32_flops, c.fp16_flops,
@@ -35,8 +35,12 @@ SELECT c.run, CASE WHEN m.trace_run = c.run THEN 'cupti' ELSE 'ncu' END AS sourc
        c.counters
 FROM kernel_flop_counters c
 JOIN kernels k ON k.run = c.run AND k.kernel_id = c.kernel_id
-LEFT JOIN (SELECT * FROM matches
-           QUALIFY row_number() OVER (PARTITION BY ncu_run, ncu_kernel_id ORDER BY trace_run = ncu_run DESC, trace_run) = 1) m
+LEFT JOIN (SELECT trace_run, ncu_run, trace_kernel_id, ncu_kernel_id FROM (
+               SELECT trace_run, ncu_run, trace_kernel_id, ncu_kernel_id,
+                      row_number() OVER (PARTITION BY ncu_run, ncu_kernel_id
+                                         ORDER BY CASE WHEN trace_run = ncu_run THEN 0 ELSE 1 END, trace_run) AS k
+               FROM matches) x
+           WHERE k = 1) m
   ON m.ncu_run = c.run AND m.ncu_kernel_id = c.kernel_id
 LEFT JOIN kernels t ON t.run = m.trace_run AND t.kernel_id = m.trace_kernel_id
 LEFT JOIN kernel_flop_ops o ON o.run = m.trace_run AND o.kernel_id = m.trace_kernel_id

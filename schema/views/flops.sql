@@ -191,23 +191,27 @@ WITH g AS (
 SELECT g.run, g.device_name, g.gpu, p.dtype, p.peak_tflops, p.citation
 FROM g JOIN peak_flops p ON p.gpu = g.gpu;
 
--- The (run, iteration) pairs a per-iteration FLOP report shows for its
--- iteration parameter p: NULL = the steady iteration (the whole trace, as
--- iteration NULL, for a trace without step markers); an integer = that
--- iteration; 'all' = every iteration and a whole-trace row (iteration NULL).
-CREATE OR REPLACE MACRO flop_iterations(p) AS TABLE
-SELECT run, iteration FROM iteration_steadiness
-WHERE (p IS NULL AND steady) OR p = 'all' OR iteration = TRY_CAST(p AS INTEGER)
-UNION ALL
-SELECT error('iteration must be an integer or all, not ' || p), NULL
-WHERE p IS NOT NULL AND p <> 'all' AND TRY_CAST(p AS INTEGER) IS NULL
-UNION ALL
-SELECT run, NULL::INTEGER FROM runs
-WHERE kind = 'trace' AND (p = 'all' OR (p IS NULL AND run NOT IN (SELECT run FROM iterations)));
+-- Layer type of each op name of op_flops, per run, by the op rules of layer_rules
+-- (bwd_fwd_ratio); 'other' when none matches.
+CREATE OR REPLACE VIEW op_layers AS
+WITH names AS (SELECT DISTINCT run, op_name FROM op_flops)
+SELECT n.run, n.op_name, coalesce(
+    (SELECT arg_min(r.layer_type, r.priority) FROM layer_rules r
+     WHERE r.field = 'op' AND regexp_matches(n.op_name, r.pattern)), 'other') AS layer_type
+FROM names n;
 
--- op_flops of the iterations flop_iterations(p) selects, each row under the
--- iteration it is shown in (NULL: the whole trace).
-CREATE OR REPLACE MACRO op_flops_for(p) AS TABLE
-SELECT f.* EXCLUDE (iteration), s.iteration
-FROM op_flops f
-JOIN flop_iterations(p) s ON s.run = f.run AND (s.iteration IS NULL OR s.iteration = f.iteration);
+-- The data type whose peak a trace run's hardware FLOPs are measured against when
+-- the trace has no input types: the kind of its counters with the most FLOPs
+-- (tensor: the tensor-path source type with the most ops).
+CREATE OR REPLACE VIEW counter_dtypes AS
+WITH k AS (
+    SELECT m.trace_run AS run, c.*
+    FROM matches m JOIN kernel_flop_counters c ON c.run = m.ncu_run AND c.kernel_id = m.ncu_kernel_id
+), d AS (
+    SELECT run, coalesce(tensor_dtype, 'fp16') AS dtype, tensor_flops AS fl FROM k
+    UNION ALL SELECT run, 'fp64', fp64_flops FROM k
+    UNION ALL SELECT run, 'fp32', fp32_flops FROM k
+    UNION ALL SELECT run, 'fp16', fp16_flops FROM k
+)
+SELECT run, dtype FROM (SELECT run, dtype, sum(fl) AS fl FROM d GROUP BY run, dtype)
+QUALIFY row_number() OVER (PARTITION BY run ORDER BY fl DESC NULLS LAST, dtype) = 1;
