@@ -48,10 +48,12 @@ WITH sel AS (       -- the iterations asked for; iteration NULL = the whole trac
     FROM o GROUP BY run, iteration, source
 ), f2 AS (
     SELECT *, CASE WHEN fwd IS NOT NULL OR bwd IS NOT NULL THEN coalesce(fwd, 0) + coalesce(bwd, 0) END AS tot FROM f
-), dt AS (      -- the data type with the most matrix FLOPs (analytic), else the counters' (counter_dtypes)
+), dt AS (      -- the data type with the most matrix FLOPs: analytic, else the counters'
     SELECT run, iteration, max_by(dtype, fl) AS dtype FROM (
-        SELECT run, iteration, dtype, sum(flops) AS fl FROM o
-        WHERE source = 'analytic' AND category = 'matrix' AND dtype IS NOT NULL
+        SELECT run, iteration, dtype,
+               sum(flops) + CASE WHEN min(source) = 'analytic' THEN 1e30 ELSE 0 END AS fl
+        FROM o
+        WHERE category = 'matrix' AND dtype IS NOT NULL
         GROUP BY run, iteration, dtype) x
     GROUP BY run, iteration
 ), span AS (    -- the whole trace: first kernel start to last kernel end, and busy time
@@ -68,12 +70,11 @@ WITH sel AS (       -- the iterations asked for; iteration NULL = the whole trac
     LEFT JOIN span sp ON sp.run = s.run
     LEFT JOIN busy b ON b.run = s.run
 ), r AS (
-    SELECT f.*, coalesce(dt.dtype, cd.dtype) AS dtype, t.total_ns, t.busy_ns, p.peak_tflops
+    SELECT f.*, dt.dtype, t.total_ns, t.busy_ns, p.peak_tflops
     FROM f2 f
     LEFT JOIN dt ON dt.run = f.run AND dt.iteration IS NOT DISTINCT FROM f.iteration
-    LEFT JOIN counter_dtypes cd ON cd.run = f.run
     LEFT JOIN t ON t.run = f.run AND t.iteration IS NOT DISTINCT FROM f.iteration
-    LEFT JOIN run_peak_flops p ON p.run = f.run AND p.dtype = coalesce(dt.dtype, cd.dtype)
+    LEFT JOIN run_peak_flops p ON p.run = f.run AND p.dtype = dt.dtype
 )
 SELECT run, iteration, source,
        CAST(fwd AS BIGINT) AS flops_fwd, CAST(bwd AS BIGINT) AS flops_bwd, CAST(tot AS BIGINT) AS flops_total,

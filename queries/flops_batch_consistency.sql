@@ -16,7 +16,8 @@
 --   pass VARCHAR: forward | backward | optimizer
 --   source VARCHAR: analytic | cupti | ncu
 --   runs BIGINT: runs of the model with this op
---   batches VARCHAR: their batch sizes
+--   min_batch BIGINT: smallest batch size
+--   max_batch BIGINT: largest batch size
 --   min_flops_per_sample DOUBLE: smallest FLOPs per sample over the runs
 --   max_flops_per_sample DOUBLE: largest FLOPs per sample over the runs
 --   spread_pct DOUBLE: (max - min) / max, %
@@ -40,7 +41,7 @@ WITH r AS (
 )
 SELECT * FROM (
 SELECT model, op_name, pass, source, count(*) AS runs,
-       string_agg(DISTINCT CAST(batch AS VARCHAR), ', ' ORDER BY CAST(batch AS VARCHAR)) AS batches,
+       min(batch) AS min_batch, max(batch) AS max_batch,
        round(min(per_sample), 1) AS min_flops_per_sample, round(max(per_sample), 1) AS max_flops_per_sample,
        round(100 * (max(per_sample) - min(per_sample)) / nullif(max(per_sample), 0), 3) AS spread_pct,
        CASE WHEN count(DISTINCT batch) < 2 THEN 'single_batch'

@@ -155,14 +155,21 @@ FROM k LEFT JOIN flop_ops o ON o.run = k.run AND o.event_id = k.flop_event_id;
 
 -- FLOPs per op event and source, one row each: analytic (flop_ops), and the
 -- hardware counts of the op's kernels: cupti (the trace's own counters) or ncu
--- (the ncu run matched to the trace last). kernels: kernels of the
+-- (the ncu run matched to the trace last). dtype: analytic, of the op's first
+-- floating-point input; hardware, the kind of counter with the most FLOPs. kernels: kernels of the
 -- op with counters; flops NULL where a source counts nothing for the op.
 CREATE OR REPLACE VIEW op_flops AS
 SELECT run, iteration, event_id AS op_event_id, name AS op_name, pass, category, dtype,
        'analytic' AS source, NULL::VARCHAR AS counter_run, CAST(NULL AS BIGINT) AS kernels, flops
 FROM flop_ops
 UNION ALL
-SELECT o.run, o.iteration, o.op_event_id, o.op_name, o.pass, o.category, NULL AS dtype,
+SELECT o.run, o.iteration, o.op_event_id, o.op_name, o.pass, o.category,
+       CASE greatest(coalesce(sum(c.tensor_flops), 0), coalesce(sum(c.fp64_flops), 0),
+                     coalesce(sum(c.fp32_flops), 0), coalesce(sum(c.fp16_flops), 0))
+            WHEN 0 THEN NULL
+            WHEN coalesce(sum(c.tensor_flops), 0) THEN coalesce(max(c.tensor_dtype), 'fp16')
+            WHEN coalesce(sum(c.fp32_flops), 0) THEN 'fp32'
+            WHEN coalesce(sum(c.fp16_flops), 0) THEN 'fp16' ELSE 'fp64' END AS dtype,
        CASE WHEN mk.ncu_run = mk.run THEN 'cupti' ELSE 'ncu' END AS source, mk.ncu_run,
        count(*) AS kernels,
        CAST(round(sum(coalesce(c.tensor_flops, 0) + coalesce(c.fp64_flops, 0) + coalesce(c.fp32_flops, 0)
@@ -175,7 +182,7 @@ JOIN (SELECT trace_run, ncu_run FROM match_runs WHERE trace_run <> ncu_run
       SELECT trace_run, ncu_run FROM match_runs WHERE trace_run = ncu_run) p
   ON p.trace_run = mk.run AND p.ncu_run = mk.ncu_run
 JOIN kernel_flop_counters c ON c.run = mk.ncu_run AND c.kernel_id = mk.ncu_id
-GROUP BY ALL;
+GROUP BY o.run, o.iteration, o.op_event_id, o.op_name, o.pass, o.category, mk.ncu_run, mk.run;
 
 -- The peak FLOP/s rows of each run's device: those of the first peak_flops gpu
 -- whose pattern matches the device name (users' rows first, then priority).
@@ -199,19 +206,3 @@ SELECT n.run, n.op_name, coalesce(
     (SELECT arg_min(r.layer_type, r.priority) FROM layer_rules r
      WHERE r.field = 'op' AND regexp_matches(n.op_name, r.pattern)), 'other') AS layer_type
 FROM names n;
-
--- The data type whose peak a trace run's hardware FLOPs are measured against when
--- the trace has no input types: the kind of its counters with the most FLOPs
--- (tensor: the tensor-path source type with the most ops).
-CREATE OR REPLACE VIEW counter_dtypes AS
-WITH k AS (
-    SELECT m.trace_run AS run, c.*
-    FROM matches m JOIN kernel_flop_counters c ON c.run = m.ncu_run AND c.kernel_id = m.ncu_kernel_id
-), d AS (
-    SELECT run, coalesce(tensor_dtype, 'fp16') AS dtype, tensor_flops AS fl FROM k
-    UNION ALL SELECT run, 'fp64', fp64_flops FROM k
-    UNION ALL SELECT run, 'fp32', fp32_flops FROM k
-    UNION ALL SELECT run, 'fp16', fp16_flops FROM k
-)
-SELECT run, dtype FROM (SELECT run, dtype, sum(fl) AS fl FROM d GROUP BY run, dtype)
-QUALIFY row_number() OVER (PARTITION BY run ORDER BY fl DESC NULLS LAST, dtype) = 1;
