@@ -49,13 +49,15 @@ WITH sel AS (       -- the iterations asked for; iteration NULL = the whole trac
 ), f2 AS (
     SELECT *, CASE WHEN fwd IS NOT NULL OR bwd IS NOT NULL THEN coalesce(fwd, 0) + coalesce(bwd, 0) END AS tot FROM f
 ), dt AS (      -- the data type with the most matrix FLOPs: analytic, else the counters'
-    SELECT run, iteration, max_by(dtype, fl) AS dtype FROM (
+    SELECT run, iteration, dtype FROM (
         SELECT run, iteration, dtype,
-               sum(flops) + CASE WHEN min(source) = 'analytic' THEN 1e30 ELSE 0 END AS fl
+               row_number() OVER (PARTITION BY run, iteration
+                                  ORDER BY max(CASE WHEN source = 'analytic' THEN 1 ELSE 0 END) DESC,
+                                           sum(flops) DESC, dtype) AS k
         FROM o
         WHERE category = 'matrix' AND dtype IS NOT NULL
         GROUP BY run, iteration, dtype) x
-    GROUP BY run, iteration
+    WHERE k = 1
 ), span AS (    -- the whole trace: first kernel start to last kernel end, and busy time
     SELECT k.run, max(k.ts_ns + k.dur_ns) - min(k.ts_ns) AS total_ns FROM kernels k
     WHERE k.kind = 'kernel' GROUP BY k.run

@@ -103,7 +103,14 @@ SELECT c.run, c.event_id, c.name, c.pid, c.tid, c.ts_ns, c.end_ns, c.formula, c.
               AND s.start_ns <= c.ts_ns AND s.end_ns >= c.end_ns), 'forward') END AS pass,
        (SELECT i.iteration FROM iterations i
         WHERE i.run = c.run AND c.ts_ns BETWEEN i.start_ns AND i.marker_end_ns) AS iteration,
-       flop_dtype(c.types) AS dtype,
+       -- the narrowest type of the op or of a candidate nested in it: under autocast
+       -- the outer op has the fp32 inputs, the op it redispatches to the fp16 ones
+       coalesce((SELECT arg_min(flop_dtype(n.types), list_position(['fp8', 'fp16', 'bf16', 'fp32', 'fp64'], flop_dtype(n.types)))
+                 FROM flop_op_candidates n
+                 WHERE n.run = c.run AND n.pid IS NOT DISTINCT FROM c.pid AND n.tid IS NOT DISTINCT FROM c.tid
+                   AND n.ts_ns BETWEEN c.ts_ns AND c.end_ns AND n.end_ns <= c.end_ns AND n.event_id <> c.event_id
+                   AND n.formula = c.formula AND flop_dtype(n.types) IS NOT NULL),
+                flop_dtype(c.types)) AS dtype,
        CAST(round(c.flops_d) AS BIGINT) AS flops
 FROM counted c;
 
