@@ -154,3 +154,9 @@ def test_mfu_uses_the_h100_peak_of_the_dtype(cap_db):
     amp, fp32 = analytic(cap_db, "h100_gpt2_bs16_amp"), analytic(cap_db, "h100_gpt2_bs8_fp32")
     assert (amp["dtype"], amp["peak_tflops"]) == ("fp16", 989.4)      # autocast's inner addmm, not the fp32 outer one
     assert (fp32["dtype"], fp32["peak_tflops"]) == ("fp32", 66.9) and fp32["note"].startswith("fp32 peak")
+
+
+def test_ncu_run_gets_its_peak_from_the_ncu_device_name(cap_db):
+    assert cap_db.execute("SELECT device_name, gpu, peak_tflops FROM run_peak_flops "
+                          "WHERE run = 'h100_mobilenet_v2_bs32_amp_ncu_raw_baseunits' AND dtype = 'fp16'"
+                          ).fetchone() == ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.4)
