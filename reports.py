@@ -199,6 +199,6 @@ def run(con, name, params=None):
     check_run_names(con, report, values)
     try:
         return con.sql(report.sql, params=bind(report.sql, values)).to_arrow_table()
-    except duckdb.InvalidInputException as e:     # error('...') raised by the report itself
+    except (duckdb.InvalidInputException, duckdb.ConversionException) as e:   # error('...'), or a bad parameter value
         msg = str(e).splitlines()[0].removeprefix("Invalid Input Error: ")
         raise ReportError(f"report {report.name}: {msg}") from None

@@ -155,6 +155,7 @@ def load(con, tf, run, iteration_marker=None):
         con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
         run_script(con, sql_text("schema", "load/trace_events.sql"))
         run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
+        _load_cupti_ranges(con, path, run)
         con.execute("DROP VIEW _run_events")
         con.execute("DROP TABLE _trace_staged")
         for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid", "tracedb_iteration_marker"):
@@ -163,6 +164,19 @@ def load(con, tf, run, iteration_marker=None):
         raise IngestError(path, f"--iterations-from {iteration_marker!r}: no CPU-side event of that name "
                                 "with a duration in the trace")
     return {"base_time_ns": base_ns}
+
+
+def _load_cupti_ranges(con, path, run):
+    """CUPTI range-profiler counters (cuda_profiler_range events) as kernels and
+    counters of the run (schema/load/cupti_ranges.sql); warns when the ranges
+    cannot be paired with the launches."""
+    run_script(con, sql_text("schema", "load/cupti_ranges.sql"), {"run": run})
+    unpaired = scalar(con, "SELECT count(*) FROM kernels WHERE run = ? AND kernel_id IN "
+                      "(SELECT event_id FROM _run_events WHERE cat = 'cuda_profiler_range') "
+                      "AND launch_event_id IS NULL", [run])
+    if unpaired:
+        warnings.warn(f"{path}: {unpaired} CUPTI range-profiler kernels could not be paired with their "
+                      "launches (counts differ); their counters are kept without an op")
 
 
 def run_metadata(con, run, members):

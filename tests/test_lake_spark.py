@@ -24,6 +24,7 @@ def duck_and_lake(tmp_path_factory):
     for p in TORCH:
         ingest_file(con, DATA / "power" / (run_name(p) + ".csv"), pair_with=run_name(p))
     ingest_file(con, AMP_NCU_BASE, pair_with=AMP)
+    ingest_file(con, DATA / "cupti" / "a100_cupti_range_profiler.json.gz")   # counters of a trace run
     lake.export(con, d / "lake")
     yield con, d / "lake"
     con.close()

@@ -49,3 +49,34 @@ CREATE TABLE IF NOT EXISTS calibration_reference (
     source     VARCHAR NOT NULL DEFAULT 'user', -- 'tracedb' (shipped) or 'user'
     PRIMARY KEY (gpu, level)
 );
+
+-- Dense peak FLOP/s per GPU and data type (no sparsity), for model-FLOPs
+-- utilization. A device (Kineto deviceProperties name, ncu display name) takes
+-- the rows of the first gpu whose pattern matches it: users' rows before
+-- shipped ones, then by priority. Users may add or override rows.
+CREATE TABLE IF NOT EXISTS peak_flops (
+    gpu          VARCHAR NOT NULL,   -- GPU model (`H100 SXM`)
+    name_pattern VARCHAR NOT NULL,   -- RE2 regular expression over the device name
+    priority     INTEGER NOT NULL,   -- lower first (a PCIe pattern before the generic one)
+    dtype        VARCHAR NOT NULL,   -- fp64 | fp64_tensor | fp32 | tf32 | bf16 | fp16 | fp8
+    peak_tflops  DOUBLE NOT NULL,    -- dense peak, TFLOP/s (10^12 FLOP/s), FMA = 2 FLOP
+    citation     VARCHAR,            -- where the value is published
+    source       VARCHAR NOT NULL DEFAULT 'user', -- 'tracedb' (shipped) or 'user'
+    PRIMARY KEY (gpu, dtype)
+);
+
+-- How many FLOPs an operator of a record_shapes trace performs, by formula
+-- (schema/views/flops.sql): matrix ops (mm, addmm, bmm, baddbmm, scaled_mm,
+-- conv, conv_bwd, sdpa, sdpa_bwd, with the shapes of `Input Dims` and the
+-- arguments of `Concrete Inputs`) and per-element ops (eltwise:
+-- flops_per_element x the elements of the op's largest tensor input). When
+-- ops of this table nest (aten::relu_ calls aten::clamp_min_), only the
+-- outermost counts. Users may add rows.
+CREATE TABLE IF NOT EXISTS flop_formulas (
+    op                VARCHAR PRIMARY KEY, -- framework op name as in the trace (`aten::addmm`)
+    formula           VARCHAR NOT NULL,    -- mm | addmm | bmm | baddbmm | conv | conv_bwd | sdpa | sdpa_bwd | sdpa_bshd | sdpa_bwd_bshd | eltwise | none
+    category          VARCHAR NOT NULL,    -- matrix (counted in model FLOPs) | other (elementwise, normalization, reduction, optimizer)
+    flops_per_element DOUBLE,              -- eltwise: FLOPs per element of the largest tensor input
+    note              VARCHAR,             -- why this count
+    source            VARCHAR NOT NULL DEFAULT 'user' -- 'tracedb' (shipped) or 'user'
+);
