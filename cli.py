@@ -43,20 +43,27 @@ def cmd_ingest(args):
         raise UsageError("--run names the run of a single file; give one PATH")
     options = {"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
                "start_ns": args.start_ns, "interval_ms": args.interval_ms}
+    from tracedb.jobs import ingest_groups
+    try:     # a directory is one job of its rank traces (tracedb/jobs.py)
+        groups = ingest_groups(args.paths, job=args.job, rank=args.rank)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.run and sum(len(files) for files, _ in groups) > 1:
+        raise UsageError("--run names the run of a single file; give one PATH")
     if args.lake:
         if args.db or args.pair_with or args.run:
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
         from tracedb import lake
-        failed = lake.ingest(args.paths, args.lake, jobs=args.jobs, options=options,
-                             report=lambda line: print(line, flush=True))
+        failed = sum(lake.ingest(files, args.lake, jobs=args.jobs, options={**options, **trace},
+                                 report=lambda line: print(line, flush=True)) for files, trace in groups)
         return 1 if failed else 0
     if not args.db:
         raise UsageError("give --db FILE (or --lake DIR)")
     con = _open(args.db, write=True)
     failed = 0
-    for path in args.paths:
+    for path, trace in ((f, t) for files, t in groups for f in files):
         try:
-            r = ingest_file(con, path, run=args.run, pair_with=args.pair_with, options=options)
+            r = ingest_file(con, path, run=args.run, pair_with=args.pair_with, options={**options, **trace})
         except IngestError as e:
             print(f"tracedb: error: {e}", file=sys.stderr)
             failed += 1
@@ -225,12 +232,15 @@ def parser():
         sp.add_argument("--format", choices=output.FORMATS, help="default: table on a terminal, else csv")
         sp.add_argument("-o", "--output", help="write to this file instead of stdout")
 
-    sp = sub.add_parser("ingest", help="load traces, ncu reports, power logs, calibrations")
+    sp = sub.add_parser("ingest", help="load traces, ncu reports, power logs, calibrations "
+                                       "(a directory: every trace in it, as the ranks of one job)")
     sp.add_argument("paths", nargs="+", metavar="PATH")
     sp.add_argument("--db")
     sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
     sp.add_argument("--jobs", type=int, default=1, help="with --lake: files parsed in parallel processes")
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
+    sp.add_argument("--job", help="traces: the distributed job they are ranks of (default: a directory's name)")
+    sp.add_argument("--rank", type=int, help="trace without distributedInfo: its rank (single file)")
     sp.add_argument("--pair-with", help="trace run this ncu report or power log belongs to")
     sp.add_argument("--offset-ns", type=int, help="power log: trace time - power time, ns (traces without absolute time)")
     sp.add_argument("--tz", help="power log: time zone of nvidia-smi's local timestamps (default: this machine's)")
