@@ -5,7 +5,7 @@ report rows (Arrow) -> Altair spec -> html / png / svg.
 """
 import altair as alt
 
-from tracedb import reports
+from tracedb import dist_charts, reports
 
 LEVELS = [("gpu_util_pct", "GPU"), ("smsp_active_pct_iter", "SMSP active"),
           ("issue_slot_pct_iter", "SMSP issue slot"), ("tc_active_pct_iter", "TC active"),
@@ -110,6 +110,8 @@ CHARTS = {
     "layers": ("utilization_by_layer", layers),
     "queue": ("queue_occupancy", queue),
     "queue_split": ("queue_utilization", queue_split),
+    "overlap": ("comm_overlap", dist_charts.overlap),
+    "skew": ("collective_arrivals", dist_charts.skew),
 }
 
 

@@ -50,12 +50,12 @@ WITH chosen AS (
 ), whole AS (
     SELECT e.job, e.process_group, min(e.pg_desc) AS pg_desc, e.collective, CAST(NULL AS BIGINT) AS seq,
            CAST(NULL AS INTEGER) AS iteration, count(*) AS calls, max(e.ranks) AS ranks, max(e.group_size) AS group_size,
-           CASE WHEN count(e.msg_bytes) = count(*) THEN sum(e.msg_bytes) END AS msg_bytes,
-           sum(e.skew_ns) AS skew_ns, min(m.last_rank) AS last_rank, sum(e.end_skew_ns) AS end_skew_ns,
-           sum(e.min_dur_ns) AS min_dur_ns, sum(e.max_dur_ns) AS max_dur_ns,
-           CASE WHEN count(e.msg_bytes) = count(*) THEN sum(e.msg_bytes) / nullif(sum(e.min_dur_ns), 0) END AS algbw_gbps,
+           CAST(CASE WHEN count(e.msg_bytes) = count(*) THEN sum(e.msg_bytes) END AS BIGINT) AS msg_bytes,
+           CAST(sum(e.skew_ns) AS BIGINT) AS skew_ns, min(m.last_rank) AS last_rank, CAST(sum(e.end_skew_ns) AS BIGINT) AS end_skew_ns,
+           CAST(sum(e.min_dur_ns) AS BIGINT) AS min_dur_ns, CAST(sum(e.max_dur_ns) AS BIGINT) AS max_dur_ns,
+           CASE WHEN count(e.msg_bytes) = count(*) THEN CAST(sum(e.msg_bytes) AS DOUBLE) / nullif(sum(e.min_dur_ns), 0) END AS algbw_gbps,
            CASE WHEN count(e.msg_bytes * e.busbw_factor) = count(*)
-                THEN sum(e.msg_bytes * e.busbw_factor) / nullif(sum(e.min_dur_ns), 0) END AS busbw_gbps
+                THEN sum(e.msg_bytes * e.busbw_factor) / nullif(CAST(sum(e.min_dur_ns) AS DOUBLE), 0) END AS busbw_gbps
     FROM every e JOIN most_last m ON m.job = e.job AND m.process_group = e.process_group AND m.collective = e.collective
     GROUP BY e.job, e.process_group, e.collective
 )

@@ -27,7 +27,8 @@
 --   collectives: communication kernels (NCCL/RCCL) in a trace
 -- engines: duckdb, spark
 WITH c AS (
-    SELECT s.job, s.rank, s.run, s.iteration AS chosen, c.*
+    SELECT s.job, s.rank, s.run, s.iteration AS chosen, c.iteration, c.process_group, c.pg_desc, c.collective,
+           c.msg_bytes, c.dur_ns, c.busbw_factor
     FROM collectives c JOIN job_run_iterations s ON s.run = c.run
     WHERE ($job IS NULL OR s.job = $job) AND ($run IS NULL OR s.run = $run)
       AND ((s.iteration IS NULL AND $iteration = 'all')
@@ -36,10 +37,10 @@ WITH c AS (
 )
 SELECT job, rank, run, chosen AS iteration, process_group, min(pg_desc) AS pg_desc, collective,
        count(*) AS calls,
-       CASE WHEN count(msg_bytes) = count(*) THEN sum(msg_bytes) END AS msg_bytes,
-       sum(dur_ns) AS dur_ns,
-       CASE WHEN count(msg_bytes) = count(*) THEN sum(msg_bytes) / nullif(sum(dur_ns), 0) END AS algbw_gbps,
-       CASE WHEN count(msg_bytes * busbw_factor) = count(*) THEN sum(msg_bytes * busbw_factor) / nullif(sum(dur_ns), 0) END AS busbw_gbps
+       CAST(CASE WHEN count(msg_bytes) = count(*) THEN sum(msg_bytes) END AS BIGINT) AS msg_bytes,
+       CAST(sum(dur_ns) AS BIGINT) AS dur_ns,
+       CASE WHEN count(msg_bytes) = count(*) THEN CAST(sum(msg_bytes) AS DOUBLE) / nullif(sum(dur_ns), 0) END AS algbw_gbps,
+       CASE WHEN count(msg_bytes * busbw_factor) = count(*) THEN sum(msg_bytes * busbw_factor) / nullif(CAST(sum(dur_ns) AS DOUBLE), 0) END AS busbw_gbps
 FROM c
 GROUP BY job, rank, run, chosen, process_group, collective
 ORDER BY job, rank, run, iteration NULLS LAST, process_group, collective;

@@ -22,7 +22,8 @@
 --   kernels: GPU activity (a trace with kernels)
 -- engines: duckdb, spark
 WITH t AS (
-    SELECT s.job, s.rank, s.run, s.iteration, g.*
+    SELECT s.job, s.rank, s.run, s.iteration, g.busy_ns, g.compute_only_ns, g.communication_only_ns, g.memory_only_ns,
+           g.compute_communication_ns, g.compute_memory_ns, g.communication_memory_ns, g.all_three_ns
     FROM job_run_iterations s
     JOIN gpu_class_time g ON g.run = s.run AND g.iteration IS NOT DISTINCT FROM s.iteration
     WHERE ($job IS NULL OR s.job = $job) AND ($run IS NULL OR s.run = $run)
