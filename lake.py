@@ -28,6 +28,7 @@ class Datasets:
     views: list
     global_: list
     run_column: dict      # relation -> its run column (run, or trace_run)
+    jobs: list = ()       # views joining the runs of a job: the engine defines them (job_views)
 
 
 def datasets_of(con):
@@ -54,7 +55,7 @@ def datasets_of(con):
     views = sorted(r for r in read if r in cols and cols[r][1] and r in run_column)
     global_ = sorted(r for r in read | {r for r, (_, v) in cols.items() if not v}
                      if r in cols and r not in run_column and r != "schema_info")
-    return Datasets(["runs"] + tables, views, global_, run_column)
+    return Datasets(["runs"] + tables, views, global_, run_column, sorted(jobs))
 
 
 def job_views():

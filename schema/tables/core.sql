@@ -187,7 +187,7 @@ CREATE TABLE IF NOT EXISTS match_runs (
 -- the kernel's args) and the call's sequence number within its process group.
 -- Derived at ingest (schema/load/collectives.sql).
 CREATE TABLE IF NOT EXISTS collectives (
-    run             VARCHAR NOT NULL,
+    run             VARCHAR NOT NULL,        -- the trace run (one rank)
     kernel_id       BIGINT NOT NULL,         -- the communication kernel (kernels.kernel_id)
     op_event_id     BIGINT,                  -- the record_param_comms CPU op that launched it (NULL when none)
     iteration       INTEGER,                 -- iteration of the launch (kernels.iteration)

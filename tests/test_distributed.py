@@ -1,0 +1,234 @@
+"""Distributed training: jobs of rank traces, kernel classes, collectives joined
+across the ranks of their process group, overlap and breakdowns, stragglers.
+Real 2-GPU captures (tests/data/dist, see its README.md), every number checked
+against an independent computation from the raw JSON (tests/independent_dist.py)."""
+import gzip
+import json
+import shutil
+
+import pytest
+
+from conftest import DATA, raw_trace
+from independent_dist import (activities, collectives, hta_overlap_pct, joined_calls, length, per_iteration,
+                              union)
+from tracedb import charts, db, reports
+from tracedb.cli import main
+from tracedb.ingest import IngestError, ingest_file
+
+DIST = DATA / "dist"
+JOBS = ["ddp", "fsdp", "ddp_2pg", "ddp_straggler"]
+STATES = {"compute": {"compute"}, "communication": {"communication"}, "memory": {"memory"},
+          "compute+communication": {"compute", "communication"}, "compute+memory": {"compute", "memory"},
+          "communication+memory": {"communication", "memory"},
+          "compute+communication+memory": {"compute", "communication", "memory"}}
+
+
+def docs(job):
+    return {r: raw_trace(DIST / job / f"rank{r}.json.gz") for r in (0, 1)}
+
+
+@pytest.fixture(scope="module")
+def dist_db(tmp_path_factory):
+    """Every job directory loaded with `tracedb ingest DIR` into one real database."""
+    path = tmp_path_factory.mktemp("dist") / "dist.duckdb"
+    assert main(["ingest", *[str(DIST / j) for j in JOBS], "--db", str(path)]) == 0
+    con = db.connect(path)
+    yield con
+    con.close()
+
+
+def rows(con, name, **params):
+    return reports.run(con, name, {k: str(v) for k, v in params.items()}).to_pylist()
+
+
+def test_a_directory_is_one_job_of_its_rank_traces(dist_db):
+    got = dist_db.execute("SELECT job, rank, world_size, run FROM runs ORDER BY job, rank").fetchall()
+    assert [(j, r, w) for j, r, w, _ in got] == [(j, r, 2) for j in sorted(JOBS) for r in (0, 1)]
+    for job, rank, _, run in got:          # the rank is the trace's own distributedInfo
+        assert raw_trace(DIST / job / f"{run}.json.gz")["distributedInfo"]["rank"] == rank
+
+
+def test_kernel_classes_agree_with_hta_patterns(dist_db):
+    """Each GPU activity's class: memory for memcpy/memset, communication for the
+    names HTA calls so or a kernel with collective metadata, compute otherwise."""
+    for job in JOBS:
+        for rank, doc in docs(job).items():
+            ref = sorted((a[0], a[1] - a[0], a[2]) for a in activities(doc))
+            got = sorted(dist_db.execute(
+                "SELECT c.ts_ns, c.dur_ns, c.kernel_class FROM kernel_classes c JOIN runs r USING (run) "
+                "WHERE r.job = ? AND r.rank = ?", [job, rank]).fetchall())
+            assert got == ref, (job, rank)
+            assert {"compute", "communication"} <= {c for *_, c in got}
+
+
+def test_collectives_rows_from_record_param_comms(dist_db):
+    """One row per communication kernel with the args Kineto copied onto it, the
+    Seq of its record_param_comms op, and nccl-tests' S."""
+    for job in JOBS:
+        for rank, doc in docs(job).items():
+            ref = sorted((c["ts"], c["dur"], c["pg"], c["collective"], c["seq"], c["dtype"], c["in"], c["out"])
+                         for c in collectives(doc))
+            got = sorted(dist_db.execute(
+                "SELECT c.ts_ns, c.dur_ns, c.process_group, c.collective, c.seq, c.dtype, c.in_nelems, c.out_nelems "
+                "FROM collectives c JOIN runs r USING (run) WHERE r.job = ? AND r.rank = ?", [job, rank]).fetchall())
+            assert got == ref, (job, rank)
+            assert all(s is not None for *_, s, _d, _i, _o in [g[:5] + g[5:] for g in got])
+            srcs = {s for (s,) in dist_db.execute(
+                "SELECT DISTINCT seq_source FROM collectives c JOIN runs r USING (run) WHERE r.job = ?", [job]).fetchall()}
+            assert srcs == {"Seq"}, job
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_breakdowns_overlap_and_temporal_against_raw_json(dist_db, job):
+    """kernel_type_breakdown, comm_overlap and temporal_breakdown of every rank and
+    iteration, and of the whole trace (iteration NULL), from an independent sweep."""
+    kt = rows(dist_db, "kernel_type_breakdown", job=job, iteration="all")
+    ov = {(r["rank"], r["iteration"]): r for r in rows(dist_db, "comm_overlap", job=job, iteration="all")}
+    tb = {(r["rank"], r["iteration"]): r for r in rows(dist_db, "temporal_breakdown", job=job, iteration="all")}
+    for rank, doc in docs(job).items():
+        ref = per_iteration(doc)
+        assert {i for (r, i) in ov if r == rank} == set(ref)
+        for it, x in ref.items():
+            got = {r["kernel_type"]: r["dur_ns"] for r in kt if r["rank"] == rank and r["iteration"] == it}
+            want = {k: x["states"].get(frozenset(v), 0) for k, v in STATES.items()}
+            assert got == {k: v for k, v in want.items() if v}, (rank, it)
+            u = x["unions"]
+            comm = length(u["communication"])
+            both = length([s for s in __import__("independent_dist").intersect(u["compute"], u["communication"])])
+            o = ov[(rank, it)]
+            assert (o["communication_ns"], o["overlap_ns"], o["exposed_ns"]) == (comm, both, comm - both)
+            assert o["overlap_pct"] == pytest.approx(round(100 * both / comm, 2))
+            t = tb[(rank, it)]
+            assert t["window_ns"] == x["window_ns"]
+            assert t["compute_ns"] == length(u["compute"])
+            assert t["idle_ns"] == x["window_ns"] - x["busy_ns"]
+            assert t["non_compute_ns"] == x["busy_ns"] - length(u["compute"])
+            assert t["idle_pct"] + t["compute_pct"] + t["non_compute_pct"] == pytest.approx(100, abs=0.02)
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_collective_skew_and_busbw_against_raw_json(dist_db, job):
+    ref = joined_calls(docs(job))
+    got = [r for r in rows(dist_db, "collective_skew", job=job, iteration="all") if r["seq"] is not None]
+    assert len(got) == len(ref) > 0
+    for r in got:
+        x = ref[(r["process_group"], r["seq"])]
+        assert (r["skew_ns"], r["last_rank"], r["min_dur_ns"], r["msg_bytes"], r["ranks"], r["iteration"]) == \
+            (x["skew_ns"], x["last_rank"], x["min_dur"], x["msg_bytes"], x["ranks"], x["iteration"])
+        assert r["busbw_gbps"] == pytest.approx(x["busbw_gbps"], rel=1e-9)
+        assert r["collective"] == x["collective"]
+
+
+def test_two_process_groups_are_joined_within_their_group(dist_db):
+    """ddp_2pg: DDP's gradient all-reduces on the default group, the loss all-reduce and
+    token all-gather on a second group; sequence numbers count per group."""
+    per = {}
+    for rank, doc in docs("ddp_2pg").items():
+        for c in collectives(doc):
+            per.setdefault(c["pg"], set()).add(c["collective"])
+    assert len(per) == 2
+    got = dist_db.execute("SELECT process_group, list(DISTINCT collective ORDER BY collective), count(*), "
+                          "count(DISTINCT seq) FROM collective_calls WHERE job = 'ddp_2pg' GROUP BY 1").fetchall()
+    assert {pg: set(cs) for pg, cs, _, _ in got} == per
+    for pg, _, n, distinct in got:
+        assert n == distinct          # one joined call per (group, seq)
+    desc = dict(dist_db.execute("SELECT DISTINCT process_group, pg_desc FROM collectives c JOIN runs r USING (run) "
+                                "WHERE r.job = 'ddp_2pg'").fetchall())
+    assert "metrics" in desc.values()
+
+
+def test_straggler_is_the_slowed_rank(dist_db):
+    """ddp_straggler: rank 1 sleeps 20 ms between forward and backward every step, so
+    rank 0 waits about that long at the first backward all-reduce."""
+    for r in rows(dist_db, "straggler_ranks", job="ddp_straggler", iteration="all"):
+        assert r["rank"] == 1
+        assert r["wait_caused_ns"] > 15_000_000
+    ref = joined_calls(docs("ddp_straggler"))
+    steady = rows(dist_db, "straggler_ranks", job="ddp_straggler")[0]
+    want = sum(x["skew_ns"] for x in ref.values() if x["iteration"] == steady["iteration"] and x["last_rank"] == 1)
+    assert steady["wait_caused_ns"] == want
+    for job in ("ddp", "fsdp"):       # no rank slowed: nobody waits 15 ms
+        assert all(r["wait_caused_ns"] < 15_000_000 for r in rows(dist_db, "straggler_ranks", job=job, iteration="all"))
+
+
+def test_every_rank_is_reported_on_the_same_iteration(dist_db):
+    for job in JOBS:
+        summary = rows(dist_db, "rank_summary", job=job)
+        steady = dist_db.execute("SELECT iteration FROM job_iterations WHERE job = ? AND steady", [job]).fetchall()
+        assert [r["rank"] for r in summary] == [0, 1]
+        assert {r["iteration"] for r in summary} == {steady[0][0]}
+        for name in ("kernel_type_breakdown", "comm_overlap", "temporal_breakdown", "collectives"):
+            assert {r["iteration"] for r in rows(dist_db, name, job=job)} == {steady[0][0]}, name
+    slow = {r["rank"]: r for r in rows(dist_db, "rank_summary", job="ddp_straggler")}
+    assert slow[0]["total_ns"] == pytest.approx(slow[1]["total_ns"], rel=0.2)   # DDP syncs the ranks' steps
+
+
+def test_overlap_compared_with_hta(dist_db):
+    """HTA's comm/comp overlap (integer µs: ceil(ts), floor(ts + dur)) on the whole trace,
+    without its last-step filter, is within rounding of tracedb's whole-trace row."""
+    for job in JOBS:
+        ov = {r["rank"]: r for r in rows(dist_db, "comm_overlap", job=job, iteration="all") if r["iteration"] is None}
+        for rank, doc in docs(job).items():
+            assert ov[rank]["overlap_pct"] == pytest.approx(hta_overlap_pct(doc), abs=1.0), (job, rank)
+
+
+def test_iteration_parameter(dist_db):
+    with pytest.raises(reports.ReportError, match="must be one of steady, all, N"):
+        rows(dist_db, "comm_overlap", iteration="last")
+    its = sorted(i for (i,) in dist_db.execute("SELECT iteration FROM job_iterations WHERE job = 'ddp'").fetchall())
+    assert {r["iteration"] for r in rows(dist_db, "comm_overlap", job="ddp", iteration=its[-1])} == {its[-1]}
+    every = rows(dist_db, "collectives", job="ddp", iteration="all")
+    whole = {(r["rank"], r["collective"]): r["calls"] for r in every if r["iteration"] is None}
+    per_it = {}
+    for r in every:
+        if r["iteration"] is not None:
+            per_it[(r["rank"], r["collective"])] = per_it.get((r["rank"], r["collective"]), 0) + r["calls"]
+    for k, n in per_it.items():
+        assert whole[k] >= n          # the whole trace also counts calls outside the iterations
+
+
+@pytest.mark.parametrize("name", ["overlap", "skew"])
+def test_distributed_charts_render(dist_db, tmp_path, name):
+    chart = charts.build(dist_db, name, {"job": "ddp_straggler"})
+    report = charts.CHARTS[name][0]
+    spec = chart.to_dict()
+    data = spec["data"]["values"] if "data" in spec else spec["datasets"]
+    assert data, name
+    n = len(rows(dist_db, report, job="ddp_straggler"))
+    charts.save(chart, tmp_path / f"{name}.svg")
+    assert (tmp_path / f"{name}.svg").read_text().startswith("<svg") and n > 0
+
+
+def _rankless(tmp_path, name="norank"):
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    with gzip.open(DIST / "ddp" / "rank0.json.gz", "rt") as f:
+        doc = json.load(f)
+    del doc["distributedInfo"]
+    with gzip.open(d / "r.json.gz", "wt") as f:
+        json.dump(doc, f)
+    return d / "r.json.gz"
+
+
+def test_rank_errors_and_the_rank_option(tmp_path, capsys):
+    dbp = str(tmp_path / "r.duckdb")
+    p = _rankless(tmp_path)
+    assert main(["ingest", str(p.parent), "--db", dbp]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tracedb: error: {p}: no rank: the trace has no distributedInfo.rank; load it alone "
+                   "with --rank N (and --job NAME) to make it a rank of a job"]
+    assert main(["ingest", str(p), "--db", dbp, "--rank", "1", "--job", "ddp"]) == 0
+    con = db.connect(dbp)
+    assert con.execute("SELECT job, rank FROM runs").fetchall() == [("ddp", 1)]
+    con.close()
+    # a rank the job already has, and a --rank that contradicts distributedInfo
+    shutil.copy(DIST / "ddp" / "rank1.json.gz", tmp_path / "rank1.json.gz")
+    assert main(["ingest", str(tmp_path / "rank1.json.gz"), "--db", dbp, "--job", "ddp"]) == 1
+    assert "job 'ddp' already has rank 1 (run r)" in capsys.readouterr().err
+    assert main(["ingest", str(DIST / "ddp" / "rank0.json.gz"), "--db", dbp, "--rank", "1"]) == 1
+    assert "--rank 1, but its distributedInfo says rank 0" in capsys.readouterr().err
+    assert main(["ingest", str(DIST / "ddp"), str(DIST / "fsdp"), "--db", dbp, "--rank", "0"]) == 1
+    assert "--rank gives the rank of a single trace file" in capsys.readouterr().err
+    con = db.connect(dbp)
+    assert con.execute("SELECT count(*) FROM runs").fetchall() == [(1,)]     # nothing half-loaded
+    con.close()
