@@ -88,8 +88,14 @@ def run_spark(name, params, lake_dir, master=None):
         raise reports.ReportError(f"report {name} runs on DuckDB only (see docs/reports.md, 'Engines')")
     sql = _spark_sql(transpile(name, "spark", params, pretty=False))
     spark = spark_session(master)
+    have = set()
     for ds, path in lake.datasets(lake_dir).items():
         spark.read.option("mergeSchema", "true").parquet(path).createOrReplaceTempView(ds)
+        have.add(ds)
     for view, select in lake.job_views():      # the views that join a job's runs, from their own SQL
-        spark.sql(_spark_sql(sqlglot.transpile(select, read="duckdb", write="spark")[0])).createOrReplaceTempView(view)
+        if relations_of(select) <= have:       # (a lake without collectives has no collective_calls)
+            spark.sql(_spark_sql(sqlglot.transpile(select, read="duckdb", write="spark")[0])).createOrReplaceTempView(view)
+            have.add(view)
+        else:
+            spark.catalog.dropTempView(view)
     return spark.sql(sql).toArrow()
