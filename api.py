@@ -36,8 +36,13 @@ class TraceDB:
         self.path = str(path)
         self.con = db.connect(self.path, read_only=read_only)
 
-    def ingest(self, path, run=None, pair_with=None):
-        return ingest_file(self.con, path, run=run, pair_with=pair_with)
+    def ingest(self, path, run=None, pair_with=None, job=None, rank=None):
+        """Load a file (one IngestResult), or a directory's rank traces as one job (a list)."""
+        import os
+        from tracedb.jobs import ingest_groups
+        groups = ingest_groups([path], job=job, rank=rank)
+        results = [ingest_file(self.con, f, run=run, pair_with=pair_with, options=o) for files, o in groups for f in files]
+        return results if os.path.isdir(path) else results[0]
 
     def query(self, name, run=None, **params):
         if run is not None:
