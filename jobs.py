@@ -69,7 +69,8 @@ def assign(con, path, fields, job=None, rank=None, require_rank=False):
 def ingest_groups(paths, job=None, rank=None):
     """What `tracedb ingest PATH...` loads: (files, trace options) groups, in order.
     A directory is one job (named by --job or the directory) of its trace files,
-    each of which must have a rank; files are loaded as given."""
+    each of which must have a rank, and its runs are named JOB.FILE (ddp.rank0);
+    files are loaded as given."""
     if rank is not None and (len(paths) > 1 or any(os.path.isdir(p) for p in paths)):
         raise ValueError("--rank gives the rank of a single trace file; give one file")
     groups = []
@@ -78,7 +79,8 @@ def ingest_groups(paths, job=None, rank=None):
             files = trace_files(p)
             if not files:
                 raise IngestError(p, "directory holds no trace files")
-            groups.append((files, {"job": job or job_name(p), "require_rank": True}))
+            name = job or job_name(p)
+            groups.append((files, {"job": name, "require_rank": True, "run_prefix": name + "."}))
         else:
             groups.append(([p], {"job": job, "rank": rank}))
     return groups

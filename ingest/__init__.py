@@ -72,7 +72,8 @@ def ingest_file(con, path, run=None, pair_with=None, options=None):
     itself). options (power logs): columns (nvidia-smi --query-gpu list of a
     header-less log), tz (zone of nvidia-smi's local times), offset_ns (trace
     time - power time), start_ns and interval_ms (dcgmi dmon); traces: job (the
-    job it is a rank of), rank (when it has no distributedInfo), require_rank.
+    job it is a rank of), rank (when it has no distributedInfo), require_rank; any
+    file: run_prefix (put before the default run name: `ddp.` for a job directory's files).
     """
     path = str(path)
     if not os.path.exists(path):
@@ -110,7 +111,7 @@ def _pair(con, reader, path, run, pair_with, options):
 
 
 def _ingest(con, reader, fmt, path, run, pair_with, work, options):
-    name = run or reader.run_name(path)
+    name = run or options.get("run_prefix", "") + reader.run_name(path)
     if pair_with is not None:
         _check_pair_target(con, path, reader.kind, pair_with)
     prep = reader.prepare(con, path, fmt, work, options)

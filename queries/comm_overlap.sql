@@ -18,7 +18,7 @@
 --   exposed_ns BIGINT: communication_ns - overlap_ns, ns
 --   overlap_pct DOUBLE: 100 * overlap_ns / communication_ns, % (NULL without communication)
 -- requires:
---   kernels: GPU activity (a trace with kernels)
+--   kernels: GPU kernels
 -- engines: duckdb, spark
 SELECT s.job, s.rank, s.run, s.iteration, g.communication_ns,
        g.compute_communication_ns + g.all_three_ns AS overlap_ns,

@@ -19,7 +19,7 @@
 --   dur_ns BIGINT: time in exactly that state, ns
 --   busy_pct DOUBLE: share of the rank's busy time (union of GPU activity), %
 -- requires:
---   kernels: GPU activity (a trace with kernels)
+--   kernels: GPU kernels
 -- engines: duckdb, spark
 WITH t AS (
     SELECT s.job, s.rank, s.run, s.iteration, g.busy_ns, g.compute_only_ns, g.communication_only_ns, g.memory_only_ns,

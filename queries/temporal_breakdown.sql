@@ -22,7 +22,7 @@
 --   compute_pct DOUBLE: share of window_ns, %
 --   non_compute_pct DOUBLE: share of window_ns, %
 -- requires:
---   kernels: GPU activity (a trace with kernels)
+--   kernels: GPU kernels
 -- engines: duckdb, spark
 SELECT s.job, s.rank, s.run, s.iteration, g.window_ns,
        g.window_ns - g.busy_ns AS idle_ns, g.compute_ns, g.busy_ns - g.compute_ns AS non_compute_ns,

@@ -105,9 +105,11 @@ def per_iteration(doc):
 
 
 def collectives(doc):
-    """[dict] of the communication kernels with their args, their record_param_comms
-    op's Seq (the op holding the launch, found by time on the launch's thread) and
-    the iteration."""
+    """[dict] of the communication kernels with their args, the iteration, and the
+    sequence number: the order, within the process group, of the record_param_comms
+    ops that launched them (the op holding the launch call, found by time on the
+    launch's thread; its `Seq` instead where every op has one); None for a kernel
+    without a launch call in the trace."""
     ev = doc["traceEvents"]
     la = launches(doc)
     rpc = [e for e in ev if e.get("name") == "record_param_comms" and e.get("ph") == "X"]
@@ -116,7 +118,7 @@ def collectives(doc):
         if cls != "communication":
             continue
         a = e.get("args") or {}
-        seq = None
+        op = None
         c = a.get("correlation")
         if c in la:
             l = la[c][1]
@@ -124,11 +126,17 @@ def collectives(doc):
             holders = [r for r in rpc if r.get("tid") == l.get("tid") and r.get("pid") == l.get("pid")
                        and ns(doc, r["ts"]) <= t <= ns(doc, r["ts"]) + dur_ns(r)]
             if holders:
-                seq = max(holders, key=lambda r: ns(doc, r["ts"]))["args"].get("Seq")
+                op = max(holders, key=lambda r: ns(doc, r["ts"]))
         out.append({"ts": s, "dur": end - s, "iteration": it, "pg": str(a.get("Process Group Name", "default")),
-                    "collective": a.get("Collective name"), "dtype": a.get("dtype"),
-                    "in": a.get("In msg nelems"), "out": a.get("Out msg nelems"),
-                    "group_size": a.get("Group size"), "seq": seq})
+                    "collective": a.get("Collective name") or re.search(r"(AllReduce|AllGather|ReduceScatter)",
+                                                                        e["name"]).group(1).lower(),
+                    "dtype": a.get("dtype"), "in": a.get("In msg nelems"), "out": a.get("Out msg nelems"),
+                    "group_size": a.get("Group size"), "op": op, "seq": None})
+    for pg in {c["pg"] for c in out}:
+        linked = sorted((c for c in out if c["pg"] == pg and c["op"]), key=lambda c: ns(doc, c["op"]["ts"]))
+        by_seq = all("Seq" in c["op"]["args"] for c in linked)
+        for i, c in enumerate(linked):
+            c["seq"] = c["op"]["args"]["Seq"] if by_seq else i
     return out
 
 
@@ -146,7 +154,8 @@ def joined_calls(docs_by_rank):
     calls = {}
     for rank, doc in docs_by_rank.items():
         for c in collectives(doc):
-            calls.setdefault((c["pg"], c["seq"]), {})[rank] = c
+            if c["seq"] is not None:
+                calls.setdefault((c["pg"], c["seq"]), {})[rank] = c
     out = {}
     for key, by_rank in calls.items():
         starts = {r: c["ts"] for r, c in by_rank.items()}

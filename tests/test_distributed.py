@@ -52,10 +52,11 @@ def rows(con, name, **params):
 
 def test_a_directory_is_one_job_of_its_rank_traces(dist_db):
     assert {"ddp", "fsdp", "ddp_2pg", "ddp_straggler"} <= set(JOBS)
-    got = dist_db.execute("SELECT job, rank, world_size, run FROM runs ORDER BY job, rank").fetchall()
-    assert [(j, r, w) for j, r, w, _ in got] == [(j, r, len(docs(j))) for j in JOBS for r in sorted(docs(j))]
-    for job, rank, _, run in got:          # the rank is the trace's own distributedInfo
-        assert raw_trace(DIST / job / f"{run}.json.gz")["distributedInfo"]["rank"] == rank
+    got = dist_db.execute("SELECT job, rank, world_size, run, path FROM runs ORDER BY job, rank").fetchall()
+    assert [(j, r, w) for j, r, w, _, _ in got] == [(j, r, len(docs(j))) for j in JOBS for r in sorted(docs(j))]
+    for job, rank, _, run, path in got:    # the rank is the trace's own distributedInfo
+        assert raw_trace(path)["distributedInfo"]["rank"] == rank
+        assert run == f"{job}.rank{rank}"
 
 
 def test_kernel_classes_agree_with_hta_patterns(dist_db):
@@ -82,10 +83,12 @@ def test_collectives_rows_from_record_param_comms(dist_db):
                 "SELECT c.ts_ns, c.dur_ns, c.process_group, c.collective, c.seq, c.dtype, c.in_nelems, c.out_nelems "
                 "FROM collectives c JOIN runs r USING (run) WHERE r.job = ? AND r.rank = ?", [job, rank]).fetchall())
             assert got == ref, (job, rank)
-            assert all(s is not None for *_, s, _d, _i, _o in [g[:5] + g[5:] for g in got])
-            srcs = {s for (s,) in dist_db.execute(
-                "SELECT DISTINCT seq_source FROM collectives c JOIN runs r USING (run) WHERE r.job = ?", [job]).fetchall()}
-            assert srcs == {"Seq"}, job
+        srcs = dict(dist_db.execute("SELECT seq_source, count(*) FROM collectives c JOIN runs r USING (run) "
+                                    "WHERE r.job = ? GROUP BY 1", [job]).fetchall())
+        # torch 2.11 writes no Seq: the ops' order numbers the calls; a kernel caught
+        # running from the warm-up step (no launch in the trace) is unlinked
+        assert set(srcs) <= {"op order", "unlinked"} and srcs["op order"] > 0, job
+        assert srcs.get("unlinked", 0) <= 2
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -149,16 +152,17 @@ def test_two_process_groups_are_joined_within_their_group(dist_db):
 
 def test_straggler_is_the_slowed_rank(dist_db):
     """ddp_straggler: rank 1 sleeps 20 ms between forward and backward every step, so
-    rank 0 waits about that long at the first backward all-reduce."""
+    rank 0 waits that much longer at the backward all-reduces than in the same job
+    unperturbed (ddp, where rank 1 already arrives later, by ~20 ms a step)."""
+    base = {r["iteration"]: r for r in rows(dist_db, "straggler_ranks", job="ddp", iteration="all")}
     for r in rows(dist_db, "straggler_ranks", job="ddp_straggler", iteration="all"):
-        assert r["rank"] == 1
-        assert r["wait_caused_ns"] > 15_000_000
+        assert r["rank"] == 1 == base[r["iteration"]]["rank"]
+        extra = r["wait_caused_ns"] - base[r["iteration"]]["wait_caused_ns"]
+        assert extra > (24_000_000 if r["iteration"] is None else 12_000_000), (r, extra)
     ref = joined_calls(docs("ddp_straggler"))
     steady = rows(dist_db, "straggler_ranks", job="ddp_straggler")[0]
     want = sum(x["skew_ns"] for x in ref.values() if x["iteration"] == steady["iteration"] and x["last_rank"] == 1)
     assert steady["wait_caused_ns"] == want
-    for job in ("ddp", "fsdp"):       # no rank slowed: nobody waits 15 ms
-        assert all(r["wait_caused_ns"] < 15_000_000 for r in rows(dist_db, "straggler_ranks", job=job, iteration="all"))
 
 
 def test_every_rank_is_reported_on_the_same_iteration(dist_db):
@@ -169,8 +173,16 @@ def test_every_rank_is_reported_on_the_same_iteration(dist_db):
         assert {r["iteration"] for r in summary} == {steady[0][0]}
         for name in ("kernel_type_breakdown", "comm_overlap", "temporal_breakdown", "collectives"):
             assert {r["iteration"] for r in rows(dist_db, name, job=job)} == {steady[0][0]}, name
-    slow = {r["rank"]: r for r in rows(dist_db, "rank_summary", job="ddp_straggler")}
-    assert slow[0]["total_ns"] == pytest.approx(slow[1]["total_ns"], rel=0.2)   # DDP syncs the ranks' steps
+    # each rank alone would pick another step on ddp (rank 0 ProfilerStep#3, rank 1 #2:
+    # within 5% of the later one on rank 1 only); the job picks #3 for both
+    alone = dict(dist_db.execute("SELECT r.rank, s.iteration FROM iteration_steadiness s JOIN runs r USING (run) "
+                                 "WHERE r.job = 'ddp' AND s.steady").fetchall())
+    assert alone == {0: 3, 1: 2}
+    assert {r["iteration"] for r in rows(dist_db, "rank_summary", job="ddp")} == {3}
+    # from the raw JSON: the job's step lengths are the slower rank's
+    its = {r: per_iteration(d) for r, d in docs("ddp").items()}
+    job = dict(dist_db.execute("SELECT iteration, dur_ns FROM job_iterations WHERE job = 'ddp'").fetchall())
+    assert job == {k: max(its[0][k]["window_ns"], its[1][k]["window_ns"]) for k in (2, 3)}
 
 
 def test_overlap_compared_with_hta(dist_db):
@@ -179,7 +191,9 @@ def test_overlap_compared_with_hta(dist_db):
     for job in JOBS:
         ov = {r["rank"]: r for r in rows(dist_db, "comm_overlap", job=job, iteration="all") if r["iteration"] is None}
         for rank, doc in docs(job).items():
-            assert ov[rank]["overlap_pct"] == pytest.approx(hta_overlap_pct(doc), abs=1.0), (job, rank)
+            # HTA's integer µs cut up to 2 µs off every kernel, most of the short compute
+            # kernels under a collective: its figure is 0.5-1.2 points lower on these traces
+            assert 0 <= ov[rank]["overlap_pct"] - hta_overlap_pct(doc) <= 1.5, (job, rank)
 
 
 def test_iteration_parameter(dist_db):
@@ -188,11 +202,14 @@ def test_iteration_parameter(dist_db):
     its = sorted(i for (i,) in dist_db.execute("SELECT iteration FROM job_iterations WHERE job = 'ddp'").fetchall())
     assert {r["iteration"] for r in rows(dist_db, "comm_overlap", job="ddp", iteration=its[-1])} == {its[-1]}
     every = rows(dist_db, "collectives", job="ddp", iteration="all")
-    whole = {(r["rank"], r["collective"]): r["calls"] for r in every if r["iteration"] is None}
+    whole = {(r["rank"], r["process_group"], r["collective"]): r["calls"] for r in every if r["iteration"] is None}
     per_it = {}
     for r in every:
         if r["iteration"] is not None:
-            per_it[(r["rank"], r["collective"])] = per_it.get((r["rank"], r["collective"]), 0) + r["calls"]
+            k = (r["rank"], r["process_group"], r["collective"])
+            per_it[k] = per_it.get(k, 0) + r["calls"]
+    assert sum(whole.values()) == dist_db.execute(
+        "SELECT count(*) FROM collectives c JOIN runs r USING (run) WHERE r.job = 'ddp'").fetchone()[0]
     for k, n in per_it.items():
         assert whole[k] >= n          # the whole trace also counts calls outside the iterations
 

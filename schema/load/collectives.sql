@@ -20,7 +20,7 @@ WITH rule_named AS (
     WHERE k.run = $run AND k.kind = 'kernel' AND k.ts_ns IS NOT NULL
       AND (k.name IN (SELECT name FROM rule_named) OR json_exists(e.args, '$."Collective name"'))
 )
-SELECT k.*, o.event_id AS rpc_event_id,
+SELECT k.*, o.event_id AS rpc_event_id, o.ts_ns AS rpc_ts_ns,
        json_extract_string(o.args, ['$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
                                     '$."Process Group Ranks"', '$."Group size"', '$.dtype',
                                     '$."In msg nelems"', '$."Out msg nelems"', '$.Seq']) AS oa
@@ -28,7 +28,7 @@ FROM k LEFT JOIN _run_events o ON o.event_id = k.op_event_id AND o.name = 'recor
 
 INSERT INTO collectives
 WITH m AS (
-    SELECT kernel_id, rpc_event_id, iteration, ts_ns, dur_ns, stream,
+    SELECT kernel_id, rpc_event_id, rpc_ts_ns, iteration, ts_ns, dur_ns, stream,
            coalesce(ka[2], oa[2], 'default') AS process_group,
            coalesce(ka[3], oa[3]) AS pg_desc,
            coalesce(ka[4], oa[4]) AS pg_ranks,
@@ -43,15 +43,24 @@ WITH m AS (
            TRY_CAST(oa[9] AS BIGINT) AS op_seq
     FROM _comm
 ), g AS (
-    -- the op's Seq numbers the calls of a group when every call has one and no two share it
-    SELECT *, count(op_seq) OVER (PARTITION BY process_group) = count(*) OVER (PARTITION BY process_group)
-              AND count(DISTINCT op_seq) OVER (PARTITION BY process_group) = count(*) OVER (PARTITION BY process_group) AS by_seq,
-           row_number() OVER (PARTITION BY process_group ORDER BY ts_ns, kernel_id) - 1 AS ord
+    -- Sequence numbers: the op's Seq when every call of the group launched from an op
+    -- has one and no two share it; else the order of those ops (the order the rank
+    -- issued the calls in). A kernel launched before the trace began (no launch call,
+    -- no op: the profiler caught it running) gets none and joins no other rank's call.
+    -- A trace without any record_param_comms link numbers its kernels by start.
+    SELECT *, rpc_event_id IS NOT NULL AS linked,
+           count(rpc_event_id) OVER () > 0 AS run_linked,
+           count(rpc_event_id) OVER (PARTITION BY process_group) > 0
+               AND count(op_seq) OVER (PARTITION BY process_group) = count(rpc_event_id) OVER (PARTITION BY process_group)
+               AND count(DISTINCT op_seq) OVER (PARTITION BY process_group) = count(rpc_event_id) OVER (PARTITION BY process_group) AS by_seq,
+           row_number() OVER (PARTITION BY process_group, rpc_event_id IS NOT NULL
+                              ORDER BY coalesce(rpc_ts_ns, ts_ns), kernel_id) - 1 AS ord
     FROM m
 )
 SELECT $run, kernel_id, rpc_event_id, iteration, process_group, pg_desc, pg_ranks, group_size, collective,
-       CASE WHEN by_seq THEN op_seq ELSE ord END,
-       CASE WHEN by_seq THEN 'Seq' ELSE 'order' END,
+       CASE WHEN linked AND by_seq THEN op_seq WHEN linked OR NOT run_linked THEN ord END,
+       CASE WHEN linked AND by_seq THEN 'Seq' WHEN linked THEN 'op order' WHEN NOT run_linked THEN 'kernel order'
+            ELSE 'unlinked' END,
        dtype, in_nelems, out_nelems,
        CASE WHEN collective_type(collective) = 'allgather' THEN out_nelems ELSE in_nelems END * dtype_bytes(dtype),
        ts_ns, dur_ns, stream,

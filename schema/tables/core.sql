@@ -196,8 +196,8 @@ CREATE TABLE IF NOT EXISTS collectives (
     pg_ranks        VARCHAR,                 -- `Process Group Ranks` as written ("[0, 1]")
     group_size      INTEGER,                 -- `Group size`, else the run's world size
     collective      VARCHAR NOT NULL,        -- `Collective name` (allreduce, _allgather_base ...), else the collective of the kernel name, lower case
-    seq             BIGINT NOT NULL,         -- sequence number of the call within (run, process_group): `Seq` of the CPU op, else the order of kernel starts (0-based)
-    seq_source      VARCHAR NOT NULL,        -- 'Seq' (the op's arg) or 'order' (kernel start order)
+    seq             BIGINT,                  -- sequence number of the call within (run, process_group), what joins it across ranks: `Seq` of its record_param_comms op, else the order of those ops (0-based); NULL for a kernel the profiler caught running from before the trace (no launch, no op)
+    seq_source      VARCHAR NOT NULL,        -- 'Seq' (the op's arg), 'op order' (order of the ops), 'kernel order' (a trace without record_param_comms links: kernel start order) or 'unlinked' (seq NULL)
     dtype           VARCHAR,                 -- `dtype` (Float, BFloat16 ...)
     in_nelems       BIGINT,                  -- `In msg nelems`
     out_nelems      BIGINT,                  -- `Out msg nelems`

@@ -59,6 +59,7 @@ WITH c AS (
     SELECT j.job, j.rank, c.process_group, c.seq, c.collective, c.pg_desc, c.pg_ranks, c.iteration, c.group_size,
            c.msg_bytes, c.busbw_factor, c.ts_ns, c.dur_ns
     FROM collectives c JOIN job_runs j ON j.run = c.run
+    WHERE c.seq IS NOT NULL
 ), g AS (
     SELECT job, process_group, seq,
            min(collective) AS collective, min(pg_desc) AS pg_desc, min(pg_ranks) AS pg_ranks,
