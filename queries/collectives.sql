@@ -15,7 +15,7 @@
 --   rank INTEGER: rank
 --   run VARCHAR: trace run of that rank
 --   iteration INTEGER: iteration (NULL: the whole trace)
---   process_group VARCHAR: process group name (record_param_comms `Process Group Name`; 'default' when absent)
+--   process_group VARCHAR: process group name (record_param_comms `Process Group Name`; 'unknown' when absent)
 --   pg_desc VARCHAR: its description (default_pg ...)
 --   collective VARCHAR: collective name (allreduce, _allgather_base ...)
 --   calls BIGINT: collective calls (communication kernels)

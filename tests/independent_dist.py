@@ -127,7 +127,7 @@ def collectives(doc):
                        and ns(doc, r["ts"]) <= t <= ns(doc, r["ts"]) + dur_ns(r)]
             if holders:
                 op = max(holders, key=lambda r: ns(doc, r["ts"]))
-        out.append({"ts": s, "dur": end - s, "iteration": it, "pg": str(a.get("Process Group Name", "default")),
+        out.append({"ts": s, "dur": end - s, "iteration": it, "pg": str(a.get("Process Group Name", "unknown")),
                     "collective": a.get("Collective name") or re.search(r"(AllReduce|AllGather|ReduceScatter)",
                                                                         e["name"]).group(1).lower(),
                     "dtype": a.get("dtype"), "in": a.get("In msg nelems"), "out": a.get("Out msg nelems"),

@@ -29,7 +29,7 @@ FROM k LEFT JOIN _run_events o ON o.event_id = k.op_event_id AND o.name = 'recor
 INSERT INTO collectives
 WITH m AS (
     SELECT kernel_id, rpc_event_id, rpc_ts_ns, iteration, ts_ns, dur_ns, stream,
-           coalesce(ka[2], oa[2], 'default') AS process_group,
+           coalesce(ka[2], oa[2], 'unknown') AS process_group,
            coalesce(ka[3], oa[3]) AS pg_desc,
            coalesce(ka[4], oa[4]) AS pg_ranks,
            coalesce(TRY_CAST(coalesce(ka[5], oa[5]) AS INTEGER), CAST($world_size AS INTEGER)) AS group_size,

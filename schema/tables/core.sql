@@ -191,7 +191,7 @@ CREATE TABLE IF NOT EXISTS collectives (
     kernel_id       BIGINT NOT NULL,         -- the communication kernel (kernels.kernel_id)
     op_event_id     BIGINT,                  -- the record_param_comms CPU op that launched it (NULL when none)
     iteration       INTEGER,                 -- iteration of the launch (kernels.iteration)
-    process_group   VARCHAR NOT NULL,        -- `Process Group Name` ('0' is the default group); 'default' when the trace has none
+    process_group   VARCHAR NOT NULL,        -- `Process Group Name` ('0' is the default group); 'unknown' when the kernel carries none (one caught running from before the trace)
     pg_desc         VARCHAR,                 -- `Process Group Description` (default_pg, a new_group's group_desc ...)
     pg_ranks        VARCHAR,                 -- `Process Group Ranks` as written ("[0, 1]")
     group_size      INTEGER,                 -- `Group size`, else the run's world size
