@@ -259,3 +259,31 @@ def test_rank_errors_and_the_rank_option(tmp_path, capsys):
     con = db.connect(dbp)
     assert con.execute("SELECT count(*) FROM runs").fetchall() == [(1,)]     # nothing half-loaded
     con.close()
+
+
+@pytest.mark.parametrize("job", ["fsdp", "ddp_2pg"])
+def test_collectives_report_bandwidth_against_raw_json(dist_db, job):
+    """Per rank, group and collective over the whole trace: calls, nccl-tests' S summed
+    (all-gather: the output; others: the input), kernel time, busbw = Σ S·factor / Σ t."""
+    from independent_dist import BPE, busbw_factor
+    got = {(r["rank"], r["process_group"], r["collective"]): r
+           for r in rows(dist_db, "collectives", job=job, iteration="all") if r["iteration"] is None}
+    want = {}
+    for rank, doc in docs(job).items():
+        for c in collectives(doc):
+            w = want.setdefault((rank, c["pg"], c["collective"].lower()), {"calls": 0, "dur": 0, "s": 0, "sf": 0.0})
+            w["calls"] += 1
+            w["dur"] += c["dur"]
+            if c["dtype"] is None:
+                w["s"] = None
+                continue
+            s = (c["out"] if "gather" in c["collective"] else c["in"]) * BPE[c["dtype"]]
+            w["s"] = None if w["s"] is None else w["s"] + s
+            w["sf"] += s * busbw_factor(c["collective"], c["group_size"])
+    assert set(got) == set(want)
+    for k, w in want.items():
+        g = got[k]
+        assert (g["calls"], g["dur_ns"], g["msg_bytes"]) == (w["calls"], w["dur"], w["s"]), k
+        if w["s"] is not None:
+            assert g["busbw_gbps"] == pytest.approx(w["sf"] / w["dur"], rel=1e-12)
+            assert g["algbw_gbps"] == pytest.approx(w["s"] / w["dur"], rel=1e-12)
