@@ -1,8 +1,9 @@
 -- name: collective_arrivals
--- description: When each rank arrived at each collective call, relative to
---   the first rank of its process group (the rank x collective matrix behind
---   collective_skew and the skew heat map): 0 for the first to arrive, the
---   call's skew for the last.
+-- description: One row per collective call per rank: when the rank arrived,
+--   relative to the first rank of its process group (0 for the first, the
+--   call's skew for the last; the rank x collective matrix behind
+--   collective_skew and the skew heat map), its message (dtype, nccl-tests' S)
+--   and its own kernel's time and bandwidth (which include its wait).
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   process_group VARCHAR = NULL: process group name (all when absent)
@@ -16,11 +17,17 @@
 --   rank INTEGER: rank
 --   arrival_ns BIGINT: this rank's kernel start - the first rank's, ns
 --   dur_ns BIGINT: this rank's kernel time (its wait included), ns
+--   dtype VARCHAR: element type (record_param_comms dtype)
+--   msg_bytes BIGINT: message size S (nccl-tests), bytes
+--   algbw_gbps DOUBLE: msg_bytes / dur_ns, GB/s
+--   busbw_gbps DOUBLE: algbw x the busbw factor of the collective and group size, GB/s
 -- requires:
 --   collectives: communication kernels (NCCL/RCCL) in a trace
 -- engines: duckdb, spark
 SELECT c.job, c.process_group, c.seq, c.collective, c.iteration, j.rank,
-       k.ts_ns - c.first_start_ns AS arrival_ns, k.dur_ns
+       k.ts_ns - c.first_start_ns AS arrival_ns, k.dur_ns, k.dtype, k.msg_bytes,
+       CAST(k.msg_bytes AS DOUBLE) / nullif(k.dur_ns, 0) AS algbw_gbps,
+       k.busbw_factor * k.msg_bytes / nullif(k.dur_ns, 0) AS busbw_gbps
 FROM collective_calls c
 JOIN job_runs j ON j.job = c.job
 JOIN collectives k ON k.run = j.run AND k.process_group = c.process_group AND k.seq = c.seq

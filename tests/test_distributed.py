@@ -287,3 +287,19 @@ def test_collectives_report_bandwidth_against_raw_json(dist_db, job):
         if w["s"] is not None:
             assert g["busbw_gbps"] == pytest.approx(w["sf"] / w["dur"], rel=1e-12)
             assert g["algbw_gbps"] == pytest.approx(w["s"] / w["dur"], rel=1e-12)
+
+
+def test_one_row_per_call_per_rank_with_its_bandwidth(dist_db):
+    """collective_arrivals: each rank's arrival after the first, and its own kernel's
+    bandwidth, for every joined call of ddp_2pg (both process groups)."""
+    from independent_dist import BPE, busbw_factor
+    ref = joined_calls(docs("ddp_2pg"))
+    per_rank = {(r, c["pg"], c["seq"]): c for r, d in docs("ddp_2pg").items() for c in collectives(d)}
+    got = rows(dist_db, "collective_arrivals", job="ddp_2pg", iteration="all")
+    assert len(got) == 2 * len(ref)
+    for g in got:
+        c = per_rank[(g["rank"], g["process_group"], g["seq"])]
+        first = min(per_rank[(r, g["process_group"], g["seq"])]["ts"] for r in (0, 1))
+        s = (c["out"] if "gather" in c["collective"] else c["in"]) * BPE[c["dtype"]]
+        assert (g["arrival_ns"], g["dur_ns"], g["msg_bytes"]) == (c["ts"] - first, c["dur"], s)
+        assert g["busbw_gbps"] == pytest.approx(s / c["dur"] * busbw_factor(c["collective"], 2), rel=1e-12)

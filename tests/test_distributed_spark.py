@@ -9,7 +9,7 @@ import math
 import pytest
 
 from conftest import DATA
-from tracedb import db, engines, reports
+from tracedb import db, engines, lake, reports
 from tracedb.cli import main
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'tracedb[spark]')")
@@ -44,11 +44,12 @@ def make_job(d):
 def job(tmp_path_factory):
     base = tmp_path_factory.mktemp("ranks64")
     d = make_job(base / "job64")
-    lake = base / "lake"
-    assert main(["ingest", str(d), "--lake", str(lake), "--jobs", "2"]) == 0
-    con = db.connect(base / "job64.duckdb")
+    # (the lake filled file by file, --lake --jobs, is tested with 4 ranks in test_lake_spark.py;
+    # here the lake is exported from the database: 64 ingests once, not twice)
     assert main(["ingest", str(d), str(SRC), "--db", str(base / "job64.duckdb")]) == 0
-    yield con, lake
+    con = db.connect(base / "job64.duckdb")
+    lake.export(con, base / "lake")
+    yield con, base / "lake"
     con.close()
 
 
@@ -101,3 +102,22 @@ def test_64_ranks_skew_and_straggler(job):
     assert all(r["wait_caused_ns"] > 15_000_000 for r in straggler)
     summary = reports.run(con, "rank_summary", {"job": "job64"}).to_pylist()
     assert [r["rank"] for r in summary] == list(range(RANKS)) and len({r["iteration"] for r in summary}) == 1
+
+
+
+def test_a_lake_filled_file_by_file_joins_the_job(tmp_path):
+    """`tracedb ingest DIR --lake` writes each rank from its own scratch database; the
+    job's views (collective_calls, job_iterations) are then defined by Spark over the
+    whole lake, and give the rows of a database that holds both ranks."""
+    job_dir = str(DATA / "dist" / "ddp_2pg")
+    assert main(["ingest", job_dir, "--lake", str(tmp_path / "lake")]) == 0
+    assert main(["ingest", job_dir, "--db", str(tmp_path / "d.duckdb")]) == 0
+    con = db.connect(tmp_path / "d.duckdb")
+    for name in ("collective_skew", "straggler_ranks", "rank_summary", "comm_overlap"):
+        params = {"job": "ddp_2pg", "iteration": "all"}
+        d = reports.run(con, name, params).to_pylist()
+        s = engines.run_spark(name, params, tmp_path / "lake").to_pylist()
+        assert len(d) == len(s) > 0, name
+        for a, b in zip(sorted(d, key=key), sorted(s, key=key)):
+            assert all(same(a[k], b[k]) for k in a), (name, a, b)
+    con.close()
