@@ -295,7 +295,7 @@ def parser():
     sp.set_defaults(func=cmd_query)
 
     sp = sub.add_parser("chart", help="draw a chart of a saved report (html, png, svg)")
-    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split")
+    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split | overlap | skew")
     sp.add_argument("--db", required=True)
     sp.add_argument("--run")
     sp.add_argument("--param", action="append", metavar="K=V")
