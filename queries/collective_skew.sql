@@ -34,9 +34,10 @@
 -- engines: duckdb, spark
 WITH chosen AS (
     SELECT c.* FROM collective_calls c
-    JOIN job_iterations i ON i.job = c.job AND i.iteration = c.iteration
+    LEFT JOIN job_iterations i ON i.job = c.job AND i.iteration = c.iteration
     WHERE ($job IS NULL OR c.job = $job) AND ($process_group IS NULL OR c.process_group = $process_group)
-      AND ($iteration = 'all' OR ($iteration = 'steady' AND i.steady) OR CAST(c.iteration AS VARCHAR) = $iteration)
+      AND ($iteration = 'all' OR ($iteration = 'steady' AND coalesce(i.steady, false))
+           OR CAST(c.iteration AS VARCHAR) = $iteration)
 ), every AS (
     SELECT * FROM collective_calls
     WHERE $iteration = 'all' AND ($job IS NULL OR job = $job) AND ($process_group IS NULL OR process_group = $process_group)
