@@ -303,3 +303,45 @@ def test_one_row_per_call_per_rank_with_its_bandwidth(dist_db):
         s = (c["out"] if "gather" in c["collective"] else c["in"]) * BPE[c["dtype"]]
         assert (g["arrival_ns"], g["dur_ns"], g["msg_bytes"]) == (c["ts"] - first, c["dur"], s)
         assert g["busbw_gbps"] == pytest.approx(s / c["dur"] * busbw_factor(c["collective"], 2), rel=1e-12)
+
+
+# Kernel names of each NCCL/RCCL era and of other tools (as profilers print them);
+# compute kernels that look close. Small synthetic trace: one kernel per name.
+NAMES = {
+    "ncclAllReduceRingLLKernel_sum_f32(ncclColl)": "communication",                  # NCCL 2.4-2.6
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": "communication",         # NCCL 2.7-2.18
+    "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)": "communication",
+    "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "communication",  # NCCL >= 2.19
+    "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)": "communication",
+    "rcclGenericKernel<1, false>(ncclDevComm*, unsigned long, ncclWork*)": "communication",   # RCCL
+    "AllReduce_Sum_f32_RING_LL": "communication",                                    # named by its collective
+    "all-reduce-start.1": "communication",                                           # XLA
+    "reduce_kernel<512, 1, at::native::ReduceOp<float>>": "compute",                 # PyTorch reduction
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor>": "compute",
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "compute",
+}
+
+
+def test_kernel_class_rules_know_every_naming_era(tmp_path):
+    events = [{"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": 10.0 * i, "dur": 5.0,
+               "args": {"stream": 7, "correlation": i + 1}} for i, n in enumerate(NAMES)]
+    events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 0, "tid": 7,
+                   "ts": 500.0, "dur": 3.0, "args": {"stream": 7, "correlation": 99}})
+    p = tmp_path / "names.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    con = db.connect(tmp_path / "n.duckdb")
+    ingest_file(con, p)
+    got = dict(con.execute("SELECT name, kernel_class FROM kernel_classes").fetchall())
+    assert got == {**NAMES, "Memcpy DtoH (Device -> Pinned)": "memory"}
+    # the kernels named NCCL/RCCL-style became collectives rows, their collective from the name
+    coll = dict(con.execute("SELECT k.name, c.collective FROM collectives c JOIN kernels k "
+                            "ON k.run = c.run AND k.kernel_id = c.kernel_id").fetchall())
+    assert coll["AllReduce_Sum_f32_RING_LL"] == "allreduce" and coll["all-reduce-start.1"] == "all-reduce"
+    assert set(coll) == {n for n, c in NAMES.items() if c == "communication"}
+    assert con.execute("SELECT collective_type('all-reduce'), collective_type('_allgather_base'), "
+                       "collective_type('reduce_scatter_tensor_coalesced'), busbw_factor('allreduce', 8)"
+                       ).fetchone() == ("allreduce", "allgather", "reducescatter", 2 * 7 / 8)
+    # a user's rule wins over the shipped ones by priority
+    con.execute("INSERT INTO kernel_class_rules VALUES (1, 'name', '^sm90_xmma', 'communication', 'test', 'user')")
+    assert con.execute("SELECT kernel_class FROM kernel_classes WHERE name LIKE 'sm90%'").fetchone() == ("communication",)
+    con.close()

@@ -18,10 +18,10 @@ CREATE OR REPLACE MACRO dtype_bytes(dtype) AS
 -- reduce_scatter_tensor_coalesced ...) or of an NCCL kernel name: allreduce |
 -- allgather | reducescatter | alltoall | broadcast | reduce | sendrecv | barrier.
 CREATE OR REPLACE MACRO collective_type(name) AS
-    CASE WHEN regexp_matches(name, '(?i)all_?reduce') THEN 'allreduce'
-         WHEN regexp_matches(name, '(?i)all_?gather') THEN 'allgather'
-         WHEN regexp_matches(name, '(?i)reduce_?scatter') THEN 'reducescatter'
-         WHEN regexp_matches(name, '(?i)all_?to_?all') THEN 'alltoall'
+    CASE WHEN regexp_matches(name, '(?i)all[-_]?reduce') THEN 'allreduce'
+         WHEN regexp_matches(name, '(?i)all[-_]?gather') THEN 'allgather'
+         WHEN regexp_matches(name, '(?i)reduce[-_]?scatter') THEN 'reducescatter'
+         WHEN regexp_matches(name, '(?i)all[-_]?to[-_]?all') THEN 'alltoall'
          WHEN regexp_matches(name, '(?i)broadcast') THEN 'broadcast'
          WHEN regexp_matches(name, '(?i)barrier') THEN 'barrier'
          WHEN regexp_matches(name, '(?i)send|recv') THEN 'sendrecv'
