@@ -126,12 +126,18 @@ class TraceDB:
 
     # -- writing --
     def ingest(self, path, run=None, pair_with=None, offset_ns=None, tz=None, columns=None,
-               start_ns=None, interval_ms=None):
-        """Load a file (see `tracedb ingest`); the power-log options are those of the CLI."""
+               start_ns=None, interval_ms=None, job=None, rank=None):
+        """Load a file (see `tracedb ingest`): one IngestResult; or a directory's rank
+        traces as one job: a list. The power-log options are those of the CLI."""
+        import os
+        from tracedb.jobs import ingest_groups
         options = {"offset_ns": offset_ns, "tz": tz, "columns": columns, "start_ns": start_ns,
                    "interval_ms": interval_ms}
+        groups = ingest_groups([path], job=job, rank=rank)
         with self._con(write=True) as con:
-            return ingest_file(con, path, run=run, pair_with=pair_with, options=options)
+            results = [ingest_file(con, f, run=run, pair_with=pair_with, options={**options, **o})
+                       for files, o in groups for f in files]
+        return results if os.path.isdir(path) else results[0]
 
     def match(self, trace_run, ncu_run, iteration=None, whole_run=False):
         """Pair the kernels of an ncu run with a trace run's; returns the match_runs row."""

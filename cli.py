@@ -68,17 +68,23 @@ def _write(table, args):
 
 
 def cmd_ingest(args):
-    if args.run and len(args.paths) > 1:
-        raise UsageError("--run names the run of a single file; give one PATH")
     options = {"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
                "start_ns": args.start_ns, "interval_ms": args.interval_ms,
                "iterations_from": args.iterations_from}
+    from tracedb.jobs import ingest_groups
+    try:     # a directory is one job of its rank traces (tracedb/jobs.py)
+        groups = ingest_groups(args.paths, job=args.job, rank=args.rank)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.run and sum(len(files) for files, _ in groups) > 1:
+        raise UsageError("--run names the run of a single file; give one PATH")
     if args.lake:
         if args.db or args.pair_with or args.run:
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
         from tracedb import lake
         try:
-            failed = lake.ingest(args.paths, args.lake, jobs=args.jobs, options=options, report=_lake_line)
+            failed = sum(lake.ingest(files, args.lake, jobs=args.jobs, options={**options, **trace},
+                                     report=_lake_line) for files, trace in groups)
         except lake.LakeError as e:
             raise UsageError(str(e)) from None
         return 1 if failed else 0
@@ -90,22 +96,23 @@ def cmd_ingest(args):
             raise UsageError(why)
     con = _open(args.db, write=True)
     try:
-        return _ingest_paths(con, args, options)
+        return _ingest_paths(con, args, options, groups)
     finally:
         con.close()         # checkpointed, also when interrupted
 
 
-def _ingest_paths(con, args, options):
+def _ingest_paths(con, args, options, groups):
     from tracedb import autopair
     failed = 0
-    kinds = {p: autopair.pairs(p) for p in args.paths}
+    items = [(f, t) for files, t in groups for f in files]
+    kinds = {p: autopair.pairs(p) for p, _ in items}
     command_traces = []        # trace runs of this command: the ncu reports and power logs pair with them
-    for path in sorted(args.paths, key=lambda p: kinds[p] is not None):     # traces first
+    for path, trace in sorted(items, key=lambda it: kinds[it[0]] is not None):     # traces first
         pair_with, why = args.pair_with, None
         if kinds[path] and pair_with is None:
             pair_with, why = autopair.before(con, command_traces)
         try:
-            r = ingest_file(con, path, run=args.run, pair_with=pair_with, options=options)
+            r = ingest_file(con, path, run=args.run, pair_with=pair_with, options={**options, **trace})
             if r.kind == "trace":
                 command_traces.append(r.run)
         except IngestError as e:
@@ -404,12 +411,16 @@ def parser():
         sp.add_argument("--full-names", action="store_true",
                         help="table: print kernel names whole (default: template arguments elided)")
 
-    sp = sub.add_parser("ingest", help="load traces, ncu reports, power logs, calibrations")
-    sp.add_argument("paths", nargs="+", metavar="PATH", help="files to load (format detected from the content)")
+    sp = sub.add_parser("ingest", help="load traces, ncu reports, power logs, calibrations "
+                                       "(a directory: every trace in it, as the ranks of one job)")
+    sp.add_argument("paths", nargs="+", metavar="PATH", help="files to load (format detected from the content), "
+                    "or directories of rank traces")
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
     sp.add_argument("--jobs", type=int, default=1, help="with --lake: files parsed in parallel processes")
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
+    sp.add_argument("--job", help="traces: the distributed job they are ranks of (default: a directory's name)")
+    sp.add_argument("--rank", type=int, help="trace without distributedInfo: its rank (single file)")
     sp.add_argument("--pair-with", help="trace run this ncu report or power log belongs to")
     sp.add_argument("--offset-ns", type=int, help="power log: trace time - power time, ns (traces without absolute time)")
     sp.add_argument("--tz", help="power log: time zone of nvidia-smi's local timestamps (default: this machine's)")
@@ -475,7 +486,7 @@ def parser():
     sp.set_defaults(func=cmd_query)
 
     sp = sub.add_parser("chart", help="draw a chart of a saved report (html, png, svg)")
-    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split | mfu | flops_by_layer")
+    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split | mfu | flops_by_layer | overlap | skew")
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--run", help="the run to report on (reports that take one; default: the report's)")
     sp.add_argument("--param", action="append", metavar="K=V",

@@ -43,7 +43,12 @@ def engines_of(report):
 
 def relations_read(report):
     """Names of the tables and views a report's SQL reads (its CTEs left out)."""
-    tree = sqlglot.parse_one(bound_sql(report.name, {})[0], read="duckdb")
+    return relations_of(bound_sql(report.name, {})[0])
+
+
+def relations_of(sql):
+    """Names of the tables and views a DuckDB SELECT reads (its CTEs left out)."""
+    tree = sqlglot.parse_one(sql, read="duckdb")
     ctes = {c.alias_or_name for c in tree.find_all(sqlglot.exp.CTE)}
     return {t.name for t in tree.find_all(sqlglot.exp.Table) if t.name and t.name not in ctes}
 
@@ -70,14 +75,27 @@ def spark_session(master=None):
     return _SPARK[key]
 
 
+def _spark_sql(sql):
+    """sqlglot writes DuckDB's exact percentile_cont (and median) as Spark's approximate
+    percentile: keep it exact."""
+    return re.sub(r"\bPERCENTILE_APPROX\(", "PERCENTILE(", sql)
+
+
 def run_spark(name, params, lake_dir, master=None):
     """Run a saved report on Spark over a lake; returns a pyarrow Table."""
     report = reports.get(name)
     if "spark" not in engines_of(report):
         raise reports.ReportError(f"report {name} runs on DuckDB only (see docs/reports.md, 'Engines')")
-    # sqlglot writes DuckDB's exact percentile_cont as Spark's approximate one: keep it exact
-    sql = re.sub(r"\bPERCENTILE_APPROX\(", "PERCENTILE(", transpile(name, "spark", params, pretty=False))
+    sql = _spark_sql(transpile(name, "spark", params, pretty=False))
     spark = spark_session(master)
+    have = set()
     for ds, path in lake.datasets(lake_dir).items():
         spark.read.option("mergeSchema", "true").parquet(path).createOrReplaceTempView(ds)
+        have.add(ds)
+    for view, select in lake.job_views():      # the views that join a job's runs, from their own SQL
+        if relations_of(select) <= have:       # (a lake without collectives has no collective_calls)
+            spark.sql(_spark_sql(sqlglot.transpile(select, read="duckdb", write="spark")[0])).createOrReplaceTempView(view)
+            have.add(view)
+        else:
+            spark.catalog.dropTempView(view)
     return spark.sql(sql).toArrow()

@@ -14,6 +14,7 @@ DuckDB encodes the run=<run> directories the same way), so a name such as
 """
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -32,6 +33,7 @@ class Datasets:
     views: list
     global_: list
     run_column: dict      # relation -> its run column (run, or trace_run)
+    jobs: list = ()       # views joining the runs of a job: the engine defines them (job_views)
 
 
 class LakeError(Exception):
@@ -71,12 +73,30 @@ def datasets_of(con):
     for r in reports.all_reports().values():
         if "spark" in r.engines and not r.problems:
             read |= engines.relations_read(r)
+    jobs = dict(job_views())          # join the runs of a job: the engine defines them (engines.py)
+    for _, select in jobs.items():
+        read |= engines.relations_of(select)
+    read -= set(jobs)
     tables = sorted(r for r, (_, v) in cols.items() if not v and r in run_column)
     tables.remove("runs")
     views = sorted(r for r in read if r in cols and cols[r][1] and r in run_column)
     global_ = sorted(r for r in read | {r for r, (_, v) in cols.items() if not v}
                      if r in cols and r not in run_column and r != "schema_info")
-    return Datasets(["runs"] + tables, views, global_, run_column)
+    return Datasets(["runs"] + tables, views, global_, run_column, sorted(jobs))
+
+
+def job_views():
+    """(name, SELECT) of each view of schema/views/jobs.sql, in order. They join the
+    runs of a job, so the lake holds no copy of them (a copy per run would be
+    wrong); an engine defines them over the lake's datasets instead."""
+    from tracedb.db import sql_text, statements
+    out = []
+    for stmt in statements(sql_text("schema", "views/jobs.sql")):
+        body = "\n".join(l for l in stmt.splitlines() if not l.lstrip().startswith("--"))
+        m = re.match(r"\s*CREATE OR REPLACE VIEW (\w+) AS\s+(.*)$", body, re.S)
+        if m:
+            out.append((m.group(1), m.group(2)))
+    return out
 
 
 def _copy(con, select, target, partition):

@@ -164,7 +164,8 @@ def bound_params(report, given):
     values = {p.name: p.default for p in report.params}
     for k, v in given.items():
         values[k] = _convert(v, known[k].type, k)
-        if known[k].choices and values[k] not in known[k].choices:
+        if known[k].choices and values[k] not in known[k].choices \
+                and not ("N" in known[k].choices and re.fullmatch(r"-?\d+", str(values[k]))):   # N: any integer
             raise ReportError(f"parameter {k} must be one of {', '.join(known[k].choices)}, got {v!r}")
     return values
 

@@ -96,7 +96,9 @@ def ingest_file(con, path, run=None, pair_with=None, options=None):
     same transaction; ignored for the files that do not pair, such as the trace
     itself). options (power logs): columns (nvidia-smi --query-gpu list of a
     header-less log), tz (zone of nvidia-smi's local times), offset_ns (trace
-    time - power time), start_ns and interval_ms (dcgmi dmon).
+    time - power time), start_ns and interval_ms (dcgmi dmon); traces: job (the
+    job it is a rank of), rank (when it has no distributedInfo), require_rank; any
+    file: run_prefix (put before the default run name: `ddp.` for a job directory's files).
     """
     path = str(path)
     if run is not None and (why := check_run_name(run)):
@@ -177,7 +179,7 @@ def _warning_lines(path, caught):
 
 
 def _ingest(con, reader, fmt, path, run, pair_with, work, options, caught):
-    name = run or reader.run_name(path)
+    name = run or options.get("run_prefix", "") + reader.run_name(path)
     if pair_with is not None:
         _check_pair_target(con, path, reader.kind, pair_with)
     prep = reader.prepare(con, path, fmt, work, options)
@@ -208,6 +210,10 @@ def _ingest(con, reader, fmt, path, run, pair_with, work, options, caught):
                     reader.reload(prep, work)
                     fields = reader.load(con, prep, result.run)
                 fields["metadata"] = _with_format(fields.get("metadata"), prep.format)
+                if reader.kind == "trace":
+                    from tracedb.jobs import assign
+                    assign(con, path, fields, job=options.get("job"), rank=options.get("rank"),
+                           require_rank=options.get("require_rank", False))
                 _register(con, result.run, reader.kind, path, prep.digest(), content_bytes=prep.content_bytes,
                           paired_run=pair_with, **fields)
                 if pair_with is not None:

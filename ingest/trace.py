@@ -156,6 +156,10 @@ def load(con, tf, run, iteration_marker=None):
         run_script(con, sql_text("schema", "load/trace_events.sql"))
         run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
         _load_cupti_ranges(con, path, run)
+        dist = tf.members.get("distributedInfo")
+        world = dist.get("world_size") if isinstance(dist, dict) else None
+        run_script(con, sql_text("schema", "load/collectives.sql"),
+                   {"run": run, "world_size": world if isinstance(world, int) else None})
         con.execute("DROP VIEW _run_events")
         con.execute("DROP TABLE _trace_staged")
         for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid", "tracedb_iteration_marker"):

@@ -1,41 +1,48 @@
 -- name: rank_summary
 -- description: One row per rank of a distributed job (runs with a rank from
---   Kineto's distributedInfo): the steady iteration's time, GPU utilization
---   and launch statistics, and which ranks straggle (steady iteration more than
+--   Kineto's distributedInfo or --rank), all on the same iteration: the job's
+--   steady iteration is chosen once from all ranks (view job_iterations), so
+--   ranks are compared like with like. The iteration's time, GPU utilization
+--   and launch statistics, and which ranks straggle (iteration more than
 --   `straggler_pct` above the median rank's).
 -- parameters:
+--   job VARCHAR = NULL: job to report on (all when absent)
 --   run VARCHAR = NULL: trace run to report on (every rank's run when absent)
+--   iteration VARCHAR = steady: one of steady | all | N: the job's steady iteration, every iteration, or iteration N
 --   straggler_pct DOUBLE = 5: how much slower than the median rank a straggler is, %
 -- columns:
---   rank INTEGER: rank (distributedInfo.rank)
+--   job VARCHAR: job
+--   rank INTEGER: rank (distributedInfo.rank or --rank)
 --   run VARCHAR: trace run of that rank
---   iteration INTEGER: its steady iteration
---   total_ns BIGINT: steady iteration duration, ns
+--   iteration INTEGER: the iteration (the same for every rank of a job)
+--   total_ns BIGINT: iteration duration on this rank, ns
 --   gpu_util_pct DOUBLE: GPU utilization, %
 --   kernels BIGINT: kernels in the iteration
 --   launch_delay_p50_ns DOUBLE: median kernel start - launch call end, ns
 --   launch_delay_p95_ns DOUBLE: 95th percentile of it, ns
---   vs_median_pct DOUBLE: total_ns relative to the median rank's, % (+ = slower)
+--   vs_median_pct DOUBLE: total_ns relative to the median rank's in the same iteration, % (+ = slower)
 --   straggler BOOLEAN: vs_median_pct > straggler_pct
 -- requires:
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
 WITH r AS (
-    SELECT r.run, r.rank, u.iteration, u.total_ns, u.gpu_util_pct, u.kernels
-    FROM runs r JOIN iteration_utilization u ON u.run = r.run
-    WHERE r.kind = 'trace' AND r.rank IS NOT NULL AND u.steady AND ($run IS NULL OR r.run = $run)
+    SELECT s.job, s.run, s.rank, u.iteration, u.total_ns, u.gpu_util_pct, u.kernels
+    FROM job_run_iterations s JOIN iteration_gpu_time u ON u.run = s.run AND u.iteration = s.iteration
+    WHERE s.rank IS NOT NULL AND ($job IS NULL OR s.job = $job) AND ($run IS NULL OR s.run = $run)
+      AND ($iteration = 'all' OR ($iteration = 'steady' AND s.steady) OR CAST(s.iteration AS VARCHAR) = $iteration)
 ), d AS (
-    SELECT k.run, percentile_cont(0.5) WITHIN GROUP (ORDER BY k.ts_ns - k.launch_end_ns) AS p50,
+    SELECT k.run, k.iteration, percentile_cont(0.5) WITHIN GROUP (ORDER BY k.ts_ns - k.launch_end_ns) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY k.ts_ns - k.launch_end_ns) AS p95
     FROM kernels k JOIN r ON r.run = k.run AND r.iteration = k.iteration
     WHERE k.kind = 'kernel' AND k.launch_end_ns IS NOT NULL
-    GROUP BY k.run
+    GROUP BY k.run, k.iteration
 ), m AS (
-    SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ns) AS med FROM r
+    SELECT job, iteration, percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ns) AS med FROM r GROUP BY job, iteration
 )
-SELECT r.rank, r.run, r.iteration, r.total_ns, round(r.gpu_util_pct, 2) AS gpu_util_pct, r.kernels,
+SELECT r.job, r.rank, r.run, r.iteration, r.total_ns, round(r.gpu_util_pct, 2) AS gpu_util_pct, r.kernels,
        d.p50 AS launch_delay_p50_ns, d.p95 AS launch_delay_p95_ns,
        round(100.0 * (r.total_ns - m.med) / m.med, 2) AS vs_median_pct,
        100.0 * (r.total_ns - m.med) / m.med > $straggler_pct AS straggler
-FROM r CROSS JOIN m LEFT JOIN d ON d.run = r.run
-ORDER BY r.rank, r.run;
+FROM r JOIN m ON m.job = r.job AND m.iteration = r.iteration
+LEFT JOIN d ON d.run = r.run AND d.iteration = r.iteration
+ORDER BY r.job, r.iteration, r.rank, r.run;

@@ -151,7 +151,12 @@ def test_lake_datasets_follow_the_reports_sql(tmp_path):
     spark = [r for r in reports.all_reports().values() if "spark" in r.engines]
     read = set().union(*(engines.relations_read(r) for r in spark))
     tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()}
-    assert read <= set(ds.tables) | set(ds.views) | set(ds.global_) | tables
+    assert read <= set(ds.tables) | set(ds.views) | set(ds.global_) | set(ds.jobs) | tables
+    # the views that join a job's runs are defined by the engine from what the lake holds
+    assert {"job_runs", "job_iterations", "collective_calls"} <= set(ds.jobs)
+    by_jobs = set().union(*(engines.relations_of(sql) for _, sql in lake.job_views()))
+    assert by_jobs - set(ds.jobs) <= set(ds.tables) | set(ds.views) | set(ds.global_)
+    assert not set(ds.jobs) & (set(ds.views) | set(ds.global_))
     assert {"kernels", "events", "counters", "matches"} <= set(ds.tables)
     assert "iteration_utilization" in ds.views and "layer_rules" in ds.global_
     assert ds.run_column["matches"] == "trace_run"

@@ -17,7 +17,8 @@ CREATE TABLE IF NOT EXISTS runs (
     framework         VARCHAR,               -- pytorch | tensorflow | jax | ncu | nvml ...
     device_name       VARCHAR,               -- Kineto `deviceProperties[0].name`, or the first XProf `/device:` process
     device_properties JSON,                  -- Kineto deviceProperties, ncu device__attribute_*
-    rank              INTEGER,               -- from `distributedInfo`
+    rank              INTEGER,               -- from `distributedInfo` (or `--rank`)
+    job               VARCHAR,               -- distributed job the trace is a rank of (`--job`, else the trace's directory name); a trace without a rank is its own job (its run name)
     world_size        INTEGER,               -- from `distributedInfo`
     distributed_info  JSON,                  -- `distributedInfo` as written
     base_time_ns      BIGINT,                -- Kineto `baseTimeNanoseconds` (0 when absent)
@@ -194,4 +195,30 @@ CREATE TABLE IF NOT EXISTS ingest_log (
     path       VARCHAR,                      -- the file given to the ingest
     level      VARCHAR NOT NULL,             -- info (what was done) | warning (what was mended or dropped)
     message    VARCHAR NOT NULL              -- the line, without the file name
+);
+
+-- One row per collective call per rank: each communication kernel of a trace,
+-- with the metadata PyTorch's record_param_comms gives it (Kineto copies it onto
+-- the kernel's args) and the call's sequence number within its process group.
+-- Derived at ingest (schema/load/collectives.sql).
+CREATE TABLE IF NOT EXISTS collectives (
+    run             VARCHAR NOT NULL,        -- the trace run (one rank)
+    kernel_id       BIGINT NOT NULL,         -- the communication kernel (kernels.kernel_id)
+    op_event_id     BIGINT,                  -- the record_param_comms CPU op that launched it (NULL when none)
+    iteration       INTEGER,                 -- iteration of the launch (kernels.iteration)
+    process_group   VARCHAR NOT NULL,        -- `Process Group Name` ('0' is the default group); 'unknown' when the kernel carries none (one caught running from before the trace)
+    pg_desc         VARCHAR,                 -- `Process Group Description` (default_pg, a new_group's group_desc ...)
+    pg_ranks        VARCHAR,                 -- `Process Group Ranks` as written ("[0, 1]")
+    group_size      INTEGER,                 -- `Group size`, else the run's world size
+    collective      VARCHAR NOT NULL,        -- `Collective name` (allreduce, _allgather_base ...), else the collective of the kernel name, lower case
+    seq             BIGINT,                  -- sequence number of the call within (run, process_group), what joins it across ranks: `Seq` of its record_param_comms op, else the order of those ops (0-based); NULL for a kernel the profiler caught running from before the trace (no launch, no op)
+    seq_source      VARCHAR NOT NULL,        -- 'Seq' (the op's arg), 'op order' (order of the ops), 'kernel order' (a trace without record_param_comms links: kernel start order) or 'unlinked' (seq NULL)
+    dtype           VARCHAR,                 -- `dtype` (Float, BFloat16 ...)
+    in_nelems       BIGINT,                  -- `In msg nelems`
+    out_nelems      BIGINT,                  -- `Out msg nelems`
+    msg_bytes       BIGINT,                  -- the size nccl-tests calls S, bytes: out_nelems (all-gather) or in_nelems (others) x element size
+    ts_ns           BIGINT,                  -- kernel start, ns
+    dur_ns          BIGINT,                  -- kernel duration, ns
+    stream          BIGINT,                  -- CUDA stream of the kernel
+    busbw_factor    DOUBLE                   -- busbw / algbw (nccl-tests): 2(n-1)/n all-reduce, (n-1)/n all-gather, reduce-scatter, all-to-all, 1 broadcast, reduce, send/recv
 );

@@ -80,3 +80,19 @@ CREATE TABLE IF NOT EXISTS flop_formulas (
     note              VARCHAR,             -- why this count
     source            VARCHAR NOT NULL DEFAULT 'user' -- 'tracedb' (shipped) or 'user'
 );
+
+-- Rules that give each GPU activity its class for the distributed reports:
+-- compute, communication or memory. Tried in priority order (lowest first);
+-- the first whose regular expression matches wins, else 'compute'. field:
+-- 'kind' (kernels.kind: kernel | memcpy | memset) or 'name' (the kernel name).
+-- A kernel that carries collective metadata (a collectives row) is
+-- communication whatever its name. Users may add rows.
+CREATE TABLE IF NOT EXISTS kernel_class_rules (
+    priority     INTEGER NOT NULL,
+    field        VARCHAR NOT NULL,
+    pattern      VARCHAR NOT NULL,     -- RE2 regular expression
+    kernel_class VARCHAR NOT NULL,     -- compute | communication | memory
+    note         VARCHAR,              -- what the rule is for
+    source       VARCHAR NOT NULL DEFAULT 'user', -- 'tracedb' (shipped) or 'user'
+    PRIMARY KEY (field, pattern)
+);

@@ -1,0 +1,123 @@
+"""The distributed reports on Spark over the lake, at 64 ranks: a job made from
+the real 2-rank straggler capture (tests/data/dist/ddp_straggler), each copy with
+its own rank, world size 64, and its clock shifted by rank µs, so the last rank
+to arrive is known: the slowed rank's copy with the largest shift."""
+import gzip
+import json
+import math
+
+import pytest
+
+from conftest import DATA
+from tracedb import db, engines, lake, reports
+from tracedb.cli import main
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'tracedb[spark]')")
+RANKS = 64
+SRC = DATA / "dist" / "ddp_straggler"
+REPORTS = ["kernel_type_breakdown", "comm_overlap", "temporal_breakdown", "collectives", "collective_skew",
+           "collective_arrivals", "straggler_ranks", "rank_summary"]
+
+
+def make_job(d):
+    """RANKS rank traces in d: rank k is a copy of source rank k % 2 with world size
+    RANKS, `Group size` RANKS on its collectives and its clock k µs later."""
+    d.mkdir()
+    src = {}
+    for r in (0, 1):
+        with gzip.open(SRC / f"rank{r}.json.gz", "rt") as f:
+            src[r] = f.read()
+    for k in range(RANKS):
+        doc = json.loads(src[k % 2])
+        doc["distributedInfo"].update(rank=k, world_size=RANKS)
+        doc["baseTimeNanoseconds"] = (doc.get("baseTimeNanoseconds") or 0) + 1000 * k
+        for e in doc["traceEvents"]:
+            a = e.get("args")
+            if a and "Group size" in a:
+                a["Group size"] = RANKS
+        with gzip.open(d / f"rank{k}.json.gz", "wt", compresslevel=1) as f:
+            json.dump(doc, f)
+    return d
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    base = tmp_path_factory.mktemp("ranks64")
+    d = make_job(base / "job64")
+    # (the lake filled file by file, --lake --jobs, is tested with 4 ranks in test_lake_spark.py;
+    # here the lake is exported from the database: 64 ingests once, not twice)
+    assert main(["ingest", str(d), str(SRC), "--db", str(base / "job64.duckdb")]) == 0
+    con = db.connect(base / "job64.duckdb")
+    lake.export(con, base / "lake")
+    yield con, base / "lake"
+    con.close()
+
+
+def same(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-3)
+    return a == b
+
+
+def key(row):
+    return tuple((v is None, str(v)) for v in row.values())
+
+
+@pytest.mark.parametrize("name", REPORTS)
+def test_64_ranks_same_rows_on_spark(job, name):
+    con, lake = job
+    params = {"job": "job64", "iteration": "all"}
+    d = reports.run(con, name, params).to_pylist()
+    s = engines.run_spark(name, params, lake).to_pylist()
+    assert len(d) == len(s) > 0
+    for a, b in zip(sorted(d, key=key), sorted(s, key=key)):
+        assert a.keys() == b.keys()
+        bad = [k for k in a if not same(a[k], b[k])]
+        assert not bad, (name, bad, {k: (a[k], b[k]) for k in bad})
+
+
+def test_64_ranks_skew_and_straggler(job):
+    """Each call's skew over 64 ranks follows from the 2-rank job's starts: rank k
+    starts at start(k % 2) + k µs; the last is rank 63 or 62."""
+    con, _ = job
+    two = {}
+    for pg, seq, rank, ts in con.execute(
+            "SELECT process_group, seq, r.rank, c.ts_ns FROM collectives c JOIN runs r USING (run) "
+            "WHERE r.job = 'ddp_straggler'").fetchall():
+        two.setdefault((pg, seq), {})[rank] = ts
+    got = [r for r in reports.run(con, "collective_skew", {"job": "job64", "iteration": "all"}).to_pylist()
+           if r["seq"] is not None]
+    assert len(got) == len(two)
+    for r in got:
+        s = two[(r["process_group"], r["seq"])]
+        starts = {k: s[k % 2] + 1000 * k for k in range(RANKS)}
+        last = max(starts.values())
+        assert r["ranks"] == RANKS and r["group_size"] == RANKS
+        assert r["skew_ns"] == last - min(starts.values())
+        assert r["last_rank"] == min(k for k, t in starts.items() if t == last)
+    straggler = reports.run(con, "straggler_ranks", {"job": "job64", "iteration": "all"}).to_pylist()
+    assert {r["rank"] for r in straggler} == {63}
+    assert all(r["wait_caused_ns"] > 15_000_000 for r in straggler)
+    summary = reports.run(con, "rank_summary", {"job": "job64"}).to_pylist()
+    assert [r["rank"] for r in summary] == list(range(RANKS)) and len({r["iteration"] for r in summary}) == 1
+
+
+
+def test_a_lake_filled_file_by_file_joins_the_job(tmp_path):
+    """`tracedb ingest DIR --lake` writes each rank from its own scratch database; the
+    job's views (collective_calls, job_iterations) are then defined by Spark over the
+    whole lake, and give the rows of a database that holds both ranks."""
+    job_dir = str(DATA / "dist" / "ddp_2pg")
+    assert main(["ingest", job_dir, "--lake", str(tmp_path / "lake")]) == 0
+    assert main(["ingest", job_dir, "--db", str(tmp_path / "d.duckdb")]) == 0
+    con = db.connect(tmp_path / "d.duckdb")
+    for name in ("collective_skew", "straggler_ranks", "rank_summary", "comm_overlap"):
+        params = {"job": "ddp_2pg", "iteration": "all"}
+        d = reports.run(con, name, params).to_pylist()
+        s = engines.run_spark(name, params, tmp_path / "lake").to_pylist()
+        assert len(d) == len(s) > 0, name
+        for a, b in zip(sorted(d, key=key), sorted(s, key=key)):
+            assert all(same(a[k], b[k]) for k in a), (name, a, b)
+    con.close()
