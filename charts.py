@@ -5,7 +5,7 @@ report rows (Arrow) -> Altair spec -> html / png / svg.
 """
 import altair as alt
 
-from tracedb import reports
+from tracedb import reports, system_charts
 
 LEVELS = [("gpu_util_pct", "GPU"), ("smsp_active_pct_iter", "SMSP active"),
           ("issue_slot_pct_iter", "SMSP issue slot"), ("tc_active_pct_iter", "TC active"),
@@ -110,6 +110,9 @@ CHARTS = {
     "layers": ("utilization_by_layer", layers),
     "queue": ("queue_occupancy", queue),
     "queue_split": ("queue_utilization", queue_split),
+    "memory_batch": ("memory_summary", system_charts.memory_batch),
+    "memory": ("memory_timeline", system_charts.memory),
+    "system": ("system_timeline", system_charts.system),
 }
 
 

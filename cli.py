@@ -85,6 +85,10 @@ def _summary(con, run, kind):
         n, g, s = db.rows(con, "SELECT count(*), count(DISTINCT gpu), (max(ts_ns) - min(ts_ns)) / 1e9 "
                                "FROM power WHERE run = ?", [run])[0]
         return f"power: {n} samples, {g} GPU(s), {s:.2f} s"
+    if kind == "host":
+        n, s = db.rows(con, "SELECT count(DISTINCT ts_ns), (max(ts_ns) - min(ts_ns)) / 1e9 FROM host_samples "
+                            "WHERE run = ?", [run])[0]
+        return f"host: {n} samples, {s:.2f} s"
     return f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
 
 
@@ -131,6 +135,31 @@ def cmd_power_log(args):
         raise UsageError(f"power-log: cannot run {command[0]!r} ({e.strerror})") from None
     print(f"wrote {args.output}", file=sys.stderr)
     return rc
+
+
+def cmd_capture(args):
+    """Run a script that calls tracedb.capture, into -o DIR; with --ncu, again under ncu."""
+    import subprocess
+    from tracedb import capture, ncu_capture
+    command = args.command_[1:] if args.command_[:1] == ["--"] else args.command_
+    if not command:
+        raise UsageError("capture: give the command after --, e.g. tracedb capture -o prof/ -- python train.py")
+    try:
+        if args.ncu:
+            ncu_capture.find_ncu(args.ncu_path)
+        rc = subprocess.call(command, env=dict(os.environ, **{capture.ENV_DIR: args.output}))
+        if rc != 0:
+            raise UsageError(f"capture: {command[0]} exited with status {rc}")
+        capture.manifest(args.output)
+        if args.ncu:
+            ncu_run, m = ncu_capture.run(args.output, command, args.ncu_path,
+                                         say=lambda s: print(s, file=sys.stderr, flush=True))
+            print(f"loaded the ncu report as run {ncu_run}; " + _match_line(m))
+    except capture.CaptureError as e:
+        raise UsageError(f"capture: {e}") from None
+    except FileNotFoundError as e:
+        raise UsageError(f"capture: cannot run {command[0]!r} ({e.strerror})") from None
+    return 0
 
 
 def cmd_calibrate(args):
@@ -257,6 +286,13 @@ def parser():
                     help="command to run (none: sample until Ctrl-C)")
     sp.set_defaults(func=cmd_power_log)
 
+    sp = sub.add_parser("capture", help="profile a script that calls tracedb.capture (trace, NVML, host; --ncu)")
+    sp.add_argument("-o", "--output", required=True, help="capture folder (TRACEDB_CAPTURE_DIR for the script)")
+    sp.add_argument("--ncu", action="store_true", help="then run it under Nsight Compute over one steady step")
+    sp.add_argument("--ncu-path", help="the ncu command (default: ncu on PATH)")
+    sp.add_argument("command_", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    sp.set_defaults(func=cmd_capture)
+
     sp = sub.add_parser("calibrate", help="run cuda_bench on this GPU (python -m tracedb.cuda_bench OUT ...)",
                         add_help=False)
     sp.add_argument("rest", nargs=argparse.REMAINDER)
@@ -285,7 +321,7 @@ def parser():
     sp.set_defaults(func=cmd_query)
 
     sp = sub.add_parser("chart", help="draw a chart of a saved report (html, png, svg)")
-    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split")
+    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split | memory_batch | memory | system")
     sp.add_argument("--db", required=True)
     sp.add_argument("--run")
     sp.add_argument("--param", action="append", metavar="K=V")

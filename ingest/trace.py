@@ -131,6 +131,7 @@ def load(con, tf, run):
         con.execute("SET VARIABLE tracedb_base_ns = ?", [base_ns])
         run_script(con, sql_text("schema", "load/trace_events.sql"))
         run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
+        run_script(con, sql_text("schema", "load/trace_system.sql"))
         con.execute("DROP VIEW _run_events")
         con.execute("DROP TABLE _trace_staged")
         for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid"):

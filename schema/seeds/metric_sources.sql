@@ -24,5 +24,7 @@ SELECT * FROM (VALUES
     ('dram_sectors_read', 1, 'dram__sectors_read.sum', 1, 'DRAM sectors read'),
     ('dram_sectors_write', 1, 'dram__sectors_write.sum', 1, 'DRAM sectors written'),
     ('shared_wavefronts_ld', 1, 'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum', 1, 'shared memory load wavefronts'),
-    ('shared_wavefronts_st', 1, 'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum', 1, 'shared memory store wavefronts')
+    ('shared_wavefronts_st', 1, 'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum', 1, 'shared memory store wavefronts'),
+    ('achieved_occupancy_pct', 1, 'sm__warps_active.avg.pct_of_peak_sustained_active', 1,
+        'achieved occupancy: warps active per active cycle / the SM''s maximum, %')
 ) AS t(quantity, priority, metric, scale, note);
