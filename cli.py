@@ -140,22 +140,23 @@ def cmd_power_log(args):
 def cmd_capture(args):
     """Run a script that calls tracedb.capture, into -o DIR; with --ncu, again under ncu."""
     import subprocess
-    from tracedb import capture, ncu_capture
+    from tracedb import ncu_capture
+    from tracedb.capture import ENV_DIR, CaptureError, manifest
     command = args.command_[1:] if args.command_[:1] == ["--"] else args.command_
     if not command:
         raise UsageError("capture: give the command after --, e.g. tracedb capture -o prof/ -- python train.py")
     try:
         if args.ncu:
             ncu_capture.find_ncu(args.ncu_path)
-        rc = subprocess.call(command, env=dict(os.environ, **{capture.ENV_DIR: args.output}))
+        rc = subprocess.call(command, env=dict(os.environ, **{ENV_DIR: args.output}))
         if rc != 0:
             raise UsageError(f"capture: {command[0]} exited with status {rc}")
-        capture.manifest(args.output)
+        manifest(args.output)
         if args.ncu:
             ncu_run, m = ncu_capture.run(args.output, command, args.ncu_path,
                                          say=lambda s: print(s, file=sys.stderr, flush=True))
             print(f"loaded the ncu report as run {ncu_run}; " + _match_line(m))
-    except capture.CaptureError as e:
+    except CaptureError as e:
         raise UsageError(f"capture: {e}") from None
     except FileNotFoundError as e:
         raise UsageError(f"capture: cannot run {command[0]!r} ({e.strerror})") from None

@@ -30,18 +30,23 @@ class HostReader(Reader):
 
     def prepare(self, con, path, fmt, work, options):
         digest, size = hash_file(path)
+        # read as text first: a cast in the same query is pushed into the reader, which then
+        # fails on a bad value instead of giving NULL
         try:
-            con.execute(f"""CREATE OR REPLACE TEMP TABLE _host_src AS
-                SELECT TRY_CAST(timestamp_ns AS BIGINT) AS ts_ns, TRY_CAST(cpu AS INTEGER) AS cpu,
-                       TRY_CAST(cpu_util_pct AS DOUBLE) AS cpu_util_pct, TRY_CAST(rss_bytes AS BIGINT) AS rss_bytes,
-                       TRY_CAST(timestamp_ns AS BIGINT) IS NULL
-                         OR (nullif(trim(cpu), '') IS NOT NULL AND TRY_CAST(cpu AS INTEGER) IS NULL) AS bad
-                FROM read_csv({sql_literal(path)}, header=true, all_varchar=true, auto_detect=false,
-                              columns={{'timestamp_ns': 'VARCHAR', 'cpu': 'VARCHAR', 'cpu_util_pct': 'VARCHAR',
-                                        'rss_bytes': 'VARCHAR'}},
-                              compression={sql_literal('gzip' if is_gzip(path) else 'none')})""")
+            con.execute(f"""CREATE OR REPLACE TEMP TABLE _host_raw AS
+                SELECT * FROM read_csv({sql_literal(path)}, header=true, auto_detect=false,
+                                       columns={{'timestamp_ns': 'VARCHAR', 'cpu': 'VARCHAR',
+                                                 'cpu_util_pct': 'VARCHAR', 'rss_bytes': 'VARCHAR'}},
+                                       compression={sql_literal('gzip' if is_gzip(path) else 'none')})""")
         except duckdb.Error as e:
             raise IngestError(path, f"malformed host sample log ({str(e).splitlines()[0]})") from None
+        con.execute("""CREATE OR REPLACE TEMP TABLE _host_src AS
+            SELECT TRY_CAST(timestamp_ns AS BIGINT) AS ts_ns, TRY_CAST(cpu AS INTEGER) AS cpu,
+                   TRY_CAST(cpu_util_pct AS DOUBLE) AS cpu_util_pct, TRY_CAST(rss_bytes AS BIGINT) AS rss_bytes,
+                   TRY_CAST(timestamp_ns AS BIGINT) IS NULL
+                     OR (nullif(trim(cpu), '') IS NOT NULL AND TRY_CAST(cpu AS INTEGER) IS NULL) AS bad
+            FROM _host_raw""")
+        con.execute("DROP TABLE _host_raw")
         n, bad = rows(con, "SELECT count(*), count(*) FILTER (bad) FROM _host_src")[0]
         if n == 0:
             raise IngestError(path, "the host sample log holds no samples")
