@@ -143,6 +143,12 @@ class Capture:
                              record_shapes=True, profile_memory=True,
                              on_trace_ready=lambda p: p.export_chrome_trace(trace))
         self._prof.__enter__()
+        if self.wait + self.warmup == 0:
+            self._add_metadata()
+
+    def _add_metadata(self):
+        """The capture's settings as top-level members of the trace (runs.metadata), added
+        once the profiler records (Kineto keeps metadata of the session it is in)."""
         meta = {"steps": self.steps, "warmup": self.warmup, "wait": self.wait, "ncu_step": self.ncu_step}
         if self.batch_size is not None:
             self._prof.add_metadata("batch_size", str(int(self.batch_size)))
@@ -156,6 +162,8 @@ class Capture:
         self.n += 1
         if self._prof is not None:
             self._prof.step()
+            if self.n == self.wait + self.warmup:       # the first active step begins
+                self._add_metadata()
         if not self.done:
             self._push(STEP_RANGE.format(self.n))
             self._open_range = True
@@ -236,6 +244,10 @@ def load_capture(out):
     con = db.connect(os.path.join(out, DB_NAME))
     try:
         runs = {"trace": ingest_file(con, os.path.join(out, files["trace"])).run}
+        if m.get("batch_size") is not None:     # when Kineto dropped the capture's metadata
+            con.execute("""UPDATE runs SET metadata = json_merge_patch(metadata, json_object('batch_size', ?))
+                           WHERE run = ? AND metadata->>'batch_size' IS NULL""",
+                        [str(m["batch_size"]), runs["trace"]])
         for kind in ("power", "host"):
             if files.get(kind) and os.path.exists(os.path.join(out, files[kind])):
                 runs[kind] = ingest_file(con, os.path.join(out, files[kind]), pair_with=runs["trace"]).run
