@@ -16,8 +16,9 @@ import time
 COLUMNS = ["timestamp_ns", "gpu", "power_mw", "energy_mj", "instant_power_mw", "sm_clock_mhz",
            "mem_clock_mhz", "temp_c", "phase", "gpu_util_pct", "mem_util_pct", "mem_used_bytes",
            "mem_total_bytes", "throttle_reasons", "pcie_tx_kb_per_s", "pcie_rx_kb_per_s"]
-# nvmlDeviceGetPcieThroughput blocks for its 20 ms window: read it at most this often.
-PCIE_PERIOD_S = 0.1
+# nvmlDeviceGetPcieThroughput blocks for its 20 ms window: a thread of its own reads it
+# (every GPU, tx and rx, then this pause) and the sample loop writes each new reading once.
+PCIE_PAUSE_S = 0.05
 
 
 class PowerLogError(Exception):
@@ -40,7 +41,6 @@ def _nvml():
 def _reader(nv, index):
     """A function returning one sample row (without timestamp, gpu, phase) of GPU index."""
     h = nv.nvmlDeviceGetHandleByIndex(index)
-    last_pcie = [0.0, None, None]
 
     def opt(f, *a):
         try:
@@ -60,14 +60,6 @@ def _reader(nv, index):
     reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
         getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
 
-    def pcie():
-        now = time.perf_counter()
-        if now - last_pcie[0] < PCIE_PERIOD_S:
-            return [None, None]
-        last_pcie[0] = now
-        return [opt(nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_TX_BYTES),
-                opt(nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_RX_BYTES)]
-
     def read():
         util = opt(nv.nvmlDeviceGetUtilizationRates, h)
         mem = opt(nv.nvmlDeviceGetMemoryInfo, h)
@@ -77,7 +69,22 @@ def _reader(nv, index):
                 opt(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
                 util.gpu if util else None, util.memory if util else None,
                 mem.used if mem else None, mem.total if mem else None,
-                opt(reasons, h) if reasons else None, *pcie()]
+                opt(reasons, h) if reasons else None]
+    return read
+
+
+def _pcie_reader(nv, index):
+    """(tx, rx) KB/s of GPU index over NVML's 20 ms window each (blocks ~40 ms), or Nones."""
+    h = nv.nvmlDeviceGetHandleByIndex(index)
+
+    def read():
+        out = []
+        for counter in (nv.NVML_PCIE_UTIL_TX_BYTES, nv.NVML_PCIE_UTIL_RX_BYTES):
+            try:
+                out.append(nv.nvmlDeviceGetPcieThroughput(h, counter))
+            except (nv.NVMLError, AttributeError):
+                out.append(None)
+        return out
     return read
 
 
@@ -91,8 +98,19 @@ class Sampler:
             self.nv.nvmlShutdown()
             raise PowerLogError("NVML sees no GPU")
         self.readers = [(i, _reader(self.nv, i)) for i in indices]
+        self.pcie = {i: _pcie_reader(self.nv, i) for i in indices}
+        self._pcie_new = {}
         self.output, self.interval_ms, self.on_sample = output, interval_ms, on_sample
         self.phase, self._stop, self._thread = "idle_before", False, None
+
+    def _pcie_loop(self):
+        while not self._stop:
+            for i, read in self.pcie.items():
+                tx, rx = read()
+                if tx is None and rx is None:
+                    return                       # not available on this GPU or driver
+                self._pcie_new[i] = (tx, rx)
+            time.sleep(PCIE_PAUSE_S)
 
     def _loop(self, w, f):
         period = self.interval_ms / 1000
@@ -100,7 +118,8 @@ class Sampler:
         while not self._stop:
             for i, read in self.readers:
                 sample = read()
-                w.writerow([time.time_ns(), i, *sample[:6], self.phase, *sample[6:]])
+                pcie = self._pcie_new.pop(i, (None, None))
+                w.writerow([time.time_ns(), i, *sample[:6], self.phase, *sample[6:], *pcie])
             f.flush()
             if self.on_sample:
                 self.on_sample()
@@ -113,12 +132,15 @@ class Sampler:
         w.writerow(COLUMNS)
         self._thread = threading.Thread(target=self._loop, args=(w, self._file), daemon=True)
         self._thread.start()
+        self._pcie_thread = threading.Thread(target=self._pcie_loop, daemon=True)
+        self._pcie_thread.start()
         return self
 
     def stop(self):
         self._stop = True
         if self._thread:
             self._thread.join()
+            self._pcie_thread.join()
             self._file.close()
         self.nv.nvmlShutdown()
 
