@@ -10,7 +10,7 @@
 runs torch.profiler (record_shapes, profile_memory, a wait/warmup/active
 schedule), tracedb's NVML sampler on every visible GPU (power_log.Sampler) and
 the host sampler (host_log.HostSampler) beside it, marks each step with an
-NVTX range `tracedb_step_N` (N = the ProfilerStep number), and at the end
+NVTX start/end range `tracedb_step_N` (N = the ProfilerStep number), and at the end
 ingests the trace, the NVML log and the host log into `prof/tracedb.duckdb`,
 paired, and prints the run's summary.
 
@@ -47,10 +47,12 @@ def _torch():
 
 
 def _nvtx(torch):
-    """(push, pop) of NVTX ranges, no-ops without CUDA."""
+    """(start, end) of process-wide NVTX start/end ranges, no-ops without CUDA. Not
+    push/pop ranges: those belong to one thread, and autograd launches the backward
+    pass's kernels from a thread of its own, which ncu's filter would then leave out."""
     if torch.cuda.is_available():
-        return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
-    return (lambda name: None), (lambda: None)
+        return torch.cuda.nvtx.range_start, torch.cuda.nvtx.range_end
+    return (lambda name: None), (lambda rid: None)
 
 
 class Capture:
@@ -106,7 +108,7 @@ class Capture:
             except BaseException:
                 self._stop_samplers()
                 raise
-        self._push(STEP_RANGE.format(self.n))
+        self._range = self._push(STEP_RANGE.format(self.n))
         self._open_range = True
         return self
 
@@ -157,7 +159,7 @@ class Capture:
     def step(self):
         """End of one training step: closes its NVTX range and steps the profiler."""
         if self._open_range:
-            self._pop()
+            self._pop(self._range)
             self._open_range = False
         self.n += 1
         if self._prof is not None:
@@ -165,7 +167,7 @@ class Capture:
             if self.n == self.wait + self.warmup:       # the first active step begins
                 self._add_metadata()
         if not self.done:
-            self._push(STEP_RANGE.format(self.n))
+            self._range = self._push(STEP_RANGE.format(self.n))
             self._open_range = True
 
     def _stop_samplers(self):
@@ -179,7 +181,7 @@ class Capture:
 
     def __exit__(self, exc_type, exc, tb):
         if self._open_range:
-            self._pop()
+            self._pop(self._range)
             self._open_range = False
         if self.ncu_pass:
             return False

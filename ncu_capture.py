@@ -45,7 +45,8 @@ def choose(metrics, bases):
 
 
 def command_line(ncu, metrics, nvtx_range, report_base, command):
-    return [ncu, "--nvtx", "--nvtx-include", f"{nvtx_range}/", "--clock-control", "none",
+    # "NAME": a start/end range of the default domain ("NAME/" would be a push/pop range)
+    return [ncu, "--nvtx", "--nvtx-include", nvtx_range, "--clock-control", "none",
             "--metrics", ",".join(metrics), "--export", report_base, "--force-overwrite", *command]
 
 
