@@ -25,7 +25,7 @@ def memory_batch(table):
         x=alt.X("peak_gib:Q", title="peak reserved GPU memory, GiB"),
         y=alt.Y("throughput:Q", title="samples/s" if per_sample else "iterations/s"),
         tooltip=["run:N", "batch:Q", alt.Tooltip("peak_gib:Q", format=".2f"), alt.Tooltip("throughput:Q", format=".1f")])
-    return alt.layer(base.mark_point(filled=True, size=70).encode(color="run:N"),
+    return alt.layer(base.mark_point(filled=True, size=70).encode(color=alt.Color("run:N", legend=None)),
                      base.mark_text(dx=6, align="left").encode(text="run:N")).properties(
         title="Throughput against peak memory", width=420, height=280)
 

@@ -182,3 +182,12 @@ def test_charts_of_the_capture(cap, tmp_path):
     spec = charts.build(cap, "memory_batch").to_dict()
     pts = [v for layer in spec["layer"][:1] for v in (layer.get("data") or spec["data"])["values"]]
     assert sorted(p["run"] for p in pts) == [f"resnet18_bs{b}" for b in (128, 32, 64)]
+
+
+def test_report_columns_and_types_match_their_headers(cap):
+    from test_utilization import sql_type
+    for name in ("memory_summary", "memory_timeline", "system_metrics", "system_timeline", "transfers", "occupancy"):
+        rep = reports.get(name)
+        t = reports.run(cap, name, {"run": "resnet18_bs64", "iteration": "all"})
+        assert t.num_rows > 0, name
+        assert [(f.name, sql_type(f.type)) for f in t.schema] == [(c[0], c[1]) for c in rep.columns], name
