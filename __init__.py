@@ -4,6 +4,7 @@ Data path: file -> ingest/ reader -> Arrow batches or DuckDB scans -> schema/
 tables -> queries/ reports -> table, file or chart.
 """
 from tracedb.api import connect
+from tracedb.capture import capture
 
-__all__ = ["connect"]
+__all__ = ["capture", "connect"]
 __version__ = "0.1.0"

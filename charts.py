@@ -15,7 +15,7 @@ import altair as alt
 import polars as pl
 import pyarrow as pa
 
-from tracedb import dist_charts, flop_charts, reports
+from tracedb import dist_charts, flop_charts, reports, system_charts
 
 LEVELS = [("gpu_util_pct", "GPU"), ("smsp_active_pct_iter", "SMSP active"),
           ("issue_slot_pct_iter", "SMSP issue slot"), ("tc_active_pct_iter", "TC active"),
@@ -214,6 +214,9 @@ CHARTS = {
     "flops_by_layer": ("bwd_fwd_ratio", flop_charts.flops_by_layer),
     "overlap": ("comm_overlap", dist_charts.overlap),
     "skew": ("collective_arrivals", dist_charts.skew),
+    "memory_batch": ("memory_summary", system_charts.memory_batch),
+    "memory": ("memory_timeline", system_charts.memory),
+    "system": ("system_timeline", system_charts.system),
 }
 
 

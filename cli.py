@@ -167,6 +167,10 @@ def _summary(con, run, kind):
         n, g, s = db.rows(con, "SELECT count(*), count(DISTINCT gpu), (max(ts_ns) - min(ts_ns)) / 1e9 "
                                "FROM power WHERE run = ?", [run])[0]
         return f"power: {n} samples, {g} GPU(s), {s:.2f} s"
+    if kind == "host":
+        n, s = db.rows(con, "SELECT count(DISTINCT ts_ns), (max(ts_ns) - min(ts_ns)) / 1e9 FROM host_samples "
+                            "WHERE run = ?", [run])[0]
+        return f"host: {n} samples, {s:.2f} s"
     line = f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
     if kind == "trace" and counts[1] == 0:
         line += "; no GPU kernel events (a CPU-only trace, or a CUPTI range-profiler trace: GPU time is not in it)"
@@ -230,6 +234,32 @@ def cmd_power_log(args):
         raise UsageError(f"power-log: cannot run {command[0]!r} ({e.strerror})") from None
     print(f"wrote {args.output}", file=sys.stderr)
     return rc
+
+
+def cmd_capture(args):
+    """Run a script that calls tracedb.capture, into -o DIR; with --ncu, again under ncu."""
+    import subprocess
+    from tracedb import ncu_capture
+    from tracedb.capture import ENV_DIR, CaptureError, manifest
+    command = args.command_[1:] if args.command_[:1] == ["--"] else args.command_
+    if not command:
+        raise UsageError("capture: give the command after --, e.g. tracedb capture -o prof/ -- python train.py")
+    try:
+        if args.ncu:
+            ncu_capture.find_ncu(args.ncu_path)
+        rc = subprocess.call(command, env=dict(os.environ, **{ENV_DIR: args.output}))
+        if rc != 0:
+            raise UsageError(f"capture: {command[0]} exited with status {rc}")
+        manifest(args.output)
+        if args.ncu:
+            ncu_run, m = ncu_capture.run(args.output, command, args.ncu_path,
+                                         say=lambda s: print(s, file=sys.stderr, flush=True))
+            print(f"loaded the ncu report as run {ncu_run}; " + _match_line(m))
+    except CaptureError as e:
+        raise UsageError(f"capture: {e}") from None
+    except FileNotFoundError as e:
+        raise UsageError(f"capture: cannot run {command[0]!r} ({e.strerror})") from None
+    return 0
 
 
 def cmd_calibrate(args):
@@ -450,6 +480,13 @@ def parser():
                     help="command to run (none: sample until Ctrl-C)")
     sp.set_defaults(func=cmd_power_log)
 
+    sp = sub.add_parser("capture", help="profile a script that calls tracedb.capture (trace, NVML, host; --ncu)")
+    sp.add_argument("-o", "--output", required=True, help="capture folder (TRACEDB_CAPTURE_DIR for the script)")
+    sp.add_argument("--ncu", action="store_true", help="then run it under Nsight Compute over one steady step")
+    sp.add_argument("--ncu-path", help="the ncu command (default: ncu on PATH)")
+    sp.add_argument("command_", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    sp.set_defaults(func=cmd_capture)
+
     sp = sub.add_parser("calibrate", help="run cuda_bench on this GPU (python -m tracedb.cuda_bench OUT ...)",
                         add_help=False)
     sp.add_argument("rest", nargs=argparse.REMAINDER, help="cuda_bench's arguments (tracedb calibrate --help)")
@@ -486,7 +523,7 @@ def parser():
     sp.set_defaults(func=cmd_query)
 
     sp = sub.add_parser("chart", help="draw a chart of a saved report (html, png, svg)")
-    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split | mfu | flops_by_layer | overlap | skew")
+    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split | mfu | flops_by_layer | overlap | skew | memory_batch | memory | system")
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--run", help="the run to report on (reports that take one; default: the report's)")
     sp.add_argument("--param", action="append", metavar="K=V",

@@ -28,7 +28,15 @@ SMI_FIELDS = {
     "power.draw.instant": "instant_power_w", "power.draw.average": "average_power_w", "clocks.sm": "sm_clock_mhz",
     "clocks.current.sm": "sm_clock_mhz", "clocks.mem": "mem_clock_mhz",
     "clocks.current.memory": "mem_clock_mhz", "temperature.gpu": "temp_c",
+    "utilization.gpu": "gpu_util_pct", "utilization.memory": "mem_util_pct", "memory.used": "mem_used_mib",
+    "memory.total": "mem_total_mib", "clocks_event_reasons.active": "throttle_reasons",
+    "clocks_throttle_reasons.active": "throttle_reasons",
 }
+# The system columns (gpu_samples) of a power log, NULL where the log has none.
+SYSTEM_COLUMNS = ("gpu_util_pct", "mem_util_pct", "mem_used_bytes", "mem_total_bytes", "throttle_reasons",
+                  "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+# NVML's PCIe throughput is in KB/s (1024 bytes, as nvidia-smi dmon divides it).
+KB = 1024
 SAMPLER_COLUMNS = {"timestamp_ns", "power_mw"}
 
 
@@ -225,6 +233,12 @@ def prepare(con, path, options, work):
                "mem_clock_mhz": "TRY_CAST(mem_clock_mhz AS DOUBLE)" if "mem_clock_mhz" in names else "NULL",
                "temp_c": "TRY_CAST(temp_c AS DOUBLE)" if "temp_c" in names else "NULL",
                "phase": "phase" if "phase" in names else "NULL", "average_power_w": "NULL",
+               **{k: (f"TRY_CAST({k} AS DOUBLE)" if k in names else "NULL")
+                  for k in ("gpu_util_pct", "mem_util_pct")},
+               **{k: (f"TRY_CAST({k} AS BIGINT)" if k in names else "NULL")
+                  for k in ("mem_used_bytes", "mem_total_bytes", "throttle_reasons")},
+               **{f"pcie_{d}_bytes_per_s": (f"TRY_CAST(pcie_{d}_kb_per_s AS DOUBLE) * {KB}"
+                                             if f"pcie_{d}_kb_per_s" in names else "NULL") for d in ("tx", "rx")},
                "bad": "TRY_CAST(timestamp_ns AS BIGINT) IS NULL OR (power_mw IS NOT NULL AND TRY_CAST(power_mw AS DOUBLE) IS NULL)"}
     else:
         src, cut, units = _smi_raw(con, path, form, options, work, plain)
@@ -249,6 +263,11 @@ def prepare(con, path, options, work):
                "average_power_w": num("average_power_w"),
                "sm_clock_mhz": num("sm_clock_mhz"), "mem_clock_mhz": num("mem_clock_mhz"),
                "temp_c": num("temp_c"), "phase": "NULL",
+               "gpu_util_pct": num("gpu_util_pct"), "mem_util_pct": num("mem_util_pct"),
+               "mem_used_bytes": f"CAST({num('mem_used_mib')} * 1048576 AS BIGINT)",
+               "mem_total_bytes": f"CAST({num('mem_total_mib')} * 1048576 AS BIGINT)",
+               "throttle_reasons": "TRY_CAST(trim(throttle_reasons) AS BIGINT)" if "throttle_reasons" in keys else "NULL",
+               "pcie_tx_bytes_per_s": "NULL", "pcie_rx_bytes_per_s": "NULL",
                "bad": "TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S']) IS NULL"}
     con.execute(f"CREATE OR REPLACE TEMP TABLE _power_src AS SELECT {', '.join(f'{v} AS {k}' for k, v in sel.items())} "
                 "FROM _power_raw")

@@ -17,7 +17,7 @@ from typing import Callable
 from tracedb.ingest.errors import IngestError
 from tracedb.ingest.source import head
 
-KINDS = ("trace", "ncu", "power", "calibration")     # runs.kind
+KINDS = ("trace", "ncu", "power", "host", "calibration")     # runs.kind
 
 
 @dataclass
@@ -71,11 +71,13 @@ class Reload(Exception):
 
 def _readers():
     from tracedb.ingest.calibration import CalibrationReader
+    from tracedb.ingest.host import HostReader
     from tracedb.ingest.ncu import NcuCsvReader, NcuRepReader
     from tracedb.ingest.power import PowerReader
     from tracedb.ingest.trace import TraceReader
     from tracedb.ingest.xplane import XplaneReader
-    return (XplaneReader(), NcuRepReader(), CalibrationReader(), TraceReader(), NcuCsvReader(), PowerReader())
+    return (XplaneReader(), NcuRepReader(), CalibrationReader(), TraceReader(), NcuCsvReader(), HostReader(),
+            PowerReader())
 
 
 READERS = None

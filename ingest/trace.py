@@ -160,6 +160,7 @@ def load(con, tf, run, iteration_marker=None):
         world = dist.get("world_size") if isinstance(dist, dict) else None
         run_script(con, sql_text("schema", "load/collectives.sql"),
                    {"run": run, "world_size": world if isinstance(world, int) else None})
+        run_script(con, sql_text("schema", "load/trace_system.sql"))
         con.execute("DROP VIEW _run_events")
         con.execute("DROP TABLE _trace_staged")
         for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid", "tracedb_iteration_marker"):

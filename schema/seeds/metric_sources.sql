@@ -48,5 +48,7 @@ SELECT * FROM (VALUES
     ('flop_hmul', 1, 'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum', 1, 'fp16 MUL thread instructions (CUDA cores)'),
     ('flop_hmul', 2, 'sm__sass_thread_inst_executed_op_hmul_pred_on.sum', 1, 'as priority 1, summed per SM'),
     ('flop_hfma', 1, 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum', 2, 'fp16 FMA thread instructions (CUDA cores), FMA = 2 FLOP'),
-    ('flop_hfma', 2, 'sm__sass_thread_inst_executed_op_hfma_pred_on.sum', 2, 'as priority 1, summed per SM')
+    ('flop_hfma', 2, 'sm__sass_thread_inst_executed_op_hfma_pred_on.sum', 2, 'as priority 1, summed per SM'),
+    ('achieved_occupancy_pct', 1, 'sm__warps_active.avg.pct_of_peak_sustained_active', 1,
+        'achieved occupancy: warps active per active cycle / the SM''s maximum, %')
 ) AS t(quantity, priority, metric, scale, note);

@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS schema_info (
 -- One row per ingested source file.
 CREATE TABLE IF NOT EXISTS runs (
     run               VARCHAR PRIMARY KEY,   -- run name (`--run`, default from the file name; `name~2` on a clash)
-    kind              VARCHAR NOT NULL,      -- trace | ncu | power | calibration
+    kind              VARCHAR NOT NULL,      -- trace | ncu | power | host | calibration
     path              VARCHAR NOT NULL,      -- path as given at ingest
     content_hash      VARCHAR NOT NULL UNIQUE, -- sha256 of the decompressed content; a second ingest of it is skipped
     content_bytes     BIGINT,                -- size of the decompressed content
@@ -221,4 +221,60 @@ CREATE TABLE IF NOT EXISTS collectives (
     dur_ns          BIGINT,                  -- kernel duration, ns
     stream          BIGINT,                  -- CUDA stream of the kernel
     busbw_factor    DOUBLE                   -- busbw / algbw (nccl-tests): 2(n-1)/n all-reduce, (n-1)/n all-gather, reduce-scatter, all-to-all, 1 broadcast, reduce, send/recv
+);
+
+-- GPU memory of a trace: Kineto `[memory]` instant events (profile_memory=True),
+-- one row per allocation or free of the framework's allocator.
+CREATE TABLE IF NOT EXISTS memory_events (
+    run             VARCHAR NOT NULL,            -- trace run
+    event_id        BIGINT NOT NULL,             -- the `[memory]` event (events.event_id)
+    ts_ns           BIGINT NOT NULL,             -- when, on the run's timeline, ns
+    device_type     VARCHAR NOT NULL,            -- cuda | cpu | other (`args."Device Type"`: 1 = CUDA, 0 = CPU)
+    device          INTEGER,                     -- `args."Device Id"` (-1 for the CPU)
+    bytes           BIGINT,                      -- `args.Bytes`: allocated (> 0) or freed (< 0) by this event, bytes
+    addr            BIGINT,                      -- `args.Addr`: address of the block
+    allocated_bytes BIGINT,                      -- `args."Total Allocated"` after the event: bytes in live tensors on the device
+    reserved_bytes  BIGINT                       -- `args."Total Reserved"` after the event: bytes the caching allocator holds from the device
+);
+
+-- Launch and copy details of a trace's GPU activity, from the activity's own args
+-- (Kineto writes them from CUPTI): occupancy for kernels, direction and memory
+-- kind for copies. One row per kernels row of a trace that has any.
+CREATE TABLE IF NOT EXISTS activity_args (
+    run                VARCHAR NOT NULL,         -- trace run
+    kernel_id          BIGINT NOT NULL,          -- kernels.kernel_id
+    blocks_per_sm      DOUBLE,                   -- `args."blocks per SM"`: grid blocks / SMs
+    warps_per_sm       DOUBLE,                   -- `args."warps per SM"`: grid warps / SMs
+    est_occupancy_pct  DOUBLE,                   -- `args."est. achieved occupancy %"`: CUPTI's occupancy estimate from the launch, %
+    copy_direction     VARCHAR,                  -- memcpy: HtoD | DtoH | DtoD | HtoH | PtoP (from the name `Memcpy HtoD (Pageable -> Device)`); memset: Memset
+    src_memory         VARCHAR,                  -- memcpy source memory kind as the trace names it: Pageable | Pinned | Device | Managed ...
+    dst_memory         VARCHAR,                  -- memcpy/memset destination memory kind
+    copy_bytes         BIGINT,                   -- `args.bytes`: bytes copied or set
+    trace_bandwidth_gb_per_s DOUBLE              -- `args."memory bandwidth (GB/s)"` as the trace computed it, GB/s
+);
+
+-- System samples of the GPUs beside their power samples: tracedb's NVML sampler
+-- (`tracedb capture`, `tracedb power-log`) and nvidia-smi logs with utilization
+-- or memory columns. Same run, gpu and ts_ns as the `power` row they came with.
+CREATE TABLE IF NOT EXISTS gpu_samples (
+    run                  VARCHAR NOT NULL,       -- power run
+    gpu                  INTEGER NOT NULL,       -- NVML index
+    ts_ns                BIGINT NOT NULL,        -- absolute epoch ns
+    gpu_util_pct         DOUBLE,                 -- NVML/nvidia-smi utilization.gpu: share of the last sample period (1/6 s to 1 s) with a kernel running, %
+    mem_util_pct         DOUBLE,                 -- NVML/nvidia-smi utilization.memory: share of that period the memory controller was busy, %
+    mem_used_bytes       BIGINT,                 -- device memory used by all processes (CUDA contexts included), bytes
+    mem_total_bytes      BIGINT,                 -- device memory, bytes
+    throttle_reasons     BIGINT,                 -- NVML clocks event (throttle) reasons bitmask (nvmlClocksEventReason*; 0 or 1 = none/idle)
+    pcie_tx_bytes_per_s  DOUBLE,                 -- PCIe transmit throughput (NVML, a 20 ms window), bytes/s
+    pcie_rx_bytes_per_s  DOUBLE                  -- PCIe receive throughput, bytes/s
+);
+
+-- Host samples taken beside a trace (`tracedb capture`): CPU utilization per core
+-- and of the whole machine, and the profiled process's resident memory.
+CREATE TABLE IF NOT EXISTS host_samples (
+    run           VARCHAR NOT NULL,              -- host run
+    ts_ns         BIGINT NOT NULL,               -- absolute epoch ns
+    cpu           INTEGER,                       -- core index; NULL: all cores together
+    cpu_util_pct  DOUBLE,                        -- share of the period since the last sample the core(s) were not idle (/proc/stat), %
+    rss_bytes     BIGINT                         -- resident set of the profiled process (on the all-cores row), bytes
 );

@@ -1,0 +1,193 @@
+"""What `tracedb capture` wrote on an H100 (tests/data/capture_h100/: ResNet-18 at
+batch 32, 64 and 128; batch 64 with --ncu), ingested as the capture ingests it,
+and the system-metric reports checked against the raw files."""
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, raw_trace
+from tracedb import charts, db, reports
+from tracedb.db import rows, scalar
+from tracedb.ingest import ingest_file
+from tracedb.match import match
+
+CAP = DATA / "capture_h100"
+BATCHES = (32, 64, 128)
+
+
+def files(batch):
+    d = CAP / f"resnet18_bs{batch}"
+    m = json.loads((d / "capture.json").read_text())
+    return d, m
+
+
+def opened(path):
+    p = Path(path)
+    return gzip.open(p, "rt") if p.suffix == ".gz" else open(p)
+
+
+def found(d, stem):
+    """The file stem in d, gzipped or not."""
+    for p in (d / stem, d / (stem + ".gz")):
+        if p.exists():
+            return p
+    raise FileNotFoundError(d / stem)
+
+
+@pytest.fixture(scope="module")
+def cap(tmp_path_factory):
+    con = db.connect(tmp_path_factory.mktemp("cap") / "c.duckdb")
+    for b in BATCHES:
+        d, m = files(b)
+        run = ingest_file(con, d / m["files"]["trace"]).run
+        ingest_file(con, found(d, m["files"]["power"]), pair_with=run)
+        ingest_file(con, found(d, m["files"]["host"]), pair_with=run)
+    d, m = files(64)
+    n = ingest_file(con, found(d, "resnet18_bs64_ncu_raw.csv")).run
+    match(con, "resnet18_bs64", n, iteration=m["ncu_step"])
+    yield con
+    con.close()
+
+
+def q(con, name, **params):
+    return reports.run(con, name, params).to_pylist()
+
+
+def test_runs_and_schedule(cap):
+    kinds = rows(cap, "SELECT kind, count(*) FROM runs GROUP BY 1 ORDER BY 1")
+    assert kinds == [("host", 3), ("ncu", 1), ("power", 3), ("trace", 3)]
+    for b in BATCHES:
+        _, m = files(b)
+        its = [r[0] for r in rows(cap, "SELECT iteration FROM iterations WHERE run = ? ORDER BY 1", [f"resnet18_bs{b}"])]
+        first = m["wait"] + m["warmup"]
+        assert its == list(range(first, first + m["steps"]))
+        meta = json.loads(scalar(cap, "SELECT metadata FROM runs WHERE run = ?", [f"resnet18_bs{b}"]))
+        assert meta["batch_size"] == str(b)
+
+
+def test_memory_events_and_summary_against_the_raw_trace(cap):
+    for b in BATCHES:
+        d, m = files(b)
+        run = f"resnet18_bs{b}"
+        doc = raw_trace(d / m["files"]["trace"])
+        mem = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+        assert scalar(cap, "SELECT count(*) FROM memory_events WHERE run = ?", [run]) == len(mem) > 100
+        base = doc["baseTimeNanoseconds"]
+        cuda = [(int(e["ts"] * 1000) + base, e["args"]) for e in mem if e["args"]["Device Type"] == 1]
+        total = doc["deviceProperties"][0]["totalGlobalMem"]
+        for r in q(cap, "memory_summary", run=run, iteration="all"):
+            s, e = (rows(cap, "SELECT start_ns, end_ns FROM iterations WHERE run = ? AND iteration = ?",
+                         [run, r["iteration"]])[0] if r["iteration"] is not None else
+                    rows(cap, "SELECT min(start_ns), max(end_ns) FROM iterations WHERE run = ?", [run])[0])
+            inside = [a for t, a in cuda if s <= t <= e]
+            assert r["peak_allocated_bytes"] == max(a["Total Allocated"] for a in inside)
+            assert r["peak_reserved_bytes"] == max(a["Total Reserved"] for a in inside)
+            assert r["device_total_bytes"] == total
+            assert r["device_memory_pct"] == pytest.approx(100 * r["peak_reserved_bytes"] / total)
+            # NVML counts the whole process (CUDA context, cuDNN workspaces) besides the allocator's pool
+            assert r["nvml_peak_used_bytes"] > r["peak_reserved_bytes"]
+            assert r["batch_size"] == b and "batch about" in r["note"]
+    peaks = [q(cap, "memory_summary", run=f"resnet18_bs{b}")[0]["peak_allocated_bytes"] for b in BATCHES]
+    assert peaks == sorted(peaks) and peaks[0] < peaks[-1]
+
+
+def test_transfers_are_the_scripts_copies(cap):
+    """capture_resnet.py copies a pageable float32 batch and pinned int64 labels each step."""
+    for b in BATCHES:
+        t = {(r["direction"], r["src_memory"]): r for r in q(cap, "transfers", run=f"resnet18_bs{b}")}
+        assert t[("HtoD", "Pageable")]["bytes"] == b * 3 * 224 * 224 * 4 and t[("HtoD", "Pageable")]["copies"] == 1
+        assert t[("HtoD", "Pinned")]["bytes"] == b * 8 and t[("HtoD", "Pinned")]["copies"] == 1
+        big = t[("HtoD", "Pageable")]
+        assert 0.5 < big["gb_per_s"] < 64       # PCIe Gen5 x16 at most
+        assert 0 <= big["overlap_pct"] <= 100
+
+
+def samples_in(path, a, b, key, gpu="0"):
+    with opened(path) as f:
+        return [float(r[key]) for r in csv.DictReader(f)
+                if r.get("gpu", gpu) == gpu and a <= int(r["timestamp_ns"]) <= b and r[key] not in ("", None)]
+
+
+def test_system_metrics_against_the_sampler_logs(cap):
+    for b in BATCHES:
+        d, m = files(b)
+        run = f"resnet18_bs{b}"
+        util = {r["iteration"]: r["gpu_util_pct"] for r in q(cap, "gpu_utilization", run=run)}
+        for r in q(cap, "system_metrics", run=run, iteration="all"):
+            if r["iteration"] is not None:
+                assert r["kernel_busy_pct"] == pytest.approx(util[r["iteration"]])
+                s, e = rows(cap, "SELECT start_ns, end_ns FROM iterations WHERE run = ? AND iteration = ?",
+                            [run, r["iteration"]])[0]
+            else:
+                s, e = rows(cap, "SELECT min(start_ns), max(end_ns) FROM iterations WHERE run = ?", [run])[0]
+            power = found(d, m["files"]["power"])
+            g = samples_in(power, s, e, "gpu_util_pct")
+            assert r["gpu_samples"] == len(g) > 0
+            assert r["nvml_gpu_util_pct"] == pytest.approx(sum(g) / len(g))
+            assert r["sm_clock_min_mhz"] == min(samples_in(power, s, e, "sm_clock_mhz"))
+            assert r["mem_used_max_bytes"] == max(samples_in(power, s, e, "mem_used_bytes"))
+            h = [x for x in samples_in(found(d, m["files"]["host"]), s, e, "cpu_util_pct", gpu=None)]
+            with opened(found(d, m["files"]["host"])) as f:
+                whole = [float(x["cpu_util_pct"]) for x in csv.DictReader(f)
+                         if x["cpu"] == "" and s <= int(x["timestamp_ns"]) <= e and x["cpu_util_pct"]]
+            assert r["host_samples"] == len(whole) and len(h) >= len(whole)
+            if whole:
+                assert r["cpu_util_pct"] == pytest.approx(sum(whole) / len(whole))
+            assert r["power_run"] == f"{run}_power" and "aligned: absolute" in r["note"]
+
+
+def test_ncu_pass_profiled_the_steady_step_with_metric_sources_counters(cap):
+    d, m = files(64)
+    with opened(found(d, "resnet18_bs64_ncu_raw.csv")) as f:
+        header = next(csv.reader(f))
+    wanted = {r[0] for r in rows(cap, "SELECT DISTINCT metric FROM metric_sources")}
+    got = set(header) & wanted
+    assert {"smsp__cycles_elapsed.sum", "sm__warps_active.avg.pct_of_peak_sustained_active",
+            "gpu__time_duration.sum"} <= got
+    mr = rows(cap, "SELECT iteration, trace_kernels, ncu_kernels, matched FROM match_runs")[0]
+    assert mr[0] == m["ncu_step"] and mr[2] == mr[1] and mr[3] >= 0.95 * mr[2]
+
+
+def test_occupancy_with_ncu_achieved_against_the_csv(cap):
+    d, _ = files(64)
+    with opened(found(d, "resnet18_bs64_ncu_raw.csv")) as f:
+        r = list(csv.reader(f))
+    col = {h: i for i, h in enumerate(r[0])}
+    achieved = {int(x[col["ID"]]): float(x[col["sm__warps_active.avg.pct_of_peak_sustained_active"]])
+                for x in r[2:]}
+    pairs = rows(cap, "SELECT m.trace_kernel_id, m.ncu_kernel_id, k.dur_ns, l.layer_type FROM matches m "
+                      "JOIN kernels k ON k.run = m.trace_run AND k.kernel_id = m.trace_kernel_id "
+                      "JOIN kernel_layers l ON l.run = k.run AND l.kernel_id = k.kernel_id")
+    w, t = {}, {}
+    for _, nid, dur, lt in pairs:
+        w[lt] = w.get(lt, 0) + achieved[nid] * dur
+        t[lt] = t.get(lt, 0) + dur
+    _, m = files(64)
+    got = {x["layer_type"]: x for x in q(cap, "occupancy", run="resnet18_bs64", iteration=str(m["ncu_step"]))}
+    for lt in w:
+        assert got[lt]["ncu_achieved_occupancy_pct"] == pytest.approx(w[lt] / t[lt])
+        assert got[lt]["ncu_achieved_occupancy_pct"] <= got[lt]["ncu_theoretical_occupancy_pct"] + 1e-9
+    assert sum(x["matched_kernels"] for x in got.values()) == len(pairs)
+
+
+def test_charts_of_the_capture(cap, tmp_path):
+    for name, params in (("memory_batch", {}), ("memory", {"run": "resnet18_bs64"}),
+                         ("system", {"run": "resnet18_bs64", "iteration": "all"})):
+        chart = charts.build(cap, name, params)
+        charts.save(chart, tmp_path / f"{name}.svg")
+        assert (tmp_path / f"{name}.svg").stat().st_size > 1000
+    spec = charts.build(cap, "memory_batch").to_dict()
+    pts = [v for layer in spec["layer"][:1] for v in (layer.get("data") or spec["data"])["values"]]
+    assert sorted(p["run"] for p in pts) == [f"resnet18_bs{b}" for b in (128, 32, 64)]
+
+
+def test_report_columns_and_types_match_their_headers(cap):
+    from test_utilization import sql_type
+    for name in ("memory_summary", "memory_timeline", "system_metrics", "system_timeline", "transfers", "occupancy"):
+        rep = reports.get(name)
+        t = reports.run(cap, name, {"run": "resnet18_bs64", "iteration": "all"})
+        assert t.num_rows > 0, name
+        assert [(f.name, sql_type(f.type)) for f in t.schema] == [(c[0], c[1]) for c in rep.columns], name
