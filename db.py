@@ -15,7 +15,7 @@ import duckdb
 SCHEMA_VERSION = "3"
 TABLE_FILES = ("tables/core.sql", "tables/settings.sql", "tables/migrate.sql")
 VIEW_FILES = ("views/base.sql", "views/ncu.sql", "views/utilization.sql", "views/energy.sql",
-              "views/queues.sql")
+              "views/queues.sql", "views/findings.sql")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
