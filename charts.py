@@ -129,4 +129,7 @@ def save(chart, path):
     suffix = str(path).rsplit(".", 1)[-1].lower()
     if suffix not in ("html", "png", "svg", "json"):
         raise ValueError(f"{path}: chart files are .html, .png, .svg or .json")
+    if suffix == "html":        # the Vega runtime inlined: the page opens offline
+        from tracedb.html_report import save_chart
+        return save_chart(chart, path)
     chart.save(str(path), **({"scale_factor": 2} if suffix == "png" else {}))

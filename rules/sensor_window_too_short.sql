@@ -18,8 +18,9 @@ SELECT e.run, e.iteration,
               e.window_ns / 1e6, e.iteration,
               e.window_ns / greatest(coalesce(p.counter_period_ns, 0), coalesce(p.power_period_ns, 0)),
               greatest(coalesce(p.counter_period_ns, 0), coalesce(p.power_period_ns, 0)) / 1e6,
-              coalesce(round(p.counter_period_ns / 1e6) || ' ms', 'none'),
-              coalesce(round(p.power_period_ns / 1e6) || ' ms', 'none'), e.samples) AS evidence
+              CASE WHEN p.counter_period_ns IS NULL THEN 'none' ELSE format('{:.0f} ms', p.counter_period_ns / 1e6) END,
+              CASE WHEN p.power_period_ns IS NULL THEN 'none' ELSE format('{:.0f} ms', p.power_period_ns / 1e6) END,
+              e.samples) AS evidence
 FROM report_energy_summary e JOIN power_sensors p ON p.run = e.power_run AND p.gpu = e.gpu
 WHERE ($run IS NULL OR e.run = $run)
   AND greatest(coalesce(p.counter_period_ns, 0), coalesce(p.power_period_ns, 0)) > 0;

@@ -1,4 +1,4 @@
-"""ResNet-18 (10 classes, 96x96, batch 64) fed by a DataLoader whose samples cost
+"""ResNet-18 (10 classes, 96x96, batch 64 or $BATCH) fed by a DataLoader whose samples cost
 CPU time, in two set-ups, for the findings fixtures:
 
   slow:  num_workers=0, pageable host memory, blocking .cuda(), fp32 with TF32 off,
@@ -9,6 +9,7 @@ CPU time, in two set-ups, for the findings fixtures:
   python torch_loader_step.py trace MODE OUT.json   torch profiler: wait 1, warmup 1, active 4
   python torch_loader_step.py ncu MODE              one step between cudaProfilerStart/Stop
 """
+import os
 import sys
 
 import torch
@@ -32,7 +33,7 @@ class Samples(torch.utils.data.Dataset):
         return (x - x.mean()) / x.std(), i % 10
 
 
-loader = torch.utils.data.DataLoader(Samples(), batch_size=64, num_workers=4 if fixed else 0,
+loader = torch.utils.data.DataLoader(Samples(), batch_size=int(os.environ.get("BATCH", "64")), num_workers=4 if fixed else 0,
                                      pin_memory=fixed, persistent_workers=fixed)
 model = torchvision.models.resnet18(num_classes=10).cuda()
 if fixed:
