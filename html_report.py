@@ -195,11 +195,11 @@ def build(con, run, batch_size=None):
     passed = [f for f in found if f["severity"] == "ok"]
     if passed:
         fbody += "<h3>Rules that passed</h3>" + table_html(passed, ["rule", "value", "threshold", "unit", "evidence"])
-    fbody += "<h3>Rules</h3><table>" + "".join(
-        f'<tr id="rule-{r.name}"><td>{r.name}</td><td class="txt">{html.escape(r.description)} '
-        f'(fires {r.fires} {r.threshold:g} {html.escape(r.unit)})</td></tr>'
-        for r in advise.all_rules().values()) + "</table>"
     parts.insert(1, ("findings", "Findings", fbody))
+    parts.append(("rules", "Rules", "<table>" + "".join(
+        f'<tr id="rule-{r.name}"><td>{r.name}</td><td class="txt">{html.escape(r.description)} '
+        f'(fires {r.fires} {r.threshold:g} {html.escape(r.unit)}; {r.severity}; '
+        f'next: {html.escape(r.next_report)})</td></tr>' for r in advise.all_rules().values()) + "</table>"))
 
     nav = "".join(f'<a href="#{sid}">{html.escape(title)}</a>' for sid, title, _ in parts)
     sections = "".join(f'<section id="{sid}"><h2>{html.escape(title)}</h2>{body}</section>'
