@@ -18,7 +18,7 @@ SECTIONS = [
     ("utilization_levels", "Utilization levels", "utilization_levels", {}, "levels",
      ["iteration", "total_ns", "kernel_busy_ns", "gpu_util_pct", "smsp_active_pct_iter", "issue_slot_pct_iter",
       "tc_active_pct_iter", "tc_issue_pct_iter", "smsp_active_pct", "issue_slot_pct", "tc_active_pct",
-      "tc_issue_pct", "matched_time_pct", "note"]),
+      "tc_issue_pct", "matched_time_pct"]),
     ("utilization_by_layer", "Layer breakdown", "utilization_by_layer", {}, "layers", None),
     ("top_kernels", "Top kernels and their levels", "top_kernels", {}, None, None),
     ("launch_queue", "Launch queue", "launch_queue", {}, None, None),
@@ -28,7 +28,7 @@ SECTIONS = [
     ("memory_summary", "Memory", "memory_summary", {}, None, None),
     ("comm_overlap", "Communication", "comm_overlap", {}, None, None),
 ]
-UNITS = (("_ns", "ms", 1e-6, 3), ("_pct", "%", 1, 2), ("_j", "J", 1, 3), ("_w", "W", 1, 1),
+UNITS = (("_ns", "ms", 1e-6, 3), ("_pct_iter", "% of iter.", 1, 2), ("_pct", "%", 1, 2), ("_j", "J", 1, 3), ("_w", "W", 1, 1),
          ("_bytes", "MiB", 1 / 1048576, 1), ("_x", "x", 1, 2))
 
 STYLE = """
@@ -40,9 +40,9 @@ section{margin:22px 0}h2{font-size:17px;border-bottom:2px solid #1f3a5f;padding-
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{border:1px solid #d5d9e0;padding:3px 7px}
 th{background:#f4f6f9;cursor:pointer;user-select:none;white-space:nowrap}th.sorted-asc::after{content:" \\25B2"}
 th.sorted-desc::after{content:" \\25BC"}td.num{text-align:right;font-variant-numeric:tabular-nums}
-td.txt{max-width:520px;overflow-wrap:anywhere}.sev-high{color:#b00020;font-weight:600}
+td.txt{max-width:520px;overflow-wrap:anywhere}td.long{min-width:240px}.sev-high{color:#b00020;font-weight:600}
 .sev-medium{color:#b35c00;font-weight:600}.sev-low{color:#5b6b00}.sev-skipped{color:#777}.sev-ok{color:#2e7d32}
-.kv td:first-child{color:#555}.chart svg{max-width:100%;height:auto}.note{color:#555;font-size:12px}
+.kv td:first-child{color:#555}.scroll{overflow-x:auto}.chart svg{max-width:100%;height:auto}.note{color:#555;font-size:12px}
 """
 SORT_JS = """
 document.querySelectorAll('table.sortable').forEach(function(t){
@@ -108,12 +108,13 @@ def table_html(rows, columns=None, links=None):
             href = links.get(c)(r.get(c)) if links and c in links else None
             if href:
                 inner = f'<a href="{html.escape(href)}">{inner}</a>'
-            cls = "num" if num else "txt"
+            cls = "num" if num else "txt long" if len(text) > 60 else "txt"
             if c == "severity":
                 cls += f" sev-{html.escape(text)}"
             tds.append(f'<td class="{cls}" data-v="{html.escape(key)}">{inner}</td>')
         body.append("<tr>" + "".join(tds) + "</tr>")
-    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return (f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>')
 
 
 def chart_svg(con, name, run):
@@ -176,7 +177,10 @@ def build(con, run, batch_size=None):
         if not rows or not _has_values(rows, cols):
             continue
         svg = chart_svg(con, chart, run) if chart else None
-        body = (f'<div class="chart" id="chart-{sid}">{svg}</div>' if svg else "") + table_html(rows, cols)
+        shown = cols or [c for c in rows[0] if c not in ("run", "note")]
+        notes = sorted({r["note"] for r in rows if r.get("note")})
+        body = (f'<div class="chart" id="chart-{sid}">{svg}</div>' if svg else "") + table_html(rows, shown)
+        body += "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in notes)
         body += (f'<p class="note">from <code>tracedb query {report} --run {html.escape(run)}</code>: '
                  f'{html.escape(reports.get(report).description[:300])}</p>')
         present[report] = sid
