@@ -277,3 +277,28 @@ def test_findings_report_and_thresholds(fdb):
     # the report leaves nothing registered on the connection
     assert not fdb.execute("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '%report_%' "
                            "OR view_name = '_findings'").fetchone()[0]
+
+
+def test_launch_queue_idle_against_raw_json(fdb):
+    """launch_queue's empty_gpu_idle_pct (host_bound's next report): per stream, the
+    iteration minus the time a kernel of that stream waits or any kernel runs. A
+    queue-empty stretch with no kernel at all is idle (it was counted busy when
+    DuckDB's least/greatest skipped the NULLs of the outer join)."""
+    for run in (AMP, SLOW):
+        doc = doc_of(run)
+        rows = reports.run(fdb, "launch_queue", {"run": run}).to_pylist()
+        acts, (s, _, end) = activities(doc, rows[0]["iteration"])
+        kernels = [a for a in acts if a[3] == "kernel"]
+        la = ref.launches(doc)
+        stream_of = {}
+        for _, e in ref.gpu_events(doc):
+            c = (e.get("args") or {}).get("correlation")
+            if c in la:
+                stream_of[(ref.ns(doc, e["ts"]), e["name"])] = e["args"]["stream"]
+        busy = [(a[0], a[1]) for a in kernels]
+        for r in rows:
+            pend = [(min(a[2], a[0]), a[0]) for a in kernels if stream_of[(a[0], a[4])] == r["stream"]]
+            idle = (end - s) - union_len(busy + pend, s, end)
+            assert r["empty_gpu_idle_pct"] == pytest.approx(100.0 * idle / (end - s), abs=0.01), (run, r["stream"])
+    slow7 = next(r for r in reports.run(fdb, "launch_queue", {"run": SLOW}).to_pylist() if r["stream"] == 7)
+    assert slow7["empty_gpu_idle_pct"] > 80          # the DataLoader wait: the GPU idle, nothing queued
