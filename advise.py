@@ -36,7 +36,7 @@ from tracedb.reports import ReportError
 SEVERITIES = ("high", "medium", "low")
 ORDER = {"high": 0, "medium": 1, "low": 2, "skipped": 3, "ok": 4}
 # Parameters of the findings report that this module reads (not its SQL).
-PARAMS = {"thresholds"}
+PARAMS = {"thresholds", "iteration"}
 COLUMNS = ["run", "iteration", "rule", "severity", "value", "threshold", "unit", "evidence", "suggestion",
            "next_report", "ord"]
 
@@ -223,10 +223,36 @@ def table(findings):
     return pa.table({c: pa.array([f[c] for f in findings], types.get(c, pa.string())) for c in COLUMNS})
 
 
+def iterations_of(con, run, iteration):
+    """The iterations an `iteration` value names: [None] (steady), [N], or every
+    (run, iteration) of the trace runs for "all"."""
+    if iteration is None or str(iteration).strip() == "":
+        return [(run, None)]
+    text = str(iteration).strip().lower()
+    if text == "all":
+        return [(r, i) for r, i in rows(con, "SELECT run, iteration FROM iterations WHERE $run IS NULL OR run = $run "
+                                             "ORDER BY run, iteration", {"run": run})]
+    if not text.lstrip("-").isdigit():
+        raise ReportError(f"parameter iteration must be an iteration number or all, got {iteration!r}")
+    return [(run, int(text))]
+
+
+def evaluate_many(con, run=None, iteration=None, thresholds=None):
+    """evaluate() over the iterations `iteration` names (see iterations_of)."""
+    out = []
+    for r, it in iterations_of(con, run, iteration):
+        out += evaluate(con, r, it, thresholds)
+    if len(out) > 1:
+        out.sort(key=lambda f: (ORDER[f["severity"]], f["run"] or "", f["iteration"] or 0, f["rule"]))
+    for i, f in enumerate(out):
+        f["ord"] = i
+    return out
+
+
 @contextlib.contextmanager
 def prepared(con, values):
     """The findings report's input: _findings, registered for the report's SQL."""
-    found = evaluate(con, values.get("run"), values.get("iteration"), parse_thresholds(values.get("thresholds")))
+    found = evaluate_many(con, values.get("run"), values.get("iteration"), parse_thresholds(values.get("thresholds")))
     con.register("_findings", table(found))
     try:
         yield

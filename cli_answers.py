@@ -22,7 +22,7 @@ def cmd_advise(args):
     thresholds = advise.parse_thresholds(",".join(args.threshold or []))
     if args.run is not None and not con.execute("SELECT 1 FROM runs WHERE run = ?", [args.run]).fetchall():
         raise reports.ReportError(f"no run named {args.run!r} in the database")
-    found = advise.evaluate(con, args.run, args.iteration, thresholds)
+    found = advise.evaluate_many(con, args.run, args.iteration, thresholds)
     if not args.all:
         found = [f for f in found if f["severity"] != "ok"]
     if args.format:
@@ -80,7 +80,7 @@ def add_commands(sub, out_opts):
     sp = sub.add_parser("advise", help="findings: what is wrong with a run, with the numbers that show it")
     sp.add_argument("--db")
     sp.add_argument("--run", help="trace run (all when absent)")
-    sp.add_argument("--iteration", type=int, help="iteration (the steady one when absent)")
+    sp.add_argument("--iteration", help="iteration number, or all (the steady one when absent)")
     sp.add_argument("--threshold", action="append", metavar="RULE=VALUE", help="replace a rule's threshold")
     sp.add_argument("--all", action="store_true", help="also list the rules that passed")
     sp.add_argument("--list-rules", action="store_true", help="list the rules and their thresholds")

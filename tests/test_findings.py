@@ -302,3 +302,37 @@ def test_launch_queue_idle_against_raw_json(fdb):
             assert r["empty_gpu_idle_pct"] == pytest.approx(100.0 * idle / (end - s), abs=0.01), (run, r["stream"])
     slow7 = next(r for r in reports.run(fdb, "launch_queue", {"run": SLOW}).to_pylist() if r["stream"] == 7)
     assert slow7["empty_gpu_idle_pct"] > 80          # the DataLoader wait: the GPU idle, nothing queued
+
+
+def test_every_iteration_with_iteration_all(fdb):
+    rows = reports.run(fdb, "findings", {"run": SLOW, "iteration": "all"}).to_pylist()
+    waits = [r for r in rows if r["rule"] == "data_loader_wait"]
+    assert sorted(r["iteration"] for r in waits) == [2, 3, 4, 5]          # the loader stalls every step
+    assert all(r["severity"] == "high" for r in waits)
+    (one,) = [r for r in reports.run(fdb, "findings", {"run": SLOW, "iteration": "3"}).to_pylist()
+              if r["rule"] == "data_loader_wait"]
+    assert one["iteration"] == 3 and one["value"] == next(r["value"] for r in waits if r["iteration"] == 3)
+    with pytest.raises(reports.ReportError, match="iteration number or all"):
+        reports.run(fdb, "findings", {"run": SLOW, "iteration": "last"})
+
+
+def test_advise_command(tmp_path, capsys):
+    from tracedb import cli
+    path = str(tmp_path / "a.duckdb")
+    assert cli.main(["ingest", str(TRACE_PATH[SLOW]), "--db", path]) == 0
+    assert cli.main(["ingest", str(LOADER / "loader_slow_ncu_raw_baseunits.csv.gz"), "--pair-with", SLOW,
+                     "--db", path]) == 0
+    capsys.readouterr()
+    assert cli.main(["advise", "--db", path, "--run", SLOW]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("6 findings, 5 rules skipped\n[high] data_loader_wait (loader_slow iteration 5):")
+    assert f"next: tracedb query time_breakdown --db {path} --run loader_slow" in out
+    assert "skipped (data absent):\n  high_static_energy (loader_slow): needs a power log" in out
+    assert cli.main(["advise", "--db", path, "--run", SLOW, "--threshold", "host_bound=99", "--format", "csv"]) == 0
+    csv = capsys.readouterr().out
+    assert csv.startswith('"run","iteration","rule","severity",') and '"host_bound"' not in csv
+    assert cli.main(["advise", "--db", path, "--threshold", "nope=1"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "thresholds: 'nope=1' is not RULE=NUMBER" in err
+    assert cli.main(["advise", "--list-rules"]) == 0
+    assert "host_bound (fires above 30 % of the iteration; high; next: launch_queue)" in capsys.readouterr().out
