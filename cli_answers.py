@@ -1,9 +1,18 @@
 """The commands that answer for people: advise (findings), diff (the regression
 gate), report (one self-contained HTML page). cli.py registers them with
 add_commands; the work is in advise.py, diff.py and html_report.py."""
+import contextlib
 import sys
 
 from tracedb import output, reports
+
+
+def _status(text):
+    """A spinner on a terminal (these commands run every rule and several reports); quiet otherwise."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+    return Console(stderr=True).status(text)
 
 
 def _open(args):
@@ -22,7 +31,8 @@ def cmd_advise(args):
     thresholds = advise.parse_thresholds(",".join(args.threshold or []))
     if args.run is not None and not con.execute("SELECT 1 FROM runs WHERE run = ?", [args.run]).fetchall():
         raise reports.ReportError(f"no run named {args.run!r} in the database")
-    found = advise.evaluate_many(con, args.run, args.iteration, thresholds)
+    with _status("checking the rules"):
+        found = advise.evaluate_many(con, args.run, args.iteration, thresholds)
     if not args.all:
         found = [f for f in found if f["severity"] != "ok"]
     if args.format:
@@ -58,7 +68,8 @@ def cmd_diff(args):
     from tracedb import diff
     try:
         con = _open(args)
-        rows = diff.compare(con, args.base, args.new, args.threshold, args.batch_size)
+        with _status(f"comparing {args.new} with {args.base}"):
+            rows = diff.compare(con, args.base, args.new, args.threshold, args.batch_size)
     except reports.ReportError as e:         # a gate that cannot decide fails apart from "worse"
         print(f"tracedb: error: {e}", file=sys.stderr)
         return 2
@@ -71,7 +82,8 @@ def cmd_diff(args):
 def cmd_report(args):
     from tracedb import html_report
     con = _open(args)
-    sections = html_report.write(con, args.run, args.output, batch_size=args.batch_size)
+    with _status(f"writing {args.output}"):
+        sections = html_report.write(con, args.run, args.output, batch_size=args.batch_size)
     print(f"wrote {args.output} ({', '.join(sections)})")
     return 0
 
