@@ -260,7 +260,7 @@ def save(chart, path, progress=False):
     elif suffix == "svg":
         out = vlc.vegalite_to_svg(spec)
     elif suffix == "html":
-        out = vlc.vegalite_to_html(spec)
+        out = vlc.vegalite_to_html(spec, bundle=True)   # the Vega runtime inlined: opens offline
     else:
         out = vlc.vegalite_to_png(spec, scale=2)
     try:

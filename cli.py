@@ -538,6 +538,9 @@ def parser():
     out_opts(sp)
     sp.set_defaults(func=cmd_sql)
 
+    from tracedb import cli_answers         # advise, diff, report
+    cli_answers.add_commands(sub, out_opts)
+
     sp = sub.add_parser("demo", help="ingest the bundled sample profile and print its utilization levels")
     sp.add_argument("--db", default="tracedb-demo.duckdb", help="the database to create (default tracedb-demo.duckdb)")
     sp.add_argument("--format", choices=output.FORMATS, help="print the levels in this format")

@@ -129,10 +129,21 @@ def report_md(r):
     return "\n".join(out)
 
 
+def rules_md():
+    """The finding rules (rules/*.sql) as a table, from their headers."""
+    from tracedb import advise
+    lines = ["| rule | fires when the value is | severity | what it measures | needs | next |", "|---|---|---|---|---|---|"]
+    for r in advise.all_rules().values():
+        needs = "; ".join(_cell(m) for _, _, m in r.requires)
+        lines.append(f"| {r.name} | {r.fires} {r.threshold:g} {_cell(r.unit)} | {r.severity} | "
+                     f"{_cell(r.description)} | {needs} | {r.next_report} |")
+    return "\n".join(lines) + "\n"
+
+
 def generated():
     """KEY -> generated text, for every block the docs may hold."""
     out = {"reports": "\n".join(report_md(r) for r in reports.all_reports().values()),
-           "views": views_md()}
+           "views": views_md(), "rules": rules_md()}
     for r in relations():
         if r.kind == "table":
             out[f"table:{r.name}"] = table_md(r)

@@ -19,6 +19,8 @@ exactly the $names its SQL uses (a report that reads no $run takes no --run);
 and the message a user sees when one does not; `engines` the engines it runs
 on (duckdb by default). docs/reports.md is generated from the headers.
 """
+import contextlib
+import importlib
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -52,6 +54,7 @@ class Report:
     columns: list = field(default_factory=list)   # (name, type, doc)
     requires: list = field(default_factory=list)  # (relation, what it means for the user)
     engines: list = field(default_factory=lambda: ["duckdb"])
+    prepared_by: str = None   # module whose prepared(con, values) makes the relations the SQL reads
     problems: list = field(default_factory=list)  # header and SQL disagree (a bug in the report)
 
     @property
@@ -95,7 +98,7 @@ def parse(text, fallback_name):
         if not line.startswith("--"):
             break
         body = line[2:].strip()
-        m = re.match(r"(name|description|parameters|columns|requires|engines):\s*(.*)$", body)
+        m = re.match(r"(name|description|parameters|columns|requires|engines|prepared_by):\s*(.*)$", body)
         if m:
             section, value = m.group(1), m.group(2)
             if section == "name":
@@ -106,6 +109,8 @@ def parse(text, fallback_name):
                 requires += [(r.strip(), r.strip()) for r in value.split(",") if r.strip()]
             elif section == "engines":
                 engines = [e.strip() for e in value.split(",") if e.strip()]
+            elif section == "prepared_by":
+                header["prepared_by"] = value.strip()
             continue
         if section == "description" and body:
             header["description"].append(body)
@@ -124,8 +129,11 @@ def parse(text, fallback_name):
             r = re.match(r"(\w+):\s*(.*)$", body)
             if r:
                 requires.append((r.group(1), r.group(2)))
-    report = Report(header["name"], " ".join(header["description"]), text, params, columns, requires, engines)
+    report = Report(header["name"], " ".join(header["description"]), text, params, columns, requires, engines,
+                    header.get("prepared_by"))
     used, declared = params_of(report.body), {p.name for p in params}
+    if report.prepared_by:      # the parameters its preparing module reads count as used
+        used |= set(importlib.import_module(f"tracedb.{report.prepared_by}").PARAMS)
     report.problems += [f"uses ${n}, which its header does not declare" for n in sorted(used - declared)]
     report.problems += [f"declares {n}, which its SQL does not use" for n in sorted(declared - used)]
     return report
@@ -198,8 +206,11 @@ def run(con, name, params=None):
     check_requirements(con, report, values)
     from tracedb.empty import check_run_names
     check_run_names(con, report, values)
+    prepared = (importlib.import_module(f"tracedb.{report.prepared_by}").prepared(con, values)
+                if report.prepared_by else contextlib.nullcontext())
     try:
-        return con.sql(report.sql, params=bind(report.sql, values)).to_arrow_table()
+        with prepared:
+            return con.sql(report.sql, params=bind(report.sql, values)).to_arrow_table()
     except (duckdb.InvalidInputException, duckdb.ConversionException) as e:   # error('...'), or a bad parameter value
         msg = str(e).splitlines()[0].removeprefix("Invalid Input Error: ")
         raise ReportError(f"report {report.name}: {msg}") from None

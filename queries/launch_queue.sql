@@ -47,7 +47,8 @@ WITH it AS (
 ), idle AS (     -- queue-empty stretches minus their overlap with GPU busy intervals
     SELECT run, iteration, stream, sum(len - busy) AS idle_ns FROM (
         SELECT s.run, s.iteration, s.stream, s.ts_ns, any_value(s.next_t - s.ts_ns) AS len,
-               coalesce(sum(greatest(0, least(s.next_t, b.end_ns) - greatest(s.ts_ns, b.start_ns))), 0) AS busy
+               coalesce(sum(least(s.next_t, b.end_ns) - greatest(s.ts_ns, b.start_ns))
+                        FILTER (b.start_ns IS NOT NULL), 0) AS busy   -- least/greatest skip NULLs
         FROM seg s LEFT JOIN kernel_busy_intervals b
           ON b.run = s.run AND b.iteration = s.iteration AND b.start_ns < s.next_t AND b.end_ns > s.ts_ns
         WHERE s.queued = 0

@@ -1,0 +1,260 @@
+"""Findings: what is wrong with a run, with the numbers that show it.
+
+Rules are data: one SQL file each in rules/, with a header that documents it
+
+    -- rule: host_bound
+    -- description: what it detects and what its value is
+    -- threshold: 30                  default threshold (--threshold host_bound=20 replaces it)
+    -- unit: % of the iteration       unit of the value and the threshold
+    -- fires: above                   above: value > threshold fires; below: value < threshold
+    -- severity: high                 high | medium | low
+    -- next: launch_queue             the report to read next
+    -- requires:
+    --   kernels.launch_end_ns: what it is, for the user
+    -- suggestion: what to try
+
+and a query returning (run, iteration, value DOUBLE, evidence VARCHAR) that reads
+$run and $iteration (NULL: the steady iteration). A requirement is a relation,
+optionally with a column, that must hold (non-NULL) rows for the run; a relation
+`report_NAME` is the output of saved report NAME for the run and iteration, so rules
+build on the reports' definitions instead of repeating them. A rule whose data is
+absent (relation, column, report, or rows) is skipped and listed as skipped with
+what it needs; it is never evaluated on a guess.
+"""
+import contextlib
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+
+import duckdb
+import pyarrow as pa
+
+from tracedb import reports
+from tracedb.db import bind, rows, scalar
+from tracedb.reports import ReportError
+
+SEVERITIES = ("high", "medium", "low")
+ORDER = {"high": 0, "medium": 1, "low": 2, "skipped": 3, "ok": 4}
+# Parameters of the findings report that this module reads (not its SQL).
+PARAMS = {"thresholds", "iteration"}
+COLUMNS = ["run", "iteration", "rule", "severity", "value", "threshold", "unit", "evidence", "suggestion",
+           "next_report", "ord"]
+
+
+@dataclass
+class Rule:
+    name: str
+    description: str
+    threshold: float
+    unit: str
+    fires: str                  # above | below
+    severity: str
+    next_report: str
+    suggestion: str
+    sql: str
+    requires: list = field(default_factory=list)   # (relation, column or None, what it is)
+
+    def fired(self, value, threshold):
+        return value > threshold if self.fires == "above" else value < threshold
+
+
+def parse(text, fallback):
+    head, section, req = {"rule": fallback}, None, []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        body = line[2:].strip()
+        m = re.match(r"(rule|description|threshold|unit|fires|severity|next|requires|suggestion):\s*(.*)$", body)
+        if m:
+            section = m.group(1)
+            if section != "requires":
+                head[section] = m.group(2)
+            continue
+        if section == "requires" and body:
+            r = re.match(r"([\w]+)(?:\.(\w+))?:\s*(.*)$", body)
+            if r:
+                req.append((r.group(1), r.group(2), r.group(3)))
+        elif section in ("description", "suggestion") and body:
+            head[section] += " " + body
+    missing = {"description", "threshold", "unit", "fires", "severity", "next", "suggestion"} - set(head)
+    if missing:
+        raise ValueError(f"rule {fallback}: header lacks {', '.join(sorted(missing))}")
+    if head["fires"] not in ("above", "below") or head["severity"] not in SEVERITIES:
+        raise ValueError(f"rule {fallback}: fires must be above|below and severity one of {SEVERITIES}")
+    return Rule(head["rule"], head["description"], float(head["threshold"]), head["unit"], head["fires"],
+                head["severity"], head["next"], head["suggestion"], text, req)
+
+
+def all_rules():
+    """Every rule in rules/, by name."""
+    out = {}
+    for f in sorted(resources.files("tracedb.rules").iterdir(), key=lambda p: p.name):
+        if f.name.endswith(".sql"):
+            r = parse(f.read_text(), f.name[:-4])
+            out[r.name] = r
+    return out
+
+
+def parse_thresholds(text):
+    """'host_bound=20,tiny_kernels=50' -> {rule: float}, names checked."""
+    known, out = all_rules(), {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or name.strip() not in known:
+            raise ReportError(f"thresholds: {part!r} is not RULE=NUMBER with a rule of: {', '.join(known)}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise ReportError(f"thresholds: {part!r}: {value!r} is not a number") from None
+    return out
+
+
+def _report_params(report, run, iteration):
+    out = {}
+    if report.param("run") is not None and run is not None:
+        out["run"] = run
+    if report.param("iteration") is not None and iteration is not None:
+        out["iteration"] = str(iteration)
+    return out
+
+
+def _has_rows(con, relation, column, run):
+    cols = {r[0] for r in con.execute(f"SELECT * FROM {relation} LIMIT 0").description}
+    runcol = "run" if "run" in cols else "trace_run" if "trace_run" in cols else None
+    where = [f"{column} IS NOT NULL"] if column else []
+    if run is not None and runcol:
+        where.append(f"{runcol} = $run")
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM {relation}{' WHERE ' + ' AND '.join(where) if where else ''} LIMIT 1)"
+    return scalar(con, sql, {"run": run} if "$run" in sql else None) > 0
+
+
+class _Inputs:
+    """The relations rules read: catalog lookups, and report outputs registered on the
+    connection as report_NAME (each report run once per evaluation)."""
+
+    def __init__(self, con, run, iteration):
+        self.con, self.run, self.iteration = con, run, iteration
+        self.registered, self.failed = [], {}
+        self.catalog = {}
+        for t, c in rows(con, "SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal"):
+            self.catalog.setdefault(t, set()).add(c)
+
+    def missing(self, relation, column, meaning):
+        """Why the requirement is not met (None when it is)."""
+        if relation.startswith("report_"):
+            name = relation[len("report_"):]
+            known = reports.all_reports()
+            if name not in known:
+                return f"needs {meaning}: report {name} is not in this tracedb"
+            if name in self.failed:
+                return f"needs {meaning}: {self.failed[name]}"
+            if relation not in self.registered:
+                rep = known[name]
+                try:
+                    table = reports.run(self.con, name, _report_params(rep, self.run, self.iteration))
+                except ReportError as e:
+                    self.failed[name] = str(e)
+                    return f"needs {meaning}: {e}"
+                self.con.register(relation, table)
+                self.registered.append(relation)
+                self.catalog[relation] = set(table.column_names)
+        elif relation not in self.catalog:
+            return f"needs {meaning}: no relation {relation} in this database"
+        if column and column not in self.catalog[relation]:
+            return f"needs {meaning}: {relation} has no column {column}"
+        if not _has_rows(self.con, relation, column, self.run):
+            what = f"{relation}.{column}" if column else relation
+            return f"needs {meaning}: {what} holds no rows" + (f" for run {self.run}" if self.run else "")
+        return None
+
+    def close(self):
+        for r in self.registered:
+            self.con.unregister(r)
+
+
+def evaluate(con, run=None, iteration=None, thresholds=None, only=None):
+    """Every rule (or those named in only) on run (all trace runs when None) and
+    iteration (the steady one when None): a list of finding dicts, worst first,
+    with rules that passed (severity ok) and rules skipped (severity skipped)."""
+    thresholds = thresholds or {}
+    rules = all_rules()
+    out = []
+    inputs = _Inputs(con, run, iteration)
+    try:
+        for rule in rules.values():
+            if only and rule.name not in only:
+                continue
+            t = thresholds.get(rule.name, rule.threshold)
+            base = {"rule": rule.name, "threshold": t, "unit": rule.unit, "suggestion": rule.suggestion,
+                    "next_report": rule.next_report}
+            why = next(filter(None, (inputs.missing(*r) for r in rule.requires)), None)
+            if why:
+                out.append(dict(base, run=run, iteration=iteration, severity="skipped", value=None, evidence=why))
+                continue
+            try:
+                got = con.execute(rule.sql, bind(rule.sql, {"run": run, "iteration": iteration})).fetchall()
+            except duckdb.Error as e:
+                raise ReportError(f"rule {rule.name}: {str(e).splitlines()[0]}") from None
+            for r_run, r_it, value, evidence in got:
+                if value is None:
+                    sev = "skipped"
+                    evidence = f"value not computable: {evidence}"
+                else:
+                    sev = rule.severity if rule.fired(value, t) else "ok"
+                out.append(dict(base, run=r_run, iteration=r_it, severity=sev,
+                                value=None if value is None else round(float(value), 3), evidence=evidence))
+    finally:
+        inputs.close()
+
+    def excess(f):          # how far beyond its threshold, for the order within a severity
+        if f["value"] is None:
+            return 0.0
+        d = f["value"] - f["threshold"]
+        return -abs(d) / (abs(f["threshold"]) or 1.0)
+    out.sort(key=lambda f: (ORDER[f["severity"]], excess(f), f["run"] or "", f["rule"]))
+    for i, f in enumerate(out):
+        f["ord"] = i
+    return out
+
+
+def table(findings):
+    """Findings as an Arrow table with the findings report's columns."""
+    types = {"iteration": pa.int32(), "value": pa.float64(), "threshold": pa.float64(), "ord": pa.int64()}
+    return pa.table({c: pa.array([f[c] for f in findings], types.get(c, pa.string())) for c in COLUMNS})
+
+
+def iterations_of(con, run, iteration):
+    """The iterations an `iteration` value names: [None] (steady), [N], or every
+    (run, iteration) of the trace runs for "all"."""
+    if iteration is None or str(iteration).strip() == "":
+        return [(run, None)]
+    text = str(iteration).strip().lower()
+    if text == "all":
+        return [(r, i) for r, i in rows(con, "SELECT run, iteration FROM iterations WHERE $run IS NULL OR run = $run "
+                                             "ORDER BY run, iteration", {"run": run})]
+    if not text.lstrip("-").isdigit():
+        raise ReportError(f"parameter iteration must be an iteration number or all, got {iteration!r}")
+    return [(run, int(text))]
+
+
+def evaluate_many(con, run=None, iteration=None, thresholds=None):
+    """evaluate() over the iterations `iteration` names (see iterations_of)."""
+    out = []
+    for r, it in iterations_of(con, run, iteration):
+        out += evaluate(con, r, it, thresholds)
+    if len(out) > 1:
+        out.sort(key=lambda f: (ORDER[f["severity"]], f["run"] or "", f["iteration"] or 0, f["rule"]))
+    for i, f in enumerate(out):
+        f["ord"] = i
+    return out
+
+
+@contextlib.contextmanager
+def prepared(con, values):
+    """The findings report's input: _findings, registered for the report's SQL."""
+    found = evaluate_many(con, values.get("run"), values.get("iteration"), parse_thresholds(values.get("thresholds")))
+    con.register("_findings", table(found))
+    try:
+        yield
+    finally:
+        con.unregister("_findings")

@@ -1,0 +1,1 @@
+"""Finding rules: one SQL file each (header format in tracedb/advise.py)."""

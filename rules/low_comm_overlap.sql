@@ -1,0 +1,18 @@
+-- rule: low_comm_overlap
+-- description: Communication kernels (NCCL) run with no compute beside them:
+--   the ranks wait for the network instead of hiding it behind the backward
+--   pass. Value: comm_overlap's overlap_pct (issue 14), per rank and iteration.
+-- threshold: 50
+-- unit: % of communication time
+-- fires: below
+-- severity: high
+-- next: comm_overlap
+-- requires:
+--   report_comm_overlap.overlap_pct: communication kernels in a multi-rank trace (comm_overlap report)
+-- suggestion: Overlap gradient all-reduce with backward (DDP bucket_cap_mb, gradient_as_bucket_view,
+--   FSDP backward_prefetch), avoid syncs between buckets, and check collective_skew for late ranks.
+SELECT run, iteration, overlap_pct AS value,
+       format('{:.1f}% of the {:.2f} ms of communication overlaps compute on rank {} ({:.2f} ms exposed)',
+              overlap_pct, communication_ns / 1e6, rank, exposed_ns / 1e6) AS evidence
+FROM report_comm_overlap
+WHERE overlap_pct IS NOT NULL AND ($run IS NULL OR run = $run);

@@ -1,0 +1,37 @@
+-- rule: no_tensor_cores
+-- description: GEMM and convolution time (layer types convolution and
+--   matmul/linear, by layer_rules) spent in kernels whose tensor pipes are
+--   active in less than 0.5% of the cycles: fp32 math with TF32 off, layouts the
+--   tensor-core kernels do not take (NCHW transposes around cuDNN calls), shapes
+--   not multiple of 8. Value: that time's share of the GEMM/convolution time.
+-- threshold: 25
+-- unit: % of GEMM/convolution time
+-- fires: above
+-- severity: high
+-- next: kernel_utilization
+-- requires:
+--   report_kernel_utilization.tc_active_pct: ncu counters matched to the run (tracedb ingest REPORT --pair-with RUN)
+-- suggestion: Use mixed precision (torch.autocast with bf16/fp16) or TF32
+--   (torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True), channels_last for
+--   convolutions, and dimensions that are multiples of 8.
+WITH k AS (
+    SELECT run, iteration, name, dur_ns, tc_active_pct < 0.5 AS no_tc
+    FROM report_kernel_utilization
+    WHERE layer_type IN ('convolution', 'matmul/linear') AND tc_active_pct IS NOT NULL
+      AND ($run IS NULL OR run = $run) AND ($iteration IS NULL OR iteration = $iteration)
+), by_name AS (
+    SELECT run, iteration, name, sum(dur_ns) AS ns FROM k WHERE no_tc GROUP BY ALL
+), top AS (
+    SELECT run, iteration, string_agg(left(name, 60) || ' (' || round(ns / 1e6, 2) || ' ms)', '; ' ORDER BY ns DESC) AS names
+    FROM (SELECT *, row_number() OVER (PARTITION BY run, iteration ORDER BY ns DESC) AS r FROM by_name)
+    WHERE r <= 3 GROUP BY ALL
+), g AS (
+    SELECT run, iteration, sum(dur_ns) AS all_ns, coalesce(sum(dur_ns) FILTER (no_tc), 0) AS no_tc_ns,
+           count(*) FILTER (no_tc) AS n_no_tc, count(*) AS n
+    FROM k GROUP BY ALL
+)
+SELECT g.run, g.iteration, 100.0 * no_tc_ns / all_ns AS value,
+       format('{:.2f} of {:.2f} ms of GEMM/convolution kernel time ({:.1f}%, {} of {} kernels) ran with tensor pipes active < 0.5% of cycles{}',
+              no_tc_ns / 1e6, all_ns / 1e6, 100.0 * no_tc_ns / all_ns, n_no_tc, n,
+              coalesce('; most: ' || top.names, '')) AS evidence
+FROM g LEFT JOIN top USING (run, iteration);

@@ -1,0 +1,30 @@
+-- rule: tiny_kernels
+-- description: Kernels that run for less time than the host call that
+--   launched them: launching, not computing, sets the pace. Value: share of the
+--   iteration's kernels whose duration is below their own launch call's.
+-- threshold: 40
+-- unit: % of kernels
+-- fires: above
+-- severity: medium
+-- next: launch_delay
+-- requires:
+--   kernels.launch_end_ns: kernels with their launch calls (a trace with CUDA activity)
+-- suggestion: Fuse the small kernels (torch.compile), capture the step in a CUDA graph, or give each
+--   kernel more work (a larger batch).
+WITH it AS (
+    SELECT * FROM finding_iterations($run, $iteration)
+), k AS (
+    SELECT k.run, k.iteration, k.dur_ns, k.launch_end_ns - k.launch_ts_ns AS launch_ns
+    FROM kernels k JOIN it USING (run, iteration)
+    WHERE k.kind = 'kernel' AND k.launch_end_ns IS NOT NULL AND k.dur_ns IS NOT NULL
+), g AS (
+    SELECT run, iteration, count(*) AS n, count(*) FILTER (dur_ns < launch_ns) AS tiny,
+           sum(dur_ns) FILTER (dur_ns < launch_ns) AS tiny_ns, sum(dur_ns) AS all_ns,
+           median(launch_ns) AS launch_p50, median(dur_ns) FILTER (dur_ns < launch_ns) AS tiny_p50
+    FROM k GROUP BY ALL
+)
+SELECT run, iteration, 100.0 * tiny / n AS value,
+       format('{} of {} kernels ({:.1f}%) ran shorter than their launch call (median launch call {:.1f} us, median of those kernels {:.1f} us); they are {:.1f}% of kernel time',
+              tiny, n, 100.0 * tiny / n, launch_p50 / 1e3, coalesce(tiny_p50, 0) / 1e3,
+              100.0 * coalesce(tiny_ns, 0) / all_ns) AS evidence
+FROM g;
