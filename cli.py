@@ -47,30 +47,58 @@ def cmd_ingest(args):
         if args.db or args.pair_with or args.run:
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
         from tracedb import lake
-        failed = lake.ingest(args.paths, args.lake, jobs=args.jobs, options=options,
+        failed = lake.ingest(args.paths, args.lake, jobs=args.jobs or 1, options=options,
                              report=lambda line: print(line, flush=True))
         return 1 if failed else 0
     if not args.db:
         raise UsageError("give --db FILE (or --lake DIR)")
     con = _open(args.db, write=True)
-    failed = 0
-    for path in args.paths:
+    paths, failed = list(args.paths), 0
+    traces = _traces_for_workers(paths, args)
+    if traces:          # several traces: parsed across cores, then the files that pair with them
+        from tracedb.ingest.parallel import ingest_traces
+        failed += ingest_traces(con, traces, jobs=args.jobs, options=options,
+                                report=lambda r: _report_ingest(con, r))
+        paths = [p for p in paths if p not in traces]
+    for path in paths:
         try:
             r = ingest_file(con, path, run=args.run, pair_with=args.pair_with, options=options)
         except IngestError as e:
-            print(f"tracedb: error: {e}", file=sys.stderr)
-            failed += 1
-            continue
-        if r.status == "skipped":
-            print(f"skipped {path}: {r.message}")
-        else:
-            print(f"loaded {path} as run {r.run} ({_summary(con, r.run, r.kind)})")
-        if r.match:
-            print(_match_line(r.match))
-        elif r.pairing:
-            print(r.pairing)
+            r = (path, str(e))
+        failed += _report_ingest(con, r)
     con.close()
     return 1 if failed else 0
+
+
+def _traces_for_workers(paths, args):
+    """The trace files of the command when there are several and more than one job."""
+    from tracedb.ingest.registry import detect
+    if args.run or len(paths) < 2 or args.jobs == 1 or (os.cpu_count() or 1) == 1:
+        return []
+    out = []
+    for p in paths:
+        try:
+            if os.path.isfile(p) and detect(p)[0].kind == "trace" and not p.endswith(".xplane.pb"):
+                out.append(p)
+        except IngestError:
+            pass                    # reported by the one-by-one path
+    return out if len(out) > 1 else []
+
+
+def _report_ingest(con, r):
+    """One line per file (errors on stderr); returns 1 for a failed file."""
+    if isinstance(r, tuple):
+        print(f"tracedb: error: {r[1]}", file=sys.stderr)
+        return 1
+    if r.status == "skipped":
+        print(f"skipped {r.path}: {r.message}")
+    else:
+        print(f"loaded {r.path} as run {r.run} ({_summary(con, r.run, r.kind)})")
+    if r.match:
+        print(_match_line(r.match))
+    elif r.pairing:
+        print(r.pairing)
+    return 0
 
 
 def _summary(con, run, kind):
@@ -229,7 +257,8 @@ def parser():
     sp.add_argument("paths", nargs="+", metavar="PATH")
     sp.add_argument("--db")
     sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
-    sp.add_argument("--jobs", type=int, default=1, help="with --lake: files parsed in parallel processes")
+    sp.add_argument("--jobs", type=int, help="trace files parsed in parallel worker processes "
+                    "(default: every core when several traces are given; 1 with --lake)")
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
     sp.add_argument("--pair-with", help="trace run this ncu report or power log belongs to")
     sp.add_argument("--offset-ns", type=int, help="power log: trace time - power time, ns (traces without absolute time)")

@@ -8,6 +8,7 @@ load/ (per-reader load SQL) and match/ (kernel matching) run during ingest.
 """
 import hashlib
 import re
+import sys
 from importlib import resources
 
 import duckdb
@@ -137,6 +138,8 @@ def _apply_comments(con):
 def connect(path, read_only=False):
     """Open (and create if needed) a tracedb DuckDB file with the schema applied."""
     con = duckdb.connect(str(path), read_only=read_only)
+    if not sys.stderr.isatty():       # DuckDB's own bar would land in redirected output
+        con.execute("SET enable_progress_bar = false")
     if not read_only:
         apply_schema(con)
     return con
