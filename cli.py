@@ -111,6 +111,21 @@ def _ingest_paths(con, args, options, groups):
         pair_with, why = args.pair_with, None
         if kinds[path] and pair_with is None:
             pair_with, why = autopair.before(con, command_traces)
+    parallel = _traces_for_workers(items, args)
+    if parallel:        # several traces: parsed across cores, then the files that pair with them
+        from tracedb.ingest.parallel import ingest_traces
+
+        def landed(r):
+            nonlocal failed
+            if isinstance(r, tuple):
+                print(f"tracedb: error: {r[1]}", file=sys.stderr)
+                failed += 1
+                return
+            _print_loaded(con, r.path, r)
+            if r.status == "loaded":
+                command_traces.append(r.run)
+        ingest_traces(con, parallel, jobs=args.jobs, report=landed, options=options)
+        items = [it for it in items if it not in parallel]
         try:
             r = ingest_file(con, path, run=args.run, pair_with=pair_with, options={**options, **trace})
             if r.kind == "trace":
@@ -153,6 +168,31 @@ def _lake_line(line, level):
         print(line, flush=True)
     else:
         print(f"tracedb: {level}: {line}", file=sys.stderr, flush=True)
+
+
+def _print_loaded(con, path, r):
+    if r.status == "skipped":
+        print(f"skipped {path}: {r.message}")
+    else:
+        print(f"loaded {path} as run {r.run} ({_summary(con, r.run, r.kind)})")
+        if r.kind == "trace":
+            _trace_notes(con, path, r.run)
+
+
+def _traces_for_workers(items, args):
+    """The (trace file, options) items of the command when there are several and more
+    than one job: they are parsed in worker processes."""
+    from tracedb.ingest.registry import detect
+    if args.run or len(items) < 2 or args.jobs == 1 or (os.cpu_count() or 1) == 1:
+        return []
+    out = []
+    for p, t in items:
+        try:
+            if os.path.isfile(p) and detect(p)[0].kind == "trace" and not str(p).endswith(".xplane.pb"):
+                out.append((p, t))
+        except IngestError:
+            pass                    # reported by the one-by-one path
+    return out if len(out) > 1 else []
 
 
 def _summary(con, run, kind):
@@ -447,7 +487,8 @@ def parser():
                     "or directories of rank traces")
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
-    sp.add_argument("--jobs", type=int, default=1, help="with --lake: files parsed in parallel processes")
+    sp.add_argument("--jobs", type=int, help="trace files parsed in parallel worker processes "
+                    "(default: every core when several traces are given; 1 with --lake)")
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
     sp.add_argument("--job", help="traces: the distributed job they are ranks of (default: a directory's name)")
     sp.add_argument("--rank", type=int, help="trace without distributedInfo: its rank (single file)")

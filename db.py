@@ -9,6 +9,7 @@ load/ (per-reader load SQL) and match/ (kernel matching) run during ingest.
 import hashlib
 import os
 import re
+import sys
 from importlib import resources
 
 import duckdb
@@ -154,6 +155,8 @@ def connect(path, read_only=False, wait_s=0.0, say=None):
     if not read_only and path != ":memory:" and not os.path.exists(path):
         config["storage_compatibility_version"] = STORAGE_COMPATIBILITY
     con = open_waiting(lambda: duckdb.connect(path, read_only=read_only, config=config), path, wait_s, say)
+    if not sys.stderr.isatty():       # DuckDB's own bar would land in redirected output
+        con.execute("SET enable_progress_bar = false")
     if not read_only:
         apply_schema(con)
     return con

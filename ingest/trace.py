@@ -2,6 +2,7 @@
 import functools
 import hashlib
 import json
+import os
 import re
 import warnings
 from contextlib import contextmanager
@@ -18,11 +19,14 @@ from tracedb.ingest.source import status
 # Above 2^43 µs a double's spacing exceeds 1 ns: DuckDB's JSON reader (which
 # parses numbers as doubles) would lose the nanoseconds of such timestamps.
 EXACT_DOUBLE_US = 2 ** 43
-# DuckDB's memory limit while a trace loads: the trace's size plus 10%, at least
-# 1 GiB (a 1.07 GB trace then peaks at ~1.3 GB of RSS; unlimited, at ~1.9 GB; at
-# 1 GiB, 1.2 GB but 0.2 s slower).
-MEMORY_CAP_MIN = 1 << 30
-MEMORY_CAP_OVER_SIZE = 1.1
+# DuckDB's memory limit while a trace loads, whatever its size: with the events
+# staged in batches (below), the derivation's sorts and joins spill to DuckDB's
+# temp directory beyond it (docs/benchmarks.md: peak RSS per trace size).
+MEMORY_CAP = 1 << 30
+# A trace is staged in batches of about this much JSON (4 pieces): memory stays
+# bounded whatever the trace's size (BATCH_ROWS: the same for the exact path).
+BATCH_BYTES = 512 << 20
+BATCH_ROWS = 1 << 20
 
 
 class CutInsideEvent(Exception):
@@ -39,12 +43,26 @@ def _read_pieces(con, files):
     run_script(con, sql_text("schema", "load/trace_rows.sql"))
 
 
-def _stage_fast(con, tf):
-    """DuckDB's JSON reader over the pieces of the event array -> _trace_staged,
+def _batches(pieces, batch_bytes):
+    """The pieces in groups of about batch_bytes of JSON, in order: each group is
+    staged, numbered and inserted before the next, so memory stays bounded."""
+    out, size = [[]], 0
+    for p in pieces:
+        n = os.path.getsize(p)
+        if out[-1] and size + n > batch_bytes:
+            out.append([])
+            size = 0
+        out[-1].append(p)
+        size += n
+    return out
+
+
+def _stage_fast(con, tf, pieces):
+    """DuckDB's JSON reader over some pieces of the event array -> _trace_staged,
     one thread per piece (a numbering window over the scan would hold it to one
     thread: 6.5 s for 2.7 M events on two cores, against ~4 s so)."""
     con.execute("SET preserve_insertion_order = true")    # the event order is the file order
-    _read_pieces(con, tf.pieces)
+    _read_pieces(con, pieces)
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
     except duckdb.Error as e:    # the caller rolls back, the views with the rest
@@ -61,19 +79,43 @@ def _stage_fast(con, tf):
     con.execute("DROP VIEW _trace_source")
 
 
-def _stage_exact(con, tf):
-    """The exact path -> _trace_staged: Arrow batches of the event array, numbers
-    kept as text (ingest/trace_json.exact_batches)."""
-    con.execute("DROP TABLE IF EXISTS _trace_staged")
+def _exact_stages(con, tf, batch_rows):
+    """The exact path: Arrow batches of the event array (numbers kept as text,
+    ingest/trace_json.exact_batches) gathered into _trace_staged, yielded every
+    batch_rows rows and at the end."""
+    staged, done = 0, False
     for batch in trace_json.exact_batches(tf):
         con.register("_trace_source", pa.Table.from_batches([batch]))
         run_script(con, sql_text("schema", "load/trace_rows.sql"))
-        if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = '_trace_staged'"):
+        if staged:
             con.execute("INSERT INTO _trace_staged SELECT * FROM _trace_rows")
         else:
-            con.execute("CREATE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
+            con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
+        staged += batch.num_rows
         con.execute("DROP VIEW _trace_rows")
         con.unregister("_trace_source")
+        if staged >= batch_rows:
+            yield
+            staged, done = 0, True
+    if staged or not done:
+        if not staged:         # no event at all: an empty batch
+            empty = os.path.join(os.path.dirname(tf.pieces[0]), "empty.json")
+            with open(empty, "w") as f:
+                f.write("[]")
+            _stage_fast(con, tf, [empty])
+        yield
+
+
+class NeedsExact(Exception):
+    """A staged timestamp may have lost its nanoseconds in a double."""
+
+
+def _fast_stages(con, tf, batch_bytes):
+    for group in _batches(tf.pieces, batch_bytes):
+        _stage_fast(con, tf, group)
+        if _needs_exact(con):
+            raise NeedsExact()
+        yield
 
 
 _UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
@@ -87,14 +129,13 @@ def _default_memory_limit():
 
 @contextmanager
 def memory_cap(con, content_bytes):
-    """DuckDB's memory limit lowered to about the trace's size while it loads: the
-    temp table of a trace read in pieces then spills to disk instead of growing
-    with the trace, and peak memory stays near the file's size. A limit the user
-    set is left alone; the default comes back exactly (RESET). Wraps the
-    transaction (no SET in an aborted one)."""
+    """DuckDB's memory limit lowered to MEMORY_CAP while a trace loads, whatever
+    its size (content_bytes): what does not fit spills to disk instead of growing
+    with the trace. A limit the user set is left alone; the default comes back
+    exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
     old = scalar(con, "SELECT current_setting('memory_limit')")
     m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", old or "")
-    cap = max(MEMORY_CAP_MIN, MEMORY_CAP_OVER_SIZE * content_bytes)
+    cap = MEMORY_CAP
     lower = old == _default_memory_limit() and m is not None and float(m[1]) * _UNITS[m[2]] > cap
     if lower:
         con.execute(f"SET memory_limit = '{int(cap)}B'")
@@ -119,12 +160,40 @@ _MENDED = {
 }
 
 
-def _warn_mended(con, path):
-    """One warning per kind of value that trace_rows.sql mended, with a count and the first event."""
+def _count_mended(con, mended):
+    """Add the staged batch's values that trace_rows.sql mended to mended:
+    problem -> [count, name of the first event]."""
     for problem, n, first in con.execute(
             "SELECT p, count(*), arg_min(coalesce(name, '?'), i) FROM (SELECT unnest(string_split(problem, ';')) AS p, "
             "name, rowid AS i FROM _trace_staged WHERE problem IS NOT NULL) GROUP BY 1 ORDER BY 1").fetchall():
+        seen = mended.setdefault(problem, [0, first])
+        seen[0] += n
+
+
+def _warn_mended(path, mended):
+    """One warning per kind of mended value, with a count and the first event."""
+    for problem, (n, first) in sorted(mended.items()):
         warnings.warn(f"{path}: {n} events {_MENDED[problem]} (first: {first!r})")
+
+
+def _drop_stage(con):
+    con.execute("DROP VIEW IF EXISTS _staged_events")
+    con.execute("DROP TABLE IF EXISTS _trace_staged")
+
+
+def _insert_events(con, tf, stages, mended):
+    """Number each staged batch after the ones before it and insert it into events
+    (schema/load/trace_events.sql). Returns (events, batches); the last batch stays
+    staged."""
+    n = batches = 0
+    for _ in stages:           # each step re-creates _trace_staged with the next batch
+        con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
+        _count_mended(con, mended)
+        with status(f"parsing {tf.path}" + (f" (batch {batches + 1})" if batches else "")):
+            run_script(con, sql_text("schema", "load/trace_events.sql"))
+        n += scalar(con, "SELECT count(*) FROM _trace_staged")
+        batches += 1
+    return n, batches
 
 
 def load(con, tf, run, iteration_marker=None):
@@ -138,22 +207,26 @@ def load(con, tf, run, iteration_marker=None):
     base_ns = tf.members.get("baseTimeNanoseconds") or 0
     if not isinstance(base_ns, int):
         raise IngestError(path, f"baseTimeNanoseconds is not an integer: {base_ns!r}")
-    exact = tf.truncated
-    if not exact:
-        with status(f"parsing {path}"):
-            _stage_fast(con, tf)
-        exact = _needs_exact(con)
-    if exact:
-        _stage_exact(con, tf)
-    _warn_mended(con, path)
+    con.execute("SET VARIABLE tracedb_run = ?", [run])
+    con.execute("SET VARIABLE tracedb_base_ns = ?", [base_ns])
+    con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
+    mended = {}
+    try:
+        n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS) if tf.truncated
+                           else _fast_stages(con, tf, BATCH_BYTES), mended)
+    except NeedsExact:
+        con.execute("DELETE FROM events WHERE run = ?", [run])
+        mended.clear()
+        n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS), mended)
+    _warn_mended(path, mended)
     if tf.truncated:
-        n = scalar(con, "SELECT count(*) FROM _trace_staged")
-        warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n} events)")
+        warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n[0]} events)")
     with status("linking kernels, launches, ops and iterations"):
-        con.execute("SET VARIABLE tracedb_run = ?", [run])
-        con.execute("SET VARIABLE tracedb_base_ns = ?", [base_ns])
-        con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
-        run_script(con, sql_text("schema", "load/trace_events.sql"))
+        # One batch: the derivation scans it uncompressed (~0.3 s less on 2.7 M events
+        # than the zstd columns of events); several: the run's events in the table.
+        con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS " +
+                    ("SELECT * FROM _staged_events" if n[1] == 1 else
+                     "SELECT * FROM events WHERE run = getvariable('tracedb_run')"))
         run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
         _load_cupti_ranges(con, path, run)
         dist = tf.members.get("distributedInfo")
@@ -162,8 +235,9 @@ def load(con, tf, run, iteration_marker=None):
                    {"run": run, "world_size": world if isinstance(world, int) else None})
         run_script(con, sql_text("schema", "load/trace_system.sql"))
         con.execute("DROP VIEW _run_events")
-        con.execute("DROP TABLE _trace_staged")
-        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid", "tracedb_iteration_marker"):
+        _drop_stage(con)
+        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid", "tracedb_event_offset",
+                  "tracedb_iteration_marker"):
             con.execute(f"RESET VARIABLE {v}")
     if iteration_marker is not None and not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):
         raise IngestError(path, f"--iterations-from {iteration_marker!r}: no CPU-side event of that name "

@@ -40,8 +40,18 @@ def pieces_of(path, tmp_path):
     return tf
 
 
+@pytest.fixture(params=["one batch", "a batch per piece"])
+def batches(request, monkeypatch):
+    """Pieces staged all at once (a trace up to trace.BATCH_BYTES), or one batch per
+    piece (a large trace: memory bounded, the derivation reads the events table)."""
+    if request.param != "one batch":
+        monkeypatch.setattr(trace, "BATCH_BYTES", 1)
+        monkeypatch.setattr(trace, "BATCH_ROWS", 1000)
+    return request.param
+
+
 @pytest.mark.parametrize("path", TRACES, ids=run_name)
-def test_fixture_in_pieces_loads_as_it_does_whole(fixture_db, small_pieces, tmp_path, path):
+def test_fixture_in_pieces_loads_as_it_does_whole(fixture_db, small_pieces, batches, tmp_path, path):
     assert len(pieces_of(path, tmp_path).pieces) >= 3
     con = db.connect(tmp_path / "p.duckdb")
     ingest_file(con, path)
@@ -53,7 +63,7 @@ def test_fixture_in_pieces_loads_as_it_does_whole(fixture_db, small_pieces, tmp_
     con.close()
 
 
-def test_plain_file_in_pieces(fixture_db, small_pieces, tmp_path):
+def test_plain_file_in_pieces(fixture_db, small_pieces, batches, tmp_path):
     """Uncompressed traces are cut while the kernel copies them (copy_file_range)."""
     path = TRACES[0]
     plain = tmp_path / (run_name(path) + ".json")
@@ -141,3 +151,27 @@ def test_memory_cap_while_loading_and_lifted_after(tmp_path, monkeypatch):
     ingest_file(con, TRACES[1])
     assert seen[-1] == mine and con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == mine
     con.close()
+
+
+def test_exact_path_in_batches_loads_as_in_one(tmp_path, monkeypatch):
+    """A cut-off bare array (read by the exact path) of a real trace, staged in
+    batches of 1,000 events, loads the same events, kernels, iterations and threads
+    as staged at once."""
+    path = TRACES[0]
+    events = json.load(gzip.open(path))["traceEvents"]
+    text = "[\n" + ",\n".join(json.dumps(e) for e in events)
+    p = tmp_path / "cut.json"
+    p.write_text(text[: text.rindex('{"')] + '{"ph": "X", "na')       # last event half-written
+    whole = db.connect(tmp_path / "whole.duckdb")
+    with pytest.warns(UserWarning, match="cut off"):
+        ingest_file(whole, p, run="r")
+    import functools
+    monkeypatch.setattr(trace_json, "exact_batches", functools.partial(trace_json.exact_batches, batch_rows=700))
+    monkeypatch.setattr(trace, "BATCH_ROWS", 1000)
+    batched = db.connect(tmp_path / "batched.duckdb")
+    with pytest.warns(UserWarning, match="cut off"):
+        ingest_file(batched, p, run="r")
+    got, want = tables(batched, "r"), tables(whole, "r")
+    assert len(got["events"]) == len(events) - 1 and len(got["kernels"]) > 100
+    for t in TABLES:
+        assert got[t] == want[t], t

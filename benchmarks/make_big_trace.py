@@ -1,0 +1,88 @@
+"""Large Kineto traces for ingest benchmarks, fast: the output of
+../shared/tools/scale_trace.py byte for byte (tests/test_big_trace.py checks it on a
+few copies), but each event is serialized once as a template and its shifted
+times and ids are filled in per copy, so 10 GB take minutes instead of an hour.
+
+usage: python -m tracedb.benchmarks.make_big_trace SOURCE.json[.gz] COPIES OUT.json
+"""
+import gzip
+import json
+import sys
+
+_KEYS = ("ts", "id", "correlation", "External id", "step")
+
+
+def _open(path, mode):
+    return gzip.open(path, mode + "t") if path.endswith(".gz") else open(path, mode)
+
+
+def _template(e):
+    """(parts, fields): json.dumps(e, indent=2) cut where the per-copy values go."""
+    c = json.loads(json.dumps(e))
+    fields = []
+    if isinstance(c.get("ts"), (int, float)) and isinstance(c.get("pid"), int):
+        fields.append(("ts", c["ts"]))
+        c["ts"] = "\x00ts\x00"
+    if isinstance(c.get("id"), int):
+        fields.append(("id", c["id"]))
+        c["id"] = "\x00id\x00"
+    a = c.get("args")
+    if isinstance(a, dict):
+        for k in ("correlation", "External id"):
+            if isinstance(a.get(k), int) and a[k] > 0:
+                fields.append((k, a[k]))
+                a[k] = f"\x00{k}\x00"
+        if isinstance(c.get("name"), str) and c["name"].startswith("ProfilerStep#"):
+            fields.append(("step", int(c["name"].split("#")[1])))
+            c["name"] = "\x00step\x00"
+    text = json.dumps(c, indent=2)
+    at = sorted((text.index(json.dumps(f"\x00{k}\x00")), k, v) for k, v in fields)
+    parts, order, pos = [], [], 0
+    for start, key, value in at:
+        parts.append(text[pos:start])
+        pos = start + len(json.dumps(f"\x00{key}\x00"))
+        order.append((key, value))
+    parts.append(text[pos:])
+    return parts, order
+
+
+def main(src, copies, out):
+    with _open(src, "r") as f:
+        doc = json.load(f)
+    events = doc["traceEvents"]
+    timed = [e for e in events if isinstance(e.get("ts"), (int, float)) and isinstance(e.get("pid"), int)]
+    t0 = min(e["ts"] for e in timed)
+    t1 = max(e["ts"] + e.get("dur", 0) for e in timed)
+    span = (t1 - t0) * 1.01
+    ids = [e["args"].get(k, 0) for e in events for k in ("correlation", "External id") if isinstance(e.get("args"), dict)]
+    ids += [e["id"] for e in events if isinstance(e.get("id"), int)]
+    id_step = max(ids + [0]) + 1
+    meta = [e for e in events if e.get("ph") == "M"]
+    body = [_template(e) for e in events if e.get("ph") != "M"]
+    with _open(out, "w") as f:
+        head = {k: v for k, v in doc.items() if k != "traceEvents"}
+        f.write(json.dumps(head)[:-1] + ', "traceEvents": [\n')
+        f.write(",\n".join(json.dumps(e, indent=2) for e in meta))
+        first = not meta
+        for i in range(copies):
+            chunk = []
+            for parts, order in body:
+                out_parts = [parts[0]]
+                for (key, v), part in zip(order, parts[1:]):
+                    if key == "ts":      # as scale_trace: copy 0 rounded in place, later copies from it
+                        s = json.dumps(round(round(v + 0 * span, 3) + i * span, 3))
+                    elif key == "step":
+                        s = json.dumps("ProfilerStep#%d" % (v + i))
+                    else:
+                        s = str(v + i * id_step)   # ids, correlation, External id
+                    out_parts += [s, part]
+                chunk.append(("" if first else ",\n") + "".join(out_parts))
+                first = False
+            f.write("".join(chunk))
+        f.write("\n]}\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
