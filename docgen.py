@@ -107,11 +107,78 @@ def table_md(rel):
     return f"{rel.doc}\n\n| column | type | meaning |\n|---|---|---|\n" + "\n".join(rows) + "\n"
 
 
-def views_md():
-    out = []
+# Names that mean one thing wherever a view has them, though tables and reports
+# word them for their own context.
+COMMON = {
+    "run": "the run (runs.run)", "trace_run": "the trace run", "ncu_run": "the ncu run",
+    "power_run": "the power-log run", "iteration": "iteration (step number)",
+    "kernel_id": "kernel (kernels.kernel_id: the trace's event_id, or the ncu report's ID)",
+    "ts_ns": "start, ns", "dur_ns": "duration, ns", "start_ns": "start, ns", "end_ns": "end, ns",
+    "name": "name as written by the profiler", "gpu": "GPU index (power logs) or name (calibration)",
+    "gpu_util_pct": "100 * kernel_busy_ns / total_ns: share of the iteration with a kernel running, %",
+    "job": "job (the rank traces of one distributed run)", "rank": "rank (distributedInfo.rank)",
+}
+
+
+def glossary():
+    """Column name -> meaning for the columns of views: COMMON, else the meaning
+    the DDL's comments and the report headers give the name when they all give
+    the same one (an ambiguous name is left blank rather than documented wrong)."""
+    seen = {}
     for r in relations():
-        if r.kind != "table":
-            out.append(f"- {r.kind} `{r.name}` ({r.file}): {r.doc}")
+        for c in r.columns:
+            if c.doc:
+                seen.setdefault(c.name, set()).add(c.doc)
+    for rep in reports.all_reports().values():
+        for name, _, doc in rep.columns:
+            seen.setdefault(name, set()).add(doc)
+    out = {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+    out.update(COMMON)
+    return out
+
+
+def view_columns():
+    """View name -> [(column, type)], from a database with the schema applied."""
+    from tracedb import db
+    con = db.connect(":memory:")
+    cols = {}
+    for view, col, typ in con.execute("""SELECT c.table_name, c.column_name, c.data_type FROM duckdb_columns() c
+            JOIN duckdb_views() v ON v.view_name = c.table_name AND NOT v.internal AND NOT v.temporary
+            ORDER BY c.table_name, c.column_index""").fetchall():
+        cols.setdefault(view, []).append((col, typ))
+    con.close()
+    return cols
+
+
+def readers_words():
+    """View -> {column: meaning} from the headers of the reports whose SQL reads the view."""
+    from tracedb import engines
+    out = {}
+    for rep in reports.all_reports().values():
+        try:
+            read = engines.relations_read(rep)
+        except Exception:           # a report sqlglot cannot parse: no words from it
+            continue
+        for rel in read:
+            for name, _, doc in rep.columns:
+                out.setdefault(rel, {}).setdefault(name, doc)
+    return out
+
+
+def views_md():
+    """Each view (with its columns: type and meaning) and macro of schema/views/."""
+    out, common, cols, by_view = [], glossary(), view_columns(), readers_words()
+    for r in relations():
+        if r.kind == "table":
+            continue
+        out.append(f"- {r.kind} `{r.name}` ({r.file}): {r.doc}")
+        if r.kind == "view" and cols.get(r.name):
+            out.append("")
+            out.append("  | column | type | meaning |")
+            out.append("  |---|---|---|")
+            words = {**by_view.get(r.name, {}), **COMMON}
+            out += [f"  | {c} | {t} | {_cell(words.get(c) or common.get(c, ''))} |" for c, t in cols[r.name]]
+            out.append("")
     return "\n".join(out) + "\n"
 
 
