@@ -196,13 +196,14 @@ def _insert_events(con, tf, stages, mended):
     return n, batches
 
 
-def load(con, tf, run, iteration_marker=None):
+def load(con, tf, run):
     """Insert the split trace's events and derived tables under `run`.
 
-    iteration_marker: name of the CPU-side event (annotation or op) that marks
+    tf.iteration_marker: name of the CPU-side event (annotation or op) that marks
     iterations, for traces without ProfilerStep markers (--iterations-from).
     The caller owns the transaction and registers the run row first.
     """
+    iteration_marker = getattr(tf, "iteration_marker", None)
     path = tf.path
     base_ns = tf.members.get("baseTimeNanoseconds") or 0
     if not isinstance(base_ns, int):
@@ -326,7 +327,7 @@ class TraceReader(Reader):
     def load(self, con, prep, run):
         tf = prep.state
         try:
-            info = load(con, tf, run, getattr(tf, "iteration_marker", None)) or {}
+            info = load(con, tf, run) or {}
         except CutInsideEvent:      # a cut between pieces fell inside an event: rare
             raise Reload() from None
         fields = run_metadata(con, run, tf.members)
