@@ -40,7 +40,7 @@ def main():
     lk = w / "lake"
     shutil.rmtree(lk, ignore_errors=True)
     t = time.perf_counter()
-    lake.ingest(files, lk, jobs=a.jobs, report=lambda line: None)
+    lake.ingest(files, lk, jobs=a.jobs, report=lambda line, level: None)
     t_lake = time.perf_counter() - t
     dbp = w / "ranks.duckdb"
     dbp.unlink(missing_ok=True)

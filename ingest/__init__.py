@@ -256,8 +256,9 @@ def transaction(con, path):
         con.commit()
     except duckdb.Error as e:
         _rollback(con)
-        raise IngestError(path, f"database error while loading ({str(e).splitlines()[0]}); "
-                                "nothing was loaded") from None
+        msg = str(e).splitlines()[0]
+        hint = "; free space where the database is" if "No space left" in msg else ""
+        raise IngestError(path, f"database error while loading ({msg}){hint}; nothing was loaded") from None
     except BaseException:
         _rollback(con)
         raise

@@ -5,6 +5,7 @@ reader (ncu_csv / ncu_rep) -> temp tables of text values -> schema/load_ncu.sql
 """
 import json
 import re
+import warnings
 
 from tracedb.db import rows, run_script, scalar, sql_text
 from tracedb.ingest import ncu_csv, ncu_rep
@@ -73,6 +74,8 @@ def load(con, prep, run):
                                list(DISTINCT host_name ORDER BY host_name),
                                any_value(cc) FROM _ncu_identity""")[0]
     notes = prep.notes + ([f"{bad} values with a unit were not numbers (kept as text_value)"] if bad else [])
+    if bad:
+        warnings.warn(f"{prep.path}: {bad} values with a unit are not numbers; kept as text (counters.text_value)")
     ncu_csv.drop(con)
     return {
         "framework": "ncu",

@@ -189,8 +189,9 @@ def _check_rows(con, path, cc, data):
                                     "ncu --csv --page raw prints): its values cannot be read without units")
     else:
         other = [c for c in ("Process ID", "Kernel Name") if c in cc.header]
-        dup = con.execute(f'SELECT "ID" FROM {data} GROUP BY 1 HAVING count(DISTINCT ({", ".join(map(sql_ident, other))})) > 1 '
-                          'LIMIT 1').fetchone() if other else None
+        ident = ", ".join(map(sql_ident, other))
+        dup = con.execute(f'SELECT "ID" FROM {data} GROUP BY 1 HAVING count(DISTINCT ({ident})) > 1 LIMIT 1'
+                          ).fetchone() if other else None
         if dup:
             raise IngestError(path, f"kernel ID {dup[0]} names two different kernels (two exports joined?)")
         cols = ["Metric Value"]

@@ -482,7 +482,8 @@ def exact_batches(tf, batch_rows=65536):
         except RecursionError:
             raise IngestError(tf.path, f"event {n} (at byte {at(pos)}) is nested too deep") from None
         if not isinstance(ev, dict):
-            raise IngestError(tf.path, f"malformed trace: event {n} (at byte {at(pos)} of the content) is not an object")
+            raise IngestError(tf.path, f"malformed trace: event {n} (at byte {at(pos)} of the content) "
+                                       "is not an object")
         pos, n = end, n + 1
         for k in RAW_COLUMNS:
             v = ev.get(k)

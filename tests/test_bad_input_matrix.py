@@ -583,3 +583,28 @@ def test_file_size_limit_is_one_line(tmp_path, amp_doc):
     con = db.connect(dbp, read_only=True)
     assert scalar(con, "SELECT count(*) FROM runs") == 0
     con.close()
+
+
+def test_full_disk_under_the_database_is_one_line_and_keeps_what_was_there(tmp_path):
+    """A 7 MB tmpfs holds the database: the second trace does not fit. Its ingest fails
+    with one line naming the cause (it was "cannot rollback - no transaction is
+    active"), the run before it stays, and the next file that fits still loads."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=7m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        dbp = mnt / "d.duckdb"
+        traces = [DATA / "torch" / f"h100_{n}.json.gz" for n in ("resnet50_bs64_amp", "bert_bs16_amp",
+                                                                "resnet50_bs64_fp32")]
+        r = cli("ingest", *map(str, traces), "--db", str(dbp))
+        assert r.returncode == 1 and "Traceback" not in r.stderr
+        (line,) = r.stderr.strip().splitlines()
+        assert line.startswith(f"tracedb: error: {traces[1]}: database error while loading") \
+            and "No space left on device" in line and line.endswith("nothing was loaded")
+        con = db.connect(dbp, read_only=True)
+        assert [x[0] for x in rows(con, "SELECT run FROM runs ORDER BY run")] == \
+            ["h100_resnet50_bs64_amp", "h100_resnet50_bs64_fp32"]
+        con.close()
+    finally:
+        subprocess.run(["umount", str(mnt)])
