@@ -280,13 +280,16 @@ def cmd_capture(args):
     """Run a script that calls tracedb.capture, into -o DIR; with --ncu, again under ncu."""
     import subprocess
     from tracedb import ncu_capture
-    from tracedb.capture import ENV_DIR, CaptureError, manifest
+    from tracedb.capture import ENV_DIR, MANIFEST, CaptureError, manifest
+    from tracedb.match import MatchError
     command = args.command_[1:] if args.command_[:1] == ["--"] else args.command_
     if not command:
         raise UsageError("capture: give the command after --, e.g. tracedb capture -o prof/ -- python train.py")
     try:
         if args.ncu:
             ncu_capture.find_ncu(args.ncu_path)
+        if os.path.exists(os.path.join(args.output, MANIFEST)):     # a stale one would hide a script
+            os.remove(os.path.join(args.output, MANIFEST))           # that never called tracedb.capture
         rc = subprocess.call(command, env=dict(os.environ, **{ENV_DIR: args.output}))
         if rc != 0:
             raise UsageError(f"capture: {command[0]} exited with status {rc}")
@@ -295,7 +298,7 @@ def cmd_capture(args):
             ncu_run, m = ncu_capture.run(args.output, command, args.ncu_path,
                                          say=lambda s: print(s, file=sys.stderr, flush=True))
             print(f"loaded the ncu report as run {ncu_run}; " + _match_line(m))
-    except CaptureError as e:
+    except (CaptureError, MatchError) as e:
         raise UsageError(f"capture: {e}") from None
     except FileNotFoundError as e:
         raise UsageError(f"capture: cannot run {command[0]!r} ({e.strerror})") from None
