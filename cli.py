@@ -107,10 +107,6 @@ def _ingest_paths(con, args, options, groups):
     items = [(f, t) for files, t in groups for f in files]
     kinds = {p: autopair.pairs(p) for p, _ in items}
     command_traces = []        # trace runs of this command: the ncu reports and power logs pair with them
-    for path, trace in sorted(items, key=lambda it: kinds[it[0]] is not None):     # traces first
-        pair_with, why = args.pair_with, None
-        if kinds[path] and pair_with is None:
-            pair_with, why = autopair.before(con, command_traces)
     parallel = _traces_for_workers(items, args)
     if parallel:        # several traces: parsed across cores, then the files that pair with them
         from tracedb.ingest.parallel import ingest_traces
@@ -126,6 +122,10 @@ def _ingest_paths(con, args, options, groups):
                 command_traces.append(r.run)
         ingest_traces(con, parallel, jobs=args.jobs, report=landed, options=options)
         items = [it for it in items if it not in parallel]
+    for path, trace in sorted(items, key=lambda it: kinds[it[0]] is not None):     # traces first
+        pair_with, why = args.pair_with, None
+        if kinds[path] and pair_with is None:
+            pair_with, why = autopair.before(con, command_traces)
         try:
             r = ingest_file(con, path, run=args.run, pair_with=pair_with, options={**options, **trace})
             if r.kind == "trace":
@@ -134,12 +134,7 @@ def _ingest_paths(con, args, options, groups):
             print(f"tracedb: error: {e}", file=sys.stderr)
             failed += 1
             continue
-        if r.status == "skipped":
-            print(f"skipped {path}: {r.message}")
-        else:
-            print(f"loaded {path} as run {r.run} ({_summary(con, r.run, r.kind)})")
-            if r.kind == "trace":
-                _trace_notes(con, path, r.run)
+        _print_loaded(con, path, r)
         if kinds[path] and pair_with is None and r.status == "loaded":
             try:
                 r.pairing, line = autopair.after(con, path, r.run, r.kind, command_traces, options)
