@@ -83,7 +83,7 @@ def cmd_ingest(args):
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
         from tracedb import lake
         try:
-            failed = sum(lake.ingest(files, args.lake, jobs=args.jobs, options={**options, **trace},
+            failed = sum(lake.ingest(files, args.lake, jobs=args.jobs or 1, options={**options, **trace},
                                      report=_lake_line) for files, trace in groups)
         except lake.LakeError as e:
             raise UsageError(str(e)) from None
