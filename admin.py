@@ -16,12 +16,19 @@ class AdminError(Exception):
     """A user's request that cannot be done (unknown run, table, column or key)."""
 
 
-# table -> the column that names the run in it (every table with run rows)
-RUN_COLUMNS = {"threads": "run", "events": "run", "kernels": "run", "iterations": "run", "counters": "run",
-               "power": "run", "calibration": "run"}
-# pairing tables: (table, columns that may name the run)
-PAIR_COLUMNS = {"matches": ("trace_run", "ncu_run"), "match_runs": ("trace_run", "ncu_run"),
-                "power_alignment": ("trace_run", "power_run")}
+def run_columns(con):
+    """table -> its columns that name a run (run, trace_run, ncu_run, power_run ...),
+    for every table of the database but runs: read from the catalog, so a table
+    added by a new reader is covered without a change here."""
+    out = {}
+    for table, col in rows(con, """SELECT c.table_name, c.column_name FROM duckdb_columns() c
+            JOIN duckdb_tables() t ON t.table_name = c.table_name AND t.schema_name = c.schema_name
+                                   AND t.database_name = c.database_name AND NOT t.temporary
+            WHERE c.database_name = current_database() AND c.schema_name = 'main' AND c.table_name <> 'runs'
+              AND (c.column_name = 'run' OR c.column_name LIKE '%\\_run' ESCAPE '\\')
+            ORDER BY 1, c.column_index"""):
+        out.setdefault(table, []).append(col)
+    return out
 
 
 def remove_run(con, run):
@@ -32,9 +39,7 @@ def remove_run(con, run):
     deleted = {}
     con.begin()
     try:
-        for table, col in RUN_COLUMNS.items():
-            deleted[table] = _delete(con, table, f"{col} = $run", run)
-        for table, cols in PAIR_COLUMNS.items():
+        for table, cols in run_columns(con).items():
             deleted[table] = _delete(con, table, " OR ".join(f"{c} = $run" for c in cols), run)
         con.execute("UPDATE runs SET paired_run = NULL WHERE paired_run = $run", {"run": run})
         deleted["runs"] = _delete(con, "runs", "run = $run", run)

@@ -175,11 +175,14 @@ def _print_loaded(con, path, r):
 
 
 def _traces_for_workers(items, args):
-    """The (trace file, options) items of the command when there are several and more
-    than one job: they are parsed in worker processes."""
+    """The (trace file, options) items of the command parsed in worker processes:
+    with --jobs N > 1 every trace file; by default those of a directory (the ranks of
+    a job), when there are several."""
     from tracedb.ingest.registry import detect
     if args.run or len(items) < 2 or args.jobs == 1 or (os.cpu_count() or 1) == 1:
         return []
+    if args.jobs is None:       # by default the traces of a directory (a job's ranks); files one by one
+        items = [(p, t) for p, t in items if t.get("require_rank")]
     out = []
     for p, t in items:
         try:
@@ -486,7 +489,7 @@ def parser():
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
     sp.add_argument("--jobs", type=int, help="trace files parsed in parallel worker processes "
-                    "(default: every core when several traces are given; 1 with --lake)")
+                    "(default: every core for the traces of a directory, files one by one; 1 with --lake)")
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
     sp.add_argument("--job", help="traces: the distributed job they are ranks of (default: a directory's name)")
     sp.add_argument("--rank", type=int, help="trace without distributedInfo: its rank (single file)")
@@ -523,7 +526,8 @@ def parser():
     sp.add_argument("-o", "--output", required=True, help="capture folder (TRACEDB_CAPTURE_DIR for the script)")
     sp.add_argument("--ncu", action="store_true", help="then run it under Nsight Compute over one steady step")
     sp.add_argument("--ncu-path", help="the ncu command (default: ncu on PATH)")
-    sp.add_argument("command_", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    sp.add_argument("command_", nargs=argparse.REMAINDER, metavar="-- COMMAND...",
+                    help="the training script to run, after --")
     sp.set_defaults(func=cmd_capture)
 
     sp = sub.add_parser("calibrate", help="run cuda_bench on this GPU (python -m tracedb.cuda_bench OUT ...)",

@@ -34,7 +34,7 @@ def why_empty(con, report, values):
     """A sentence on why `report` returned no rows for `values`, when it can tell."""
     run, it = values.get("run"), values.get("iteration")
     runs = [run] if run else [r[0] for r in rows(con, "SELECT run FROM runs WHERE kind = 'trace' ORDER BY run")]
-    if it not in (None, "all"):
+    if it not in (None, "all", "steady"):
         missing = [r for r in runs if not scalar(con, "SELECT count(*) FROM iterations WHERE run = ? AND "
                                                         "iteration::VARCHAR = ?", [r, str(it)])]
         if missing and len(missing) == len(runs):

@@ -14,6 +14,8 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 
+import duckdb
+
 from tracedb.db import rows, scalar, sql_literal
 from tracedb.ingest.errors import IngestError
 
@@ -36,7 +38,7 @@ def _work(args):
 
 def _copy_run(con, scratch, run, path):
     """Copy one run of a scratch database into the target (one transaction)."""
-    from tracedb.ingest import IngestResult, _unique_run
+    from tracedb.ingest import IngestResult, _rollback, _unique_run
     from tracedb.lake import datasets_of
     con.execute(f"ATTACH {sql_literal(scratch)} AS _scratch (READ_ONLY)")
     try:
@@ -60,8 +62,11 @@ def _copy_run(con, scratch, run, path):
                 con.execute(f"INSERT INTO {table} ({', '.join(chr(34) + c + chr(34) for c in cols)}) "
                             f"SELECT {sel} FROM _scratch.{table} WHERE {col} = $old", {"old": run, "new": name})
             con.commit()
+        except duckdb.Error as e:
+            _rollback(con)
+            return path, f"{path}: database error while loading ({str(e).splitlines()[0]}); nothing was loaded"
         except BaseException:
-            con.rollback()
+            _rollback(con)
             raise
         return IngestResult(path, name, "trace", "loaded")
     finally:

@@ -19,6 +19,7 @@
 --   overlap_pct DOUBLE: 100 * overlap_ns / communication_ns, % (NULL without communication)
 -- requires:
 --   kernels: GPU kernels
+--   collectives: communication kernels (NCCL/RCCL) in a trace
 -- engines: duckdb, spark
 SELECT s.job, s.rank, s.run, s.iteration, g.communication_ns,
        g.compute_communication_ns + g.all_three_ns AS overlap_ns,
