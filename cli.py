@@ -471,7 +471,8 @@ DB_HELP = "the database file (default: $TRACEDB_DB)"
 def parser():
     p = argparse.ArgumentParser(prog="tracedb", description=__doc__,
                                 epilog="--db defaults to the TRACEDB_DB environment variable. "
-                                       "The method: tracedb docs method (docs/method.md, installed with tracedb).")
+                                       "The method behind every metric: docs/method.md, installed with tracedb "
+                                       "(tracedb reports NAME prints where).")
     p.add_argument("--version", action="version", version=f"tracedb {tracedb.__version__} (duckdb {duckdb.__version__})")
     sub = p.add_subparsers(dest="command", required=True)
 

@@ -31,6 +31,6 @@ def describe(report, width=100):
         for rel, meaning in report.requires:
             out.append(wrap(f"{rel}: {meaning}", "  "))
     out.append(f"engines: {', '.join(report.engines)}")
-    if re.search(r"(?i)method(\.md)?\s+section", report.description):
-        out.append(f"method: {method_path()} (the sections cited above)")
+    cited = re.search(r"(?i)method(\.md)?\s+sections?", report.description)
+    out.append(f"method: {method_path()}" + (" (the sections cited above)" if cited else ""))
     return "\n".join(out)

@@ -25,7 +25,7 @@
 --   gpu_self_ns BIGINT: summed duration of the GPU activity launched by its own runtime calls, ns
 --   kernels BIGINT: GPU activities (kernels, memcpy, memset) launched inside the calls
 -- requires:
---   events: trace events
+--   cpu_events: CPU-side profiler events (framework ops, user ranges, runtime calls: the cpu_op, user_annotation and cuda_runtime events of PyTorch/Kineto traces)
 -- engines: duckdb
 WITH asked AS (
     SELECT r.run,
@@ -46,13 +46,8 @@ WITH asked AS (
                 ELSE a.iteration END AS iteration
     FROM asked a
 ), ev AS (
-    SELECT e.run, e.event_id, e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.dur_ns,
-           CASE WHEN is_framework_op_category(e.cat) THEN 'op'
-                WHEN lower(e.cat) = 'user_annotation' THEN 'user'
-                WHEN is_launch_category(e.cat) THEN 'runtime'
-                WHEN lower(e.cat) = 'python_function' THEN 'python' END AS level
-    FROM events e JOIN checked c ON c.run = e.run
-    WHERE e.ph = 'X' AND e.ts_ns IS NOT NULL AND e.dur_ns IS NOT NULL AND level IS NOT NULL
+    SELECT e.run, e.event_id, e.name, e.pid, e.tid, e.ts_ns, e.end_ns, e.dur_ns, e.level
+    FROM cpu_events e JOIN checked c ON c.run = e.run
 ), anc AS (          -- (event, one of the events it nests in) on the same thread
     SELECT c.run, c.event_id, a.event_id AS ancestor_id
     FROM ev c JOIN ev a ON a.run = c.run AND a.pid = c.pid AND a.tid IS NOT DISTINCT FROM c.tid

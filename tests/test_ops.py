@@ -113,3 +113,9 @@ def test_ops_default_is_the_steady_iteration_and_a_missing_one_is_an_error(ops_d
     with pytest.raises(reports.ReportError, match="iteration must be a number or all"):
         reports.run(ops_db, "ops", {"run": run, "iteration": "steady"})
 
+
+
+def test_ops_on_a_trace_without_cpu_side_events_says_so(ops_db):
+    """XProf traces carry no cpu_op / user_annotation / runtime categories."""
+    with pytest.raises(reports.ReportError, match="needs CPU-side profiler events .* none for run cpu_async_lenet_bs64"):
+        reports.run(ops_db, "ops", {"run": "cpu_async_lenet_bs64"})
