@@ -3,7 +3,7 @@
 few copies), but each event is serialized once as a template and its shifted
 times and ids are filled in per copy, so 10 GB take minutes instead of an hour.
 
-usage: python -m tracedb.benchmarks.make_big_trace SOURCE.json[.gz] COPIES OUT.json
+usage: python benchmarks/make_big_trace.py SOURCE.json[.gz] COPIES OUT.json
 """
 import gzip
 import json
