@@ -90,7 +90,7 @@ def cmd_report(args):
 
 def add_commands(sub, out_opts):
     sp = sub.add_parser("advise", help="findings: what is wrong with a run, with the numbers that show it")
-    sp.add_argument("--db")
+    sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
     sp.add_argument("--run", help="trace run (all when absent)")
     sp.add_argument("--iteration", help="iteration number, or all (the steady one when absent)")
     sp.add_argument("--threshold", action="append", metavar="RULE=VALUE", help="replace a rule's threshold")
@@ -100,9 +100,9 @@ def add_commands(sub, out_opts):
     sp.set_defaults(func=cmd_advise)
 
     sp = sub.add_parser("diff", help="compare two runs metric by metric; exit 1 when one is worse (a CI gate)")
-    sp.add_argument("base")
-    sp.add_argument("new")
-    sp.add_argument("--db", required=True)
+    sp.add_argument("base", help="the run to compare against (the baseline)")
+    sp.add_argument("new", help="the run to judge")
+    sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
     sp.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                     help="smallest change that counts, %% (default 5; changes within twice the noise never count)")
     sp.add_argument("--batch-size", type=int, help="samples per iteration: energy per sample")
@@ -110,8 +110,8 @@ def add_commands(sub, out_opts):
     sp.set_defaults(func=cmd_diff)
 
     sp = sub.add_parser("report", help="one self-contained HTML page on a run: findings, levels, kernels, energy")
-    sp.add_argument("--db", required=True)
-    sp.add_argument("--run", required=True)
+    sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
+    sp.add_argument("--run", required=True, help="the trace run the page is about")
     sp.add_argument("--batch-size", type=int, help="samples per iteration")
     sp.add_argument("-o", "--output", required=True, help="report.html")
     sp.set_defaults(func=cmd_report)

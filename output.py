@@ -25,8 +25,15 @@ class OutputError(ValueError):
     """An output that cannot be written (bad extension, missing folder)."""
 
 
+def _json_value(v):
+    """NaN and infinities are not JSON: null, as a JSON reader expects."""
+    return None if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))) else v
+
+
 def choose_format(fmt, out, tty):
     """The format to write: the one asked for, else out's extension, else table on a terminal."""
+    if out and os.path.isdir(str(out)):
+        raise OutputError(f"{out}: is a directory: give a file name for -o")
     if fmt:
         return fmt
     if out:
@@ -159,7 +166,8 @@ def write(table: pa.Table, fmt, out=None, full_names=False):
         pacsv.write_csv(table, buf)
         text = buf.getvalue().decode()
     elif fmt == "json":
-        text = "".join(json.dumps(r, default=str) + "\n" for r in table.to_pylist())
+        text = "".join(json.dumps({k: _json_value(v) for k, v in r.items()}, default=str, allow_nan=False) + "\n"
+                       for r in table.to_pylist())
     else:
         raise OutputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if out is None:
