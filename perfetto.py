@@ -19,6 +19,25 @@ class ExportError(ValueError):
     pass
 
 
+def _finding_events(con, run, base_ns):
+    """The findings of tracedb advise on each iteration, as instant events at the
+    iteration's start on tracedb's track 'findings' (what is wrong, the numbers,
+    what to try)."""
+    from tracedb import advise
+    from tracedb.db import rows
+    starts = dict(rows(con, "SELECT iteration, start_ns FROM iterations WHERE run = ?", [run]))
+    out = []
+    for f in advise.evaluate_many(con, run, "all") if starts else []:
+        if f["severity"] in ("ok", "skipped") or f["iteration"] not in starts:
+            continue
+        out.append(json.dumps({
+            "ph": "i", "s": "p", "cat": "tracedb", "name": f"{f['rule']} ({f['severity']})",
+            "pid": TRACEDB_PID, "tid": 2, "ts": round((starts[f["iteration"]] - base_ns) / 1000, 3),
+            "args": {"iteration": f["iteration"], "evidence": f["evidence"], "suggestion": f["suggestion"],
+                     "next_report": f.get("next_report")}}))
+    return out
+
+
 def export(con, run, path, progress=False):
     """Write trace run `run` to `path` (.json, or .json.gz compressed); returns the
     number of events written."""
@@ -49,6 +68,10 @@ def export(con, run, path, progress=False):
                 n += len(lines)
                 if progress:
                     print(f"\rexporting {run}: {min(n, total)}/{total} events", end="", file=sys.stderr, flush=True)
+            findings = _finding_events(con, run, base)
+            if findings:
+                f.write((",\n" if n else "") + ",\n".join(findings))
+                n += len(findings)
             f.write("\n]}\n")
     except OSError as e:
         raise ExportError(f"{path}: cannot write ({e.strerror})") from None

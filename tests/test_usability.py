@@ -358,6 +358,14 @@ def test_perfetto_export_is_chrome_trace_json_that_tracedb_reingests(full, tmp_p
     assert [e["name"] for e in added if e["ph"] == "X"] == ["iteration 2 (steady)"]
     assert power > 0 and Counter(e["name"].split(" (")[0] for e in added if e["ph"] == "C") == \
         {"GPU 0 power": power, "GPU 0 clocks": power, "GPU 0 temperature": power}
+    # the findings of tracedb advise, as annotations at their iteration's start
+    from tracedb import advise
+    fired = [f for f in advise.evaluate_many(db.connect(path, read_only=True), AMP, "all")
+             if f["severity"] not in ("ok", "skipped")]
+    marks = [e for e in added if e["ph"] == "i"]
+    assert fired and sorted(e["name"] for e in marks) == sorted(f"{f['rule']} ({f['severity']})" for f in fired)
+    step = next(e for e in added if e["ph"] == "X")
+    assert all(e["ts"] == pytest.approx(step["ts"]) and e["args"]["evidence"] for e in marks)
     # tracedb reads its own export: the same kernels, iterations and per-op table
     again = tmp_path / "again.duckdb"
     con = db.connect(again)
