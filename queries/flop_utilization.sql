@@ -27,18 +27,12 @@
 -- requires:
 --   events: trace events (tracedb ingest TRACE.json)
 -- engines: duckdb, spark
-WITH sel AS (       -- the iterations asked for; iteration NULL = the whole trace
-    SELECT run, iteration FROM iteration_steadiness
-    WHERE ($iteration IS NULL AND steady) OR $iteration = 'all'
-       OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER)
-    UNION ALL
-    SELECT run, CAST(NULL AS INTEGER) AS iteration FROM runs
-    WHERE kind = 'trace'
-      AND ($iteration = 'all' OR ($iteration IS NULL AND run NOT IN (SELECT run FROM iterations)))
-), o AS (
-    SELECT f.run, s.iteration, f.op_event_id, f.op_name, f.pass, f.category, f.dtype, f.source, f.flops
-    FROM op_flops f JOIN sel s ON s.run = f.run AND (s.iteration IS NULL OR s.iteration = f.iteration)
-    WHERE $run IS NULL OR f.run = $run
+WITH o AS (         -- the windows asked for (op_flops_windows); iteration NULL = the whole trace
+    SELECT run, iteration, op_event_id, op_name, pass, category, dtype, source, flops
+    FROM op_flops_windows
+    WHERE ($run IS NULL OR run = $run)
+      AND (($iteration IS NULL AND (steady OR no_iterations)) OR $iteration = 'all'
+           OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))
 ), f AS (
     SELECT run, iteration, source,
            sum(CASE WHEN category = 'matrix' AND pass = 'forward' THEN flops END) AS fwd,
@@ -67,7 +61,7 @@ WITH sel AS (       -- the iterations asked for; iteration NULL = the whole trac
     SELECT s.run, s.iteration,
            CASE WHEN s.iteration IS NULL THEN sp.total_ns ELSE g.total_ns END AS total_ns,
            CASE WHEN s.iteration IS NULL THEN b.busy_ns ELSE g.kernel_busy_ns END AS busy_ns
-    FROM sel s
+    FROM (SELECT DISTINCT run, iteration FROM o) s     -- the windows that have ops
     LEFT JOIN iteration_gpu_time g ON g.run = s.run AND g.iteration = s.iteration
     LEFT JOIN span sp ON sp.run = s.run
     LEFT JOIN busy b ON b.run = s.run

@@ -24,18 +24,12 @@
 -- requires:
 --   events: trace events (tracedb ingest TRACE.json)
 -- engines: duckdb, spark
-WITH sel AS (       -- the iterations asked for; iteration NULL = the whole trace
-    SELECT run, iteration FROM iteration_steadiness
-    WHERE ($iteration IS NULL AND steady) OR $iteration = 'all'
-       OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER)
-    UNION ALL
-    SELECT run, CAST(NULL AS INTEGER) AS iteration FROM runs
-    WHERE kind = 'trace'
-      AND ($iteration = 'all' OR ($iteration IS NULL AND run NOT IN (SELECT run FROM iterations)))
-), o AS (
-    SELECT f.run, s.iteration, f.op_event_id, f.op_name, f.pass, f.category, f.dtype, f.source, f.flops
-    FROM op_flops f JOIN sel s ON s.run = f.run AND (s.iteration IS NULL OR s.iteration = f.iteration)
-    WHERE $run IS NULL OR f.run = $run
+WITH o AS (         -- the windows asked for (op_flops_windows); iteration NULL = the whole trace
+    SELECT run, iteration, op_event_id, op_name, pass, category, dtype, source, flops
+    FROM op_flops_windows
+    WHERE ($run IS NULL OR run = $run)
+      AND (($iteration IS NULL AND (steady OR no_iterations)) OR $iteration = 'all'
+           OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))
 ), f AS (
     SELECT run, iteration, op_name, pass, source, count(DISTINCT op_event_id) AS calls,
            CAST(sum(flops) AS BIGINT) AS flops

@@ -213,3 +213,18 @@ SELECT n.run, n.op_name, coalesce(
     (SELECT arg_min(r.layer_type, r.priority) FROM layer_rules r
      WHERE r.field = 'op' AND regexp_matches(n.op_name, r.pattern)), 'other') AS layer_type
 FROM names n;
+
+-- op_flops in the windows the FLOP reports give: each iteration of a run
+-- (steady marks the steady one) and the whole trace (iteration NULL;
+-- no_iterations when the run has no step markers, so the whole trace is its
+-- default window). A report picks rows with its $iteration: NULL (steady, else
+-- the whole trace), 'all', or N.
+CREATE OR REPLACE VIEW op_flops_windows AS
+SELECT f.run, s.iteration, s.steady, s.no_iterations, f.op_event_id, f.op_name, f.pass, f.category,
+       f.dtype, f.source, f.flops
+FROM op_flops f
+JOIN (SELECT run, iteration, steady, false AS no_iterations FROM iteration_steadiness
+      UNION ALL
+      SELECT run, CAST(NULL AS INTEGER), CAST(NULL AS BOOLEAN), run NOT IN (SELECT run FROM iterations)
+      FROM runs WHERE kind = 'trace') s
+  ON s.run = f.run AND (s.iteration IS NULL OR s.iteration = f.iteration);
