@@ -24,13 +24,12 @@ what it needs; it is never evaluated on a guess.
 import contextlib
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 
 import duckdb
 import pyarrow as pa
 
 from tracedb import reports
-from tracedb.db import bind, rows, scalar
+from tracedb.db import bind, package_sql, rows, scalar
 from tracedb.reports import ReportError
 
 SEVERITIES = ("high", "medium", "low")
@@ -88,10 +87,9 @@ def parse(text, fallback):
 def all_rules():
     """Every rule in rules/, by name."""
     out = {}
-    for f in sorted(resources.files("tracedb.rules").iterdir(), key=lambda p: p.name):
-        if f.name.endswith(".sql"):
-            r = parse(f.read_text(), f.name[:-4])
-            out[r.name] = r
+    for name, text in package_sql("rules"):
+        r = parse(text, name)
+        out[r.name] = r
     return out
 
 

@@ -29,6 +29,14 @@ def sql_text(package, name):
     return resources.files(f"tracedb.{package}").joinpath(*name.split("/")).read_text()
 
 
+def package_sql(package):
+    """(name without .sql, text) of every .sql file of a package folder (queries/,
+    rules/), sorted by name: the saved reports and the finding rules."""
+    for f in sorted(resources.files(f"tracedb.{package}").iterdir(), key=lambda p: p.name):
+        if f.name.endswith(".sql"):
+            yield f.name[:-4], f.read_text()
+
+
 def sql_files(package, folder):
     """Names ("seeds/x.sql") of the .sql files in a sub-folder of a package, sorted."""
     d = resources.files(f"tracedb.{package}").joinpath(folder)

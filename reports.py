@@ -23,11 +23,10 @@ import contextlib
 import importlib
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 
 import duckdb
 
-from tracedb.db import bind, params_of, scalar
+from tracedb.db import bind, package_sql, params_of, scalar
 
 _TYPES = {"INTEGER": int, "BIGINT": int, "DOUBLE": float, "VARCHAR": str, "BOOLEAN": None}
 
@@ -142,10 +141,9 @@ def parse(text, fallback_name):
 def all_reports():
     """Every saved report, by name."""
     out = {}
-    for f in sorted(resources.files("tracedb.queries").iterdir(), key=lambda p: p.name):
-        if f.name.endswith(".sql"):
-            r = parse(f.read_text(), f.name[:-4])
-            out[r.name] = r
+    for name, text in package_sql("queries"):
+        r = parse(text, name)
+        out[r.name] = r
     return out
 
 
