@@ -59,15 +59,41 @@ WHERE ph = 'X' AND dur_ns IS NOT NULL
 -- The counted ops: candidates not nested in another candidate on their thread
 -- (aten::convolution counts, its aten::_convolution does not), with their
 -- FLOPs, pass, iteration and data type. flops is NULL where the shapes are
--- missing (a trace without record_shapes).
+-- missing (a trace without record_shapes). Sweeps over each thread's events
+-- sorted by start (ops on a thread nest), never range joins: linear in the trace.
 CREATE OR REPLACE VIEW flop_ops AS
-WITH outer_ops AS (
-    SELECT c.* FROM flop_op_candidates c
-    WHERE NOT EXISTS (
-        SELECT 1 FROM flop_op_candidates o
-        WHERE o.run = c.run AND o.pid IS NOT DISTINCT FROM c.pid AND o.tid IS NOT DISTINCT FROM c.tid
-          AND o.ts_ns <= c.ts_ns AND o.end_ns >= c.end_ns AND o.event_id <> c.event_id
-          AND (o.ts_ns < c.ts_ns OR o.end_ns > c.end_ns OR o.event_id < c.event_id))
+WITH ordered AS (
+    -- nested: a candidate before it in (start, longer first, id) order ends at or after its end
+    SELECT *, coalesce(max(end_ns) OVER w_before >= end_ns, false) AS nested
+    FROM flop_op_candidates
+    WINDOW w_before AS (PARTITION BY run, pid, tid ORDER BY ts_ns, end_ns DESC, event_id
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+), owned AS (
+    -- the counted op each candidate belongs to: the last outer one before it
+    SELECT *, last_value(CASE WHEN NOT nested THEN event_id END IGNORE NULLS) OVER (
+                  PARTITION BY run, pid, tid ORDER BY ts_ns, end_ns DESC, event_id ROWS UNBOUNDED PRECEDING) AS owner
+    FROM ordered
+), outer_ops AS (
+    SELECT * FROM owned WHERE NOT nested
+), inner_dtype AS (
+    -- the narrowest type of a candidate nested in the op with its formula: under autocast
+    -- the outer op has the fp32 inputs, the op it redispatches to the fp16 ones
+    SELECT n.run, n.owner,
+           arg_min(flop_dtype(n.types), list_position(['fp8', 'fp16', 'bf16', 'fp32', 'fp64'], flop_dtype(n.types))) AS dtype
+    FROM owned n JOIN outer_ops o ON o.run = n.run AND o.event_id = n.owner
+    WHERE n.nested AND n.formula = o.formula AND n.end_ns <= o.end_ns AND flop_dtype(n.types) IS NOT NULL
+    GROUP BY n.run, n.owner
+), passes AS (
+    -- pass spans and counted ops of a thread by start (a span first at a tie): an op
+    -- is in a pass when a span of it that started before ends at or after the op's end
+    SELECT run, event_id,
+           max(CASE WHEN pass = 'optimizer' THEN end_ns END) OVER w AS optimizer_end_ns,
+           max(CASE WHEN pass = 'backward' THEN end_ns END) OVER w AS backward_end_ns
+    FROM (SELECT run, pid, tid, start_ns AS ts_ns, end_ns, pass, CAST(NULL AS BIGINT) AS event_id FROM flop_pass_spans
+          WHERE run IN (SELECT run FROM flop_op_candidates)
+          UNION ALL
+          SELECT run, pid, tid, ts_ns, end_ns, NULL, event_id FROM outer_ops)
+    WINDOW w AS (PARTITION BY run, pid, tid ORDER BY ts_ns, event_id NULLS FIRST ROWS UNBOUNDED PRECEDING)
 ), counted AS (
     SELECT *,
         CASE formula
@@ -97,22 +123,15 @@ WITH outer_ops AS (
     FROM outer_ops
 )
 SELECT c.run, c.event_id, c.name, c.pid, c.tid, c.ts_ns, c.end_ns, c.formula, c.category,
-       CASE WHEN c.name LIKE 'aten::_amp_%' THEN 'optimizer' ELSE coalesce(
-           (SELECT max(s.pass) FROM flop_pass_spans s
-            WHERE s.run = c.run AND s.pid IS NOT DISTINCT FROM c.pid AND s.tid IS NOT DISTINCT FROM c.tid
-              AND s.start_ns <= c.ts_ns AND s.end_ns >= c.end_ns), 'forward') END AS pass,
-       (SELECT i.iteration FROM iterations i
-        WHERE i.run = c.run AND c.ts_ns BETWEEN i.start_ns AND i.marker_end_ns) AS iteration,
-       -- the narrowest type of the op or of a candidate nested in it: under autocast
-       -- the outer op has the fp32 inputs, the op it redispatches to the fp16 ones
-       coalesce((SELECT arg_min(flop_dtype(n.types), list_position(['fp8', 'fp16', 'bf16', 'fp32', 'fp64'], flop_dtype(n.types)))
-                 FROM flop_op_candidates n
-                 WHERE n.run = c.run AND n.pid IS NOT DISTINCT FROM c.pid AND n.tid IS NOT DISTINCT FROM c.tid
-                   AND n.ts_ns BETWEEN c.ts_ns AND c.end_ns AND n.end_ns <= c.end_ns AND n.event_id <> c.event_id
-                   AND n.formula = c.formula AND flop_dtype(n.types) IS NOT NULL),
-                flop_dtype(c.types)) AS dtype,
+       CASE WHEN c.name LIKE 'aten::_amp_%' OR p.optimizer_end_ns >= c.end_ns THEN 'optimizer'
+            WHEN p.backward_end_ns >= c.end_ns THEN 'backward' ELSE 'forward' END AS pass,
+       CASE WHEN c.ts_ns <= i.marker_end_ns THEN i.iteration END AS iteration,
+       coalesce(d.dtype, flop_dtype(c.types)) AS dtype,
        CAST(round(c.flops_d) AS BIGINT) AS flops
-FROM counted c;
+FROM counted c
+JOIN passes p ON p.run = c.run AND p.event_id = c.event_id
+ASOF LEFT JOIN iterations i ON i.run = c.run AND c.ts_ns >= i.start_ns
+LEFT JOIN inner_dtype d ON d.run = c.run AND d.owner = c.event_id;
 
 -- Hardware FLOP counters of each kernel (ncu runs, and trace runs with CUPTI
 -- range-profiler counters), by the quantities flop_* of metric_sources (FMA
@@ -135,30 +154,41 @@ GROUP BY run, kernel_id;
 
 -- Every trace kernel with the op its work belongs to: the counted op of
 -- flop_ops whose span on the launching thread holds the launch, else the
--- innermost op that launched it; with that op's pass.
+-- innermost op that launched it; with that op's pass (a kernel of no counted op:
+-- the pass span on the launching thread that holds the launch, by a sweep as in flop_ops).
 CREATE OR REPLACE VIEW kernel_flop_ops AS
 WITH k AS (
     SELECT k.run, k.kernel_id, k.iteration, k.dur_ns, k.op_event_id, k.op_name,
-           k.launch_pid, k.launch_tid, k.launch_ts_ns,
-           (SELECT arg_min(o.event_id, o.ts_ns) FROM flop_ops o
-            WHERE o.run = k.run AND o.pid IS NOT DISTINCT FROM k.launch_pid
-              AND o.tid IS NOT DISTINCT FROM k.launch_tid
-              AND k.launch_ts_ns BETWEEN o.ts_ns AND o.end_ns) AS flop_event_id
+           k.launch_pid, k.launch_tid, k.launch_ts_ns
     FROM kernels k
     JOIN runs r ON r.run = k.run AND r.kind = 'trace'
     WHERE k.kind = 'kernel'
+), in_op AS (
+    -- counted ops of a thread do not overlap: the last one started at or before the launch
+    SELECT k.*, CASE WHEN k.launch_ts_ns <= o.end_ns THEN o.event_id END AS flop_event_id
+    FROM k ASOF LEFT JOIN flop_ops o
+      ON o.run = k.run AND o.pid = k.launch_pid AND o.tid = k.launch_tid AND k.launch_ts_ns >= o.ts_ns
+), spans AS (
+    SELECT kernel_id, run,
+           max(CASE WHEN pass = 'optimizer' THEN end_ns END) OVER w AS optimizer_end_ns,
+           max(CASE WHEN pass = 'backward' THEN end_ns END) OVER w AS backward_end_ns, ts_ns
+    FROM (SELECT run, pid, tid, start_ns AS ts_ns, end_ns, pass, CAST(NULL AS BIGINT) AS kernel_id FROM flop_pass_spans
+          WHERE run IN (SELECT run FROM k)
+          UNION ALL
+          SELECT run, launch_pid, launch_tid, launch_ts_ns, NULL, NULL, kernel_id FROM in_op
+          WHERE flop_event_id IS NULL AND launch_ts_ns IS NOT NULL)
+    WINDOW w AS (PARTITION BY run, pid, tid ORDER BY ts_ns, kernel_id NULLS FIRST ROWS UNBOUNDED PRECEDING)
 )
 SELECT k.run, k.kernel_id, k.iteration, k.dur_ns,
        coalesce(o.event_id, k.op_event_id) AS op_event_id,
        coalesce(o.name, k.op_name, '(no op)') AS op_name,
        coalesce(o.category, 'other') AS category,
        coalesce(o.pass,
-           CASE WHEN k.op_name LIKE 'aten::_amp_%' THEN 'optimizer' ELSE coalesce(
-               (SELECT max(s.pass) FROM flop_pass_spans s
-                WHERE s.run = k.run AND s.pid IS NOT DISTINCT FROM k.launch_pid
-                  AND s.tid IS NOT DISTINCT FROM k.launch_tid
-                  AND k.launch_ts_ns BETWEEN s.start_ns AND s.end_ns), 'forward') END) AS pass
-FROM k LEFT JOIN flop_ops o ON o.run = k.run AND o.event_id = k.flop_event_id;
+           CASE WHEN k.op_name LIKE 'aten::_amp_%' OR s.optimizer_end_ns >= s.ts_ns THEN 'optimizer'
+                WHEN s.backward_end_ns >= s.ts_ns THEN 'backward' ELSE 'forward' END) AS pass
+FROM in_op k
+LEFT JOIN flop_ops o ON o.run = k.run AND o.event_id = k.flop_event_id
+LEFT JOIN spans s ON s.run = k.run AND s.kernel_id = k.kernel_id AND k.flop_event_id IS NULL;
 
 -- FLOPs per op event and source, one row each: analytic (flop_ops), and the
 -- hardware counts of the op's kernels: cupti (the trace's own counters) or ncu
