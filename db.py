@@ -137,13 +137,17 @@ def apply_schema(con):
 
 
 def _apply_comments(con):
-    """The DDL's column comments on the tables (when they changed)."""
-    from tracedb.docgen import comment_sql
+    """The DDL's column comments on the tables (when they changed), and the views'
+    docs on the views (every time: the views were just replaced, comments and all)."""
+    from tracedb.docgen import comment_sql, view_comment_sql
     text = comment_sql()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     if scalar(con, "SELECT value FROM schema_info WHERE key = 'comments'") != digest:
         con.execute(text)
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('comments', ?)", [digest])
+    con.begin()                      # one commit: one WAL flush of a file, not one per view
+    con.execute(view_comment_sql())
+    con.commit()
 
 
 # The storage format a new database is written in: DuckDB 2.0 writes a format by

@@ -3,12 +3,19 @@ report headers (queries/*.sql) and the comments of the DDL and views (schema/),
 so the docs cannot drift from the code. The prose around them is hand-written;
 the generated parts sit between `<!-- generated: KEY -->` and `<!-- end generated -->`.
 
+A table documents a column by the comment on its line of the DDL. A view documents
+its columns as Perfetto's SQL library did before typed column lists: the comment
+block above the CREATE holds `@column name meaning` lines (a following line without
+a tag continues the meaning), and `@columns_from relation` says that the columns the
+view passes through unchanged from that relation mean what they mean there.
+
     python -m tracedb.docgen          rewrite the generated parts in docs/
     python -m tracedb.docgen --check  exit 1 when docs/ is out of date (the tests do this)
 """
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from tracedb import reports
@@ -29,19 +36,35 @@ class Column:
 class Relation:
     name: str
     kind: str                 # table | view | macro
-    doc: str                  # the comment lines above its CREATE
+    doc: str                  # the comment lines above its CREATE, without the tags
     file: str
-    columns: list = field(default_factory=list)
+    columns: list = field(default_factory=list)       # a table's DDL; a view's @column lines (type '')
+    columns_from: list = field(default_factory=list)  # a view's @columns_from relations
 
 
-def _comment_block(lines):
-    """The comment lines just above a statement, joined."""
-    out = []
+_TAG = re.compile(r"@(column|columns_from)\s+(\S+)\s*(.*)")
+
+
+def _doc_comment(lines):
+    """The comment block just above a statement: its prose, its `@column name
+    meaning` lines as Columns, and the relations its `@columns_from` lines name."""
+    block = []
     for line in reversed(lines):
         if not line.startswith("--"):
             break
-        out.insert(0, line[2:].strip())
-    return " ".join(out).strip()
+        block.insert(0, line[2:].strip())
+    prose, cols, sources = [], [], []
+    for text in block:
+        tag = _TAG.match(text)
+        if tag and tag.group(1) == "column":
+            cols.append(Column(tag.group(2), "", tag.group(3)))
+        elif tag:
+            sources.append(tag.group(2))
+        elif text and cols:
+            cols[-1].doc = f"{cols[-1].doc} {text}"
+        elif text:
+            prose.append(text)
+    return " ".join(prose), cols, sources
 
 
 def _table_columns(body):
@@ -65,8 +88,10 @@ def _table_columns(body):
     return cols
 
 
+@cache
 def relations():
-    """Every table, view and macro of the schema, with its documentation."""
+    """Every table, view and macro of the schema, with its documentation (read once:
+    db.connect() asks for it on every open)."""
     out = []
     for name in TABLE_FILES + VIEW_FILES:
         text = sql_text("schema", name)
@@ -76,25 +101,43 @@ def relations():
             if not m:
                 continue
             kind, rel = m.group(1).lower(), m.group(2)
-            r = Relation(rel, kind, _comment_block(lines[:i]), f"schema/{name}")
+            doc, cols, sources = _doc_comment(lines[:i])
+            r = Relation(rel, kind, doc, f"schema/{name}", cols, sources)
             if kind == "table":
                 end = next(j for j in range(i, len(lines)) if lines[j].startswith(");"))
                 r.columns = _table_columns("\n".join(lines[i + 1:end + 1]))
             elif kind == "macro":
                 r.name = re.match(r"CREATE (?:OR REPLACE )?MACRO (\w+\([^)]*\))", line).group(1)
             out.append(r)
-    return out
+    return tuple(out)
+
+
+def _lit(text):
+    return "'" + text.replace("'", "''") + "'"
 
 
 def comment_sql():
     """COMMENT ON statements that put the DDL's documentation into the database, so
     the DuckDB CLI, notebooks and BI tools show it (duckdb_tables(), duckdb_columns())."""
-    lit = lambda s: "'" + s.replace("'", "''") + "'"
     out = []
     for r in relations():
         if r.kind == "table":
-            out.append(f"COMMENT ON TABLE {r.name} IS {lit(r.doc)};")
-            out += [f"COMMENT ON COLUMN {r.name}.{c.name} IS {lit(c.doc)};" for c in r.columns if c.doc]
+            out.append(f"COMMENT ON TABLE {r.name} IS {_lit(r.doc)};")
+            out += [f"COMMENT ON COLUMN {r.name}.{c.name} IS {_lit(c.doc)};" for c in r.columns if c.doc]
+    return "\n".join(out)
+
+
+def view_comment_sql():
+    """COMMENT ON VIEW statements: each view's doc, then a line per column it
+    documents (duckdb_views().comment). Not COMMENT ON COLUMN: DuckDB takes one
+    statement per column, and the ~470 view columns would add about a third to
+    db.connect(), on every open, since CREATE OR REPLACE VIEW drops the comments."""
+    out = []
+    for r in relations():
+        if r.kind == "view":
+            lines = [r.doc] + [f"{c.name}: {c.doc}" for c in r.columns]
+            lines += [f"other columns: as in {src}" for src in r.columns_from]
+            out.append(f"COMMENT ON VIEW {r.name} IS {_lit(chr(10).join(lines))};")
     return "\n".join(out)
 
 
@@ -107,33 +150,26 @@ def table_md(rel):
     return f"{rel.doc}\n\n| column | type | meaning |\n|---|---|---|\n" + "\n".join(rows) + "\n"
 
 
-# Names that mean one thing wherever a view has them, though tables and reports
-# word them for their own context.
-COMMON = {
-    "run": "the run (runs.run)", "trace_run": "the trace run", "ncu_run": "the ncu run",
-    "power_run": "the power-log run", "iteration": "iteration (step number)",
-    "kernel_id": "kernel (kernels.kernel_id: the trace's event_id, or the ncu report's ID)",
-    "ts_ns": "start, ns", "dur_ns": "duration, ns", "start_ns": "start, ns", "end_ns": "end, ns",
-    "name": "name as written by the profiler", "gpu": "GPU index (power logs) or name (calibration)",
-    "gpu_util_pct": "100 * kernel_busy_ns / total_ns: share of the iteration with a kernel running, %",
-    "job": "job (the rank traces of one distributed run)", "rank": "rank (distributedInfo.rank)",
-}
+def column_docs():
+    """Relation -> {column: meaning}: a table's DDL comments; a view's @column lines,
+    and for the columns it passes through, the meanings its @columns_from relations
+    give them (the first that documents a column wins)."""
+    rels = {r.name: r for r in relations() if r.kind != "macro"}
+    out = {}
 
+    def docs(name):
+        if name not in out:
+            r = rels[name]
+            got = {}
+            for src in r.columns_from:
+                for col, doc in docs(src).items():
+                    got.setdefault(col, doc)
+            got.update({c.name: c.doc for c in r.columns if c.doc})
+            out[name] = got
+        return out[name]
 
-def glossary():
-    """Column name -> meaning for the columns of views: COMMON, else the meaning
-    the DDL's comments and the report headers give the name when they all give
-    the same one (an ambiguous name is left blank rather than documented wrong)."""
-    seen = {}
-    for r in relations():
-        for c in r.columns:
-            if c.doc:
-                seen.setdefault(c.name, set()).add(c.doc)
-    for rep in reports.all_reports().values():
-        for name, _, doc in rep.columns:
-            seen.setdefault(name, set()).add(doc)
-    out = {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
-    out.update(COMMON)
+    for name in rels:
+        docs(name)
     return out
 
 
@@ -150,24 +186,9 @@ def view_columns():
     return cols
 
 
-def readers_words():
-    """View -> {column: meaning} from the headers of the reports whose SQL reads the view."""
-    from tracedb import engines
-    out = {}
-    for rep in reports.all_reports().values():
-        try:
-            read = engines.relations_read(rep)
-        except Exception:           # a report sqlglot cannot parse: no words from it
-            continue
-        for rel in read:
-            for name, _, doc in rep.columns:
-                out.setdefault(rel, {}).setdefault(name, doc)
-    return out
-
-
 def views_md():
     """Each view (with its columns: type and meaning) and macro of schema/views/."""
-    out, common, cols, by_view = [], glossary(), view_columns(), readers_words()
+    out, cols, docs = [], view_columns(), column_docs()
     for r in relations():
         if r.kind == "table":
             continue
@@ -176,8 +197,7 @@ def views_md():
             out.append("")
             out.append("  | column | type | meaning |")
             out.append("  |---|---|---|")
-            words = {**by_view.get(r.name, {}), **COMMON}
-            out += [f"  | {c} | {t} | {_cell(words.get(c) or common.get(c, ''))} |" for c, t in cols[r.name]]
+            out += [f"  | {c} | {t} | {_cell(docs[r.name].get(c, ''))} |" for c, t in cols[r.name]]
             out.append("")
     return "\n".join(out) + "\n"
 

@@ -2,6 +2,7 @@
 docs generated from the headers and DDL, the lake derived from the reports' SQL."""
 import gzip
 import json
+import re
 
 import pytest
 
@@ -141,6 +142,54 @@ def test_column_comments_are_in_the_database(tmp_path):
     assert docs["dur_ns"] == "duration, ns (ncu: gpu__time_duration.sum)"
     assert docs["seq"].startswith("launch order")
     con.close()
+
+
+def test_view_doc_comments_are_perfetto_style():
+    doc, cols, sources = docgen._doc_comment([
+        "CREATE TABLE x (a INTEGER);", "-- What the view is,", "-- and why.", "--",
+        "-- @column start_ns  start of the thing,", "--                   ns",
+        "-- @column steady    true for one row", "-- @columns_from kernels"])
+    assert doc == "What the view is, and why."
+    assert [(c.name, c.doc) for c in cols] == [("start_ns", "start of the thing, ns"), ("steady", "true for one row")]
+    assert sources == ["kernels"]
+
+
+def _view_blocks(text):
+    """View name -> its part of the generated views list of docs/schema.md."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^- view `(\w+)`(.*?)(?=^- |\Z)", text, re.M | re.S)}
+
+
+def test_every_view_column_is_documented_in_its_sql():
+    """Each column of each view has a meaning in the view's SQL (its `@column` lines, or
+    the relation its `@columns_from` names), no `@column` line names a column the view
+    lacks, and the meanings are the ones docs/schema.md shows."""
+    cols, docs = docgen.view_columns(), docgen.column_docs()
+    views = {r.name: r for r in docgen.relations() if r.kind == "view"}
+    assert set(cols) == set(views)
+    blank = [f"{v}.{c}" for v, cs in cols.items() for c, _ in cs if not docs[v].get(c, "").strip()]
+    assert not blank, f"document with `-- @column NAME meaning` above the CREATE VIEW: {blank}"
+    stale = [f"{v}.{c.name}" for v, r in views.items() for c in r.columns if c.name not in dict(cols[v])]
+    assert not stale, f"@column lines for columns the view does not have: {stale}"
+    idle = [f"{v} <- {src}" for v, r in views.items() for src in r.columns_from
+            if not (set(dict(cols[v])) - {c.name for c in r.columns}) & set(docs[src])]
+    assert not idle, f"@columns_from that documents none of the view's columns: {idle}"
+    shown = _view_blocks((docgen.DOCS / "schema.md").read_text())
+    for v, cs in cols.items():
+        for c, t in cs:
+            assert f"| {c} | {t} | {docgen._cell(docs[v][c])} |" in shown[v], (v, c)
+
+
+def test_view_docs_are_in_the_database(tmp_path):
+    """Each view carries its doc and its columns' meanings as its comment, also after
+    a reopen (which replaces the views, and with them their comments)."""
+    for _ in range(2):
+        con = db.connect(tmp_path / "v.duckdb")
+        comments = dict(con.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall())
+        con.close()
+        assert all(comments.values()), [v for v, c in comments.items() if not c]
+        assert comments["iteration_gpu_time"].startswith("GPU time of each iteration")
+        assert "\nidle_ns: total_ns - kernel_busy_ns, ns\n" in comments["iteration_gpu_time"]
+        assert comments["kernel_levels"].endswith("\nother columns: as in matched_kernels")
 
 
 def test_lake_datasets_follow_the_reports_sql(tmp_path):

@@ -34,6 +34,13 @@ CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
 -- one row per maximal busy interval, for kernels alone (activity = 'kernels')
 -- and for all GPU activity: kernels, memcpy and memset (activity = 'all').
 -- Gaps-and-islands over the intervals sorted by start.
+--
+-- @column activity   'kernels': the intervals of kernels alone; 'all': of kernels, memcpy and memset
+-- @column run        trace run
+-- @column iteration  iteration the activity was launched in (kernels.iteration)
+-- @column start_ns   start of the busy interval (the earliest start of its activities), ns
+-- @column end_ns     end of the busy interval (the latest end of its activities), ns
+-- @column dur_ns     end_ns - start_ns, ns
 CREATE OR REPLACE VIEW gpu_busy_intervals AS
 WITH k AS (
     SELECT a.activity, run, iteration, ts_ns AS s, ts_ns + dur_ns AS e
@@ -56,11 +63,20 @@ GROUP BY activity, run, iteration, island;
 
 -- Union of the kernel intervals of each (run, iteration) over all streams
 -- (METHOD.md section 3's K): the kernels' rows of gpu_busy_intervals.
+--
+-- @columns_from gpu_busy_intervals
 CREATE OR REPLACE VIEW kernel_busy_intervals AS
 SELECT run, iteration, start_ns, end_ns, dur_ns FROM gpu_busy_intervals WHERE activity = 'kernels';
 
 -- The steady iteration of each trace run: the first whose duration is within
 -- 5% of the median of the iterations after it (the last one when none is).
+--
+-- @column run              trace run
+-- @column iteration        iteration (iterations.iteration)
+-- @column dur_ns           the iteration's duration (iterations.dur_ns), ns
+-- @column median_after_ns  median duration of the run's iterations that start after
+--                          this one, ns (the last iteration: its own dur_ns)
+-- @column steady           true for the run's steady iteration, false for the others
 CREATE OR REPLACE VIEW iteration_steadiness AS
 WITH later AS (
     SELECT a.run, a.iteration, a.dur_ns,
@@ -82,6 +98,24 @@ FROM flagged;
 -- GPU utilization and the steady flag; beside them the GPU time as the seed
 -- paper aggregates it (all GPU events: kernels, memcpy and memset), as a plain
 -- sum and as a union. gpu_utilization and iteration_utilization read it.
+--
+-- @column run                 trace run
+-- @column iteration           iteration (iterations.iteration)
+-- @column steady              true for the run's steady iteration (iteration_steadiness)
+-- @column total_ns            the iteration's duration (iterations.dur_ns), ns
+-- @column kernel_busy_ns      time with at least one kernel launched in the iteration running,
+--                             any stream (sum of its kernel_busy_intervals), ns
+-- @column kernel_sum_ns       plain sum of the durations of the kernels launched in the
+--                             iteration (overlapping kernels counted each), ns
+-- @column gpu_event_sum_ns    plain sum of the durations of all GPU activity (kernels, memcpy,
+--                             memset) launched in the iteration, ns
+-- @column gpu_event_busy_ns   time with any GPU activity (kernels, memcpy, memset) launched in the
+--                             iteration running (its union over streams), ns
+-- @column kernels             number of kernels launched in the iteration
+-- @column idle_ns             total_ns - kernel_busy_ns, ns
+-- @column gpu_util_pct        100 * kernel_busy_ns / total_ns, %
+-- @column gpu_event_util_pct  100 * gpu_event_sum_ns / total_ns, % (the seed paper's plain sum:
+--                             may pass 100 when activity overlaps)
 CREATE OR REPLACE VIEW iteration_gpu_time AS
 WITH busy AS (
     SELECT run, iteration, sum(dur_ns) FILTER (activity = 'kernels') AS busy_ns,
@@ -110,6 +144,12 @@ LEFT JOIN ksum k USING (run, iteration);
 -- launched in, everything else by time (start within [start_ns, end_ns]).
 -- A view rather than a stored column: an UPDATE of millions of event rows
 -- would cost more than the rest of the ingest.
+--
+-- @column run        trace run
+-- @column event_id   the event (events.event_id): every event with a start, but metadata (ph M)
+-- @column iteration  GPU activity: the iteration it was launched in (kernels.iteration);
+--                    other events: the iteration whose window (iterations.start_ns to end_ns)
+--                    holds the event's start; NULL when none does
 CREATE OR REPLACE VIEW event_iterations AS
 SELECT e.run, e.event_id,
        CASE WHEN k.kernel_id IS NOT NULL THEN k.iteration

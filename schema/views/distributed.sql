@@ -39,6 +39,17 @@ CREATE OR REPLACE MACRO busbw_factor(ctype, n) AS
 -- collectives row holds it, else the first kernel_class_rules row that
 -- matches (by priority), else compute. Rules are tried on distinct
 -- (kind, name) pairs only.
+--
+-- @column run           trace run
+-- @column kernel_id     the GPU activity (kernels.kernel_id)
+-- @column kind          kernel | memcpy | memset
+-- @column name          name as the trace printed it
+-- @column iteration     iteration it was launched in (kernels.iteration)
+-- @column ts_ns         start, ns
+-- @column dur_ns        duration, ns
+-- @column stream        CUDA stream
+-- @column kernel_class  compute | communication | memory: communication when a collectives row
+--                       holds it, else the first matching kernel_class_rules row's, else compute
 CREATE OR REPLACE VIEW kernel_classes AS
 WITH combos AS (
     SELECT DISTINCT kind, name FROM kernels WHERE ts_ns IS NOT NULL
@@ -61,6 +72,17 @@ WHERE k.ts_ns IS NOT NULL;
 -- an iteration cover the activity launched in that iteration; rows with
 -- iteration NULL the whole trace (all activity, whatever its iteration).
 -- Idle segments are left out. A sweep over start (+1) and end (-1) points.
+--
+-- @column run            trace run
+-- @column iteration      iteration the segment's activity was launched in; NULL: a segment of
+--                        the whole trace
+-- @column start_ns       start of the segment, ns
+-- @column end_ns         end of the segment, ns
+-- @column dur_ns         end_ns - start_ns, ns
+-- @column compute        activity of class compute runs during the segment (kernel_classes)
+-- @column communication  activity of class communication runs during the segment
+-- @column memory         activity of class memory (memcpy, memset, copies by name) runs during
+--                        the segment
 CREATE OR REPLACE VIEW gpu_class_segments AS
 WITH k AS (
     SELECT run, iteration, ts_ns AS s, ts_ns + dur_ns AS e, kernel_class AS c
@@ -97,6 +119,21 @@ WHERE end_ns > start_ns AND (n_comp > 0 OR n_comm > 0 OR n_mem > 0);
 -- busy time, and the window: the iteration (iterations.start_ns to end_ns) or,
 -- for the whole trace, first GPU activity start to last end (HTA's temporal
 -- breakdown window).
+--
+-- @column run                       trace run
+-- @column iteration                 the iteration; NULL: the whole trace
+-- @column window_ns                 the iteration's duration (iterations.dur_ns); the whole
+--                                   trace: last GPU activity end - first start, ns
+-- @column busy_ns                   time with any class running, ns
+-- @column compute_only_ns           time with compute running alone, ns
+-- @column communication_only_ns     time with communication running alone, ns
+-- @column memory_only_ns            time with memory activity running alone, ns
+-- @column compute_communication_ns  time with compute and communication running, no memory, ns
+-- @column compute_memory_ns         time with compute and memory running, no communication, ns
+-- @column communication_memory_ns   time with communication and memory running, no compute, ns
+-- @column all_three_ns              time with all three running, ns
+-- @column compute_ns                time with compute running, alone or not, ns
+-- @column communication_ns          time with communication running, alone or not, ns
 CREATE OR REPLACE VIEW gpu_class_time AS
 WITH s AS (
     SELECT run, iteration,

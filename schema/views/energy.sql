@@ -4,6 +4,13 @@
 
 -- Power runs for each trace run: pairs recorded at ingest (power_alignment),
 -- else power logs whose window overlaps the trace's iterations in epoch time.
+--
+-- @column run        trace run
+-- @column power_run  power run paired with it
+-- @column offset_ns  trace time = power ts_ns + offset_ns, ns (0 for a log paired by epoch overlap)
+-- @column method     how the clocks were aligned: absolute | offset | window-start
+--                    (power_alignment.method); absolute for a log paired by epoch overlap
+-- @column note       power_alignment.note; for a log paired by epoch overlap, says so
 CREATE OR REPLACE VIEW trace_power_pairs AS
 WITH pw AS (SELECT run, min(ts_ns) AS s, max(ts_ns) AS e FROM power GROUP BY run),
      tr AS (SELECT i.run, min(i.start_ns) AS s, max(i.end_ns) AS e FROM iterations i
@@ -19,6 +26,20 @@ WHERE NOT EXISTS (SELECT 1 FROM power_alignment a WHERE a.trace_run = tr.run AND
 -- and power.draw.average are 1 s averages on Ampere+ that smear a short window;
 -- else power.draw, else power.draw.average; power_field says which), the
 -- segment to the next sample and the energy integrated before it (trapezoids).
+--
+-- @column run            power run
+-- @column gpu            GPU index of the sample (power.gpu)
+-- @column ts_ns          sample time, absolute epoch ns (the power log's clock)
+-- @column p_w            power used for integration, W: instant_power_w, else power_w, else
+--                        average_power_w
+-- @column power_field    which power p_w is: instant | draw | average (NULL when the sample has none)
+-- @column energy_j       the cumulative energy counter (power.energy_j), J
+-- @column phase          tracedb power-log phase: idle_before | run | idle_after (NULL for other logs)
+-- @column next_ts        ts_ns of the next sample of the run and GPU, ns (NULL on the last)
+-- @column next_p         p_w of the next sample, W
+-- @column next_energy_j  energy_j of the next sample, J
+-- @column cum_j          energy integrated from the log's first sample to this one
+--                        (trapezoids of p_w), J
 CREATE OR REPLACE VIEW power_integral AS
 WITH c AS (
     SELECT *, coalesce(instant_power_w, power_w, average_power_w) AS p_w,
@@ -53,6 +74,17 @@ CREATE OR REPLACE MACRO counter_at(energy_j, ts_ns, next_energy_j, next_ts, t) A
 -- tracedb power-log, else the 5th percentile of the log) and how often the
 -- sensors change (median time between changes of the energy counter and of
 -- the integrated power).
+--
+-- @column run                power run
+-- @column gpu                GPU index (power.gpu)
+-- @column idle_power_w       idle power, W: the median p_w of the idle_before and idle_after
+--                            samples, else the 5th percentile of p_w over the log
+-- @column idle_source        which: 'median of the idle phases' or '5th percentile of the log'
+-- @column samples            number of samples of the GPU in the log
+-- @column start_ns           first sample time, absolute epoch ns (the power log's clock)
+-- @column end_ns             last sample time, absolute epoch ns
+-- @column counter_period_ns  median time between changes of the energy counter, ns
+-- @column power_period_ns    median time between changes of p_w, ns
 CREATE OR REPLACE VIEW power_sensors AS
 WITH ch AS (
     SELECT run, gpu, ts_ns,
@@ -89,6 +121,31 @@ FROM idle LEFT JOIN e USING (run, gpu) LEFT JOIN p USING (run, gpu);
 -- the application's shared wavefronts into the calibration's accesses with it.
 -- The spread over repeats: eps fitted on each pass of the sweep alone
 -- (eps_pass_*), over the passes with at least 2 access counts.
+--
+-- @column gpu                 GPU name (calibration.gpu; calibration_reference.gpu on a published row)
+-- @column level               memory level: shared | l1 | l2 | dram
+-- @column threads_per_block   launch shape of the fit's points: threads per block (NULL on a
+--                             published row)
+-- @column blocks              launch shape of the fit's points: blocks (NULL on a published row)
+-- @column eps_pj              energy per access, pJ per 32-byte sector: the slope of energy_j over
+--                             accesses x 1e12 (published row: calibration_reference.eps_pj)
+-- @column offset_j            intercept of the fit, J (0 on a published row)
+-- @column r2                  coefficient of determination of the fit (NULL on a published row)
+-- @column n_points            valid points in the fit (NULL on a published row)
+-- @column lower_bound         the model's lower bound for the GPU and level: the fit of smallest
+--                             eps_pj among those with >= 3 points and r2 >= 0.95; true on every
+--                             published row
+-- @column reference           a point of the fit is a published value (calibration.reference);
+--                             true on every published row
+-- @column counted_per_access  what the level's ncu counter counted per access in the counter
+--                             checks behind the points (shared: wavefronts, else sectors); NULL
+--                             without counter checks
+-- @column n_passes            sweep passes fitted alone: those with valid points at >= 2 access
+--                             counts (NULL when none)
+-- @column eps_pass_mean_pj    mean of the per-pass eps, pJ per 32-byte sector
+-- @column eps_pass_std_pj     sample standard deviation of the per-pass eps, pJ per 32-byte sector
+-- @column eps_pass_min_pj     smallest per-pass eps, pJ per 32-byte sector
+-- @column eps_pass_max_pj     largest per-pass eps, pJ per 32-byte sector
 CREATE OR REPLACE VIEW calibration_fits AS
 WITH f AS (
     SELECT gpu, level, threads_per_block, blocks,

@@ -35,6 +35,19 @@ CREATE OR REPLACE MACRO flop_dtype(types) AS
                                WHEN 'float' THEN 'fp32' WHEN 'double' THEN 'fp64' ELSE 'fp8' END)[1];
 
 -- Framework ops with a row in flop_formulas, their shapes and arguments parsed.
+--
+-- @column run       trace run
+-- @column event_id  the op event (events.event_id)
+-- @column name      op name (flop_formulas.op)
+-- @column pid       process of the op, as written
+-- @column tid       thread of the op, as written
+-- @column ts_ns     start of the op, ns
+-- @column end_ns    end of the op, ns
+-- @column dims      the op's `Input Dims`: one list of sizes per input (NULL without record_shapes)
+-- @column types     the op's `Input type`: one per input (NULL without record_shapes)
+-- @column ci        the op's `Concrete Inputs`: one text per input, the scalar arguments as
+--                   written (NULL without record_shapes)
+-- @columns_from flop_formulas
 CREATE OR REPLACE VIEW flop_op_candidates AS
 SELECT e.run, e.event_id, e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
        f.formula, f.category, f.flops_per_element,
@@ -48,6 +61,14 @@ WHERE e.ph = 'X' AND e.dur_ns IS NOT NULL AND is_framework_op_category(e.cat);
 -- Spans that give an op its pass: autograd's backward nodes
 -- (autograd::engine::evaluate_function: ...) and the optimizer's
 -- annotations (Optimizer.step#..., Optimizer.zero_grad#...).
+--
+-- @column run       trace run
+-- @column pid       process of the span, as written
+-- @column tid       thread of the span, as written
+-- @column start_ns  start of the span, ns
+-- @column end_ns    end of the span, ns
+-- @column pass      backward (autograd::engine::evaluate_function: ...) | optimizer
+--                   (Optimizer.step#..., Optimizer.zero_grad#...)
 CREATE OR REPLACE VIEW flop_pass_spans AS
 SELECT run, pid, tid, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns,
        CASE WHEN name LIKE 'autograd::engine::evaluate_function:%' THEN 'backward' ELSE 'optimizer' END AS pass
@@ -61,6 +82,25 @@ WHERE ph = 'X' AND dur_ns IS NOT NULL
 -- FLOPs, pass, iteration and data type. flops is NULL where the shapes are
 -- missing (a trace without record_shapes). Sweeps over each thread's events
 -- sorted by start (ops on a thread nest), never range joins: linear in the trace.
+--
+-- @column run        trace run
+-- @column event_id   the op event (events.event_id)
+-- @column name       op name (flop_formulas.op)
+-- @column pid        process of the op, as written
+-- @column tid        thread of the op, as written
+-- @column ts_ns      start of the op, ns
+-- @column end_ns     end of the op, ns
+-- @column pass       forward | backward | optimizer: optimizer for aten::_amp_* ops, else the
+--                    pass of a flop_pass_spans span on the op's thread that holds the op
+--                    (optimizer when spans of both passes do), else forward
+-- @column iteration  iteration whose step marker (iterations.start_ns to marker_end_ns)
+--                    holds the op's start; NULL when none does
+-- @column dtype      fp8 | fp16 | bf16 | fp32 | fp64: type of the first floating-point input; the
+--                    narrowest (first in this list) among the candidates of the same formula
+--                    nested in the op (under autocast, the op it redispatches to), else the op's own
+-- @column flops      FLOPs of the op by its formula (FMA = 2), rounded; NULL where its shapes
+--                    are missing
+-- @columns_from flop_formulas
 CREATE OR REPLACE VIEW flop_ops AS
 WITH ordered AS (
     -- nested: a candidate before it in (start, longer first, id) order ends at or after its end
@@ -138,6 +178,22 @@ LEFT JOIN inner_dtype d ON d.run = c.run AND d.owner = c.event_id;
 -- already counted twice by the row's scale). tensor_flops: the tensor-path
 -- math ops; fp64/fp32/fp16_flops: the SASS add, mul and fma thread
 -- instructions of the CUDA cores.
+--
+-- @column run           run of the counters: an ncu run, or a trace run with CUPTI
+--                       range-profiler counters
+-- @column kernel_id     the kernel (kernels.kernel_id of that run)
+-- @column tensor_flops  tensor-path math ops, summed over source types (flop_tensor_*), FLOPs
+-- @column fp64_flops    fp64 add, mul and fma thread instructions of the CUDA cores, FLOPs
+--                       (FMA = 2)
+-- @column fp32_flops    fp32 add, mul and fma thread instructions of the CUDA cores, FLOPs
+--                       (FMA = 2)
+-- @column fp16_flops    fp16 add, mul and fma thread instructions of the CUDA cores, FLOPs
+--                       (FMA = 2)
+-- @column tensor_dtype  the tensor source type with the most ops (fp16, bf16, tf32, fp8, fp64,
+--                       int8: the flop_tensor_* quantity's suffix); NULL when none was counted
+-- @column has_tensor    the kernel has a tensor-path counter (even a zero one)
+-- @column has_sass      the kernel has a CUDA-core add, mul or fma counter (even a zero one)
+-- @column counters      the ncu metrics that fed these columns, sorted, comma-separated
 CREATE OR REPLACE VIEW kernel_flop_counters AS
 SELECT run, kernel_id,
     sum(value) FILTER (quantity LIKE 'flop_tensor_%') AS tensor_flops,
@@ -156,6 +212,21 @@ GROUP BY run, kernel_id;
 -- flop_ops whose span on the launching thread holds the launch, else the
 -- innermost op that launched it; with that op's pass (a kernel of no counted op:
 -- the pass span on the launching thread that holds the launch, by a sweep as in flop_ops).
+--
+-- @column run          trace run
+-- @column kernel_id    the kernel (kernels.kernel_id; kernels only, not memcpy or memset)
+-- @column iteration    iteration the kernel was launched in (kernels.iteration)
+-- @column dur_ns       kernel duration, ns
+-- @column op_event_id  the counted op (flop_ops) whose span on the launching thread holds
+--                      the launch, else the innermost framework op enclosing it
+--                      (kernels.op_event_id); NULL when none
+-- @column op_name      that op's name; '(no op)' when none
+-- @column category     matrix | other: the counted op's flop_formulas.category; other when
+--                      the kernel has no counted op
+-- @column pass         forward | backward | optimizer: the counted op's pass; else optimizer
+--                      when op_name is aten::_amp_*, else the pass of a flop_pass_spans span
+--                      on the launching thread that holds the launch (optimizer when spans of
+--                      both passes do), else forward
 CREATE OR REPLACE VIEW kernel_flop_ops AS
 WITH k AS (
     SELECT k.run, k.kernel_id, k.iteration, k.dur_ns, k.op_event_id, k.op_name,
@@ -195,6 +266,28 @@ LEFT JOIN spans s ON s.run = k.run AND s.kernel_id = k.kernel_id AND k.flop_even
 -- (the ncu run matched to the trace last). dtype: analytic, of the op's first
 -- floating-point input; hardware, the kind of counter with the most FLOPs. kernels: kernels of the
 -- op with counters; flops NULL where a source counts nothing for the op.
+--
+-- @column run          trace run
+-- @column iteration    analytic: flop_ops.iteration; hardware: the iteration the op's kernels
+--                      were launched in (one row per iteration)
+-- @column op_event_id  the op event (events.event_id); hardware: kernel_flop_ops.op_event_id
+--                      (NULL for kernels without an op)
+-- @column op_name      op name; '(no op)' for kernels without an op
+-- @column pass         forward | backward | optimizer (flop_ops.pass, kernel_flop_ops.pass)
+-- @column category     matrix | other (flop_formulas.category; other for kernels without a
+--                      counted op)
+-- @column dtype        analytic: flop_ops.dtype; hardware: the kind of counter that counted
+--                      the most FLOPs: tensor (the kernels' tensor_dtype, the alphabetically
+--                      last; fp16 when none), fp32, fp16 or fp64; NULL when they count none
+-- @column source       analytic (flop_ops) | cupti (the trace's own counters) | ncu (the ncu
+--                      run matched to the trace last)
+-- @column counter_run  hardware: the run of the counters (the ncu run, or the trace run for
+--                      cupti); NULL for analytic
+-- @column kernels      hardware: number of the op's kernels in the iteration with FLOP
+--                      counters; NULL for analytic
+-- @column flops        FLOPs: analytic, by the op's formula (NULL where its shapes are
+--                      missing); hardware, the kernels' tensor, fp64, fp32 and fp16 FLOPs
+--                      summed and rounded
 CREATE OR REPLACE VIEW op_flops AS
 SELECT run, iteration, event_id AS op_event_id, name AS op_name, pass, category, dtype,
        'analytic' AS source, NULL::VARCHAR AS counter_run, CAST(NULL AS BIGINT) AS kernels, flops
@@ -223,6 +316,12 @@ GROUP BY o.run, o.iteration, o.op_event_id, o.op_name, o.pass, o.category, mk.nc
 
 -- The peak FLOP/s rows of each run's device: those of the first peak_flops gpu
 -- whose pattern matches the device name (users' rows first, then priority).
+--
+-- @column run          run (of any kind) whose device name a peak_flops pattern matches
+-- @column device_name  the run's device name (runs.device_name)
+-- @column gpu          the first peak_flops gpu whose name_pattern matches device_name
+--                      (users' rows first, then by priority)
+-- @columns_from peak_flops
 CREATE OR REPLACE VIEW run_peak_flops AS
 WITH g AS (
     SELECT r.run, r.device_name, p.gpu
@@ -237,6 +336,11 @@ FROM g JOIN peak_flops p ON p.gpu = g.gpu;
 
 -- Layer type of each op name of op_flops, per run, by the op rules of layer_rules
 -- (bwd_fwd_ratio); 'other' when none matches.
+--
+-- @column run         trace run
+-- @column op_name     op name (op_flops.op_name)
+-- @column layer_type  layer type of the first (by priority) op rule of layer_rules whose
+--                     pattern matches op_name; 'other' when none does
 CREATE OR REPLACE VIEW op_layers AS
 WITH names AS (SELECT DISTINCT run, op_name FROM op_flops)
 SELECT n.run, n.op_name, coalesce(
@@ -249,6 +353,12 @@ FROM names n;
 -- no_iterations when the run has no step markers, so the whole trace is its
 -- default window). A report picks rows with its $iteration: NULL (steady, else
 -- the whole trace), 'all', or N.
+--
+-- @column iteration      the window: iteration N; NULL for the whole trace
+-- @column steady         true for the run's steady iteration (iteration_steadiness); NULL on
+--                        the whole-trace rows
+-- @column no_iterations  true on the whole-trace rows of a run without iterations; else false
+-- @columns_from op_flops
 CREATE OR REPLACE VIEW op_flops_windows AS
 SELECT f.run, s.iteration, s.steady, s.no_iterations, f.op_event_id, f.op_name, f.pass, f.category,
        f.dtype, f.source, f.flops

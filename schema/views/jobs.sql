@@ -5,6 +5,11 @@
 
 -- Every trace run with its job and rank. A trace loaded without a job is a
 -- job of its own (named after its run).
+--
+-- @column job         the job (runs.job; else the run's own name)
+-- @column run         trace run
+-- @column rank        the run's rank (runs.rank)
+-- @column world_size  number of ranks of the distributed run (runs.world_size)
 CREATE OR REPLACE VIEW job_runs AS
 SELECT coalesce(job, run) AS job, run, rank, world_size
 FROM runs WHERE kind = 'trace';
@@ -14,6 +19,15 @@ FROM runs WHERE kind = 'trace';
 -- rank's. steady marks the job's steady iteration: the first whose duration
 -- is within 5% of the median of the iterations after it (the last one when
 -- none is), the rule of iteration_steadiness applied to the job.
+--
+-- @column job              the job (job_runs.job)
+-- @column iteration        iteration number that every rank of the job has
+-- @column ranks            number of ranks with the iteration (every rank of the job)
+-- @column dur_ns           the slowest rank's duration of the iteration, ns
+-- @column min_dur_ns       the fastest rank's duration of the iteration, ns
+-- @column median_after_ns  median dur_ns of the job's later iterations (by number), ns (the
+--                          last iteration: its own dur_ns)
+-- @column steady           true for the job's steady iteration, false for the others
 CREATE OR REPLACE VIEW job_iterations AS
 WITH n AS (
     SELECT job, count(*) AS ranks FROM job_runs GROUP BY job
@@ -40,6 +54,11 @@ FROM flagged;
 -- iteration NULL (the whole trace): what the per-iteration reports choose
 -- from. A report's `iteration` parameter (steady | all | N) keeps
 --   steady: the job's steady iteration; N: iteration N; all: every row.
+--
+-- @column iteration  an iteration of the job (job_iterations); NULL: the whole trace
+-- @column steady     true for the job's steady iteration; false for the others and on the
+--                    whole-trace rows
+-- @columns_from job_runs
 CREATE OR REPLACE VIEW job_run_iterations AS
 SELECT j.job, j.run, j.rank, j.world_size, i.iteration, coalesce(i.steady, false) AS steady
 FROM job_runs j JOIN job_iterations i ON i.job = j.job
@@ -54,6 +73,30 @@ SELECT job, run, rank, world_size, CAST(NULL AS INTEGER), false FROM job_runs;
 -- rank's kernel (min_dur_ns; the others' kernels include their wait), so
 -- algbw = msg_bytes / min_dur_ns and busbw = algbw x busbw_factor
 -- (nccl-tests; bytes per ns = GB/s).
+--
+-- @column job              the job (job_runs.job)
+-- @column process_group    process group name (collectives.process_group)
+-- @column pg_desc          process group description (collectives.pg_desc; min over ranks)
+-- @column pg_ranks         ranks of the process group as written (collectives.pg_ranks; min
+--                          over ranks)
+-- @column seq              sequence number of the call within the process group (collectives.seq)
+-- @column collective       collective name (collectives.collective; min over ranks when
+--                          they differ)
+-- @column iteration        iteration of the launch (min over ranks)
+-- @column ranks            number of ranks with the call
+-- @column group_size       process group size (collectives.group_size; max over ranks)
+-- @column same_collective  every rank names the same collective
+-- @column msg_bytes        message size S of nccl-tests, bytes (max over ranks)
+-- @column first_start_ns   the earliest kernel start over the ranks, ns
+-- @column skew_ns          arrival skew: the latest kernel start over the ranks - the earliest, ns
+-- @column last_rank        the rank whose kernel started last (the lowest on a tie)
+-- @column end_skew_ns      the latest kernel end over the ranks - the earliest, ns
+-- @column min_dur_ns       the fastest rank's kernel duration (the transfer time), ns
+-- @column max_dur_ns       the slowest rank's kernel duration, ns
+-- @column algbw_gbps       algorithm bandwidth: msg_bytes / min_dur_ns, GB/s
+-- @column busbw_gbps       bus bandwidth: algbw_gbps x busbw_factor, GB/s
+-- @column busbw_factor     busbw / algbw of the collective on group_size ranks (nccl-tests;
+--                          max over ranks)
 CREATE OR REPLACE VIEW collective_calls AS
 WITH c AS (
     SELECT j.job, j.rank, c.process_group, c.seq, c.collective, c.pg_desc, c.pg_ranks, c.iteration, c.group_size,

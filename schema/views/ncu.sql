@@ -26,6 +26,14 @@ CREATE OR REPLACE MACRO ncu_number(t) AS TRY_CAST(replace(t, ',', '') AS DOUBLE)
 CREATE OR REPLACE MACRO ncu_dim(t, n) AS TRY_CAST(regexp_extract(t, '\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)', n) AS INTEGER);
 
 -- The counter chosen for each (run, kernel, quantity).
+--
+-- @column run        run of the counters: an ncu run, or a trace run with CUPTI
+--                    range-profiler counters
+-- @column kernel_id  the kernel (kernels.kernel_id of that run)
+-- @column quantity   stable quantity name (metric_sources.quantity)
+-- @column value      the chosen counter's value x metric_sources.scale, in the quantity's unit
+-- @column source     the ncu metric chosen: of the quantity's metric_sources rows with a
+--                    numeric value for the kernel, the most preferred (lowest priority number)
 CREATE OR REPLACE VIEW ncu_metric_choice AS
 SELECT c.run, c.kernel_id, s.quantity, c.value * s.scale AS value, s.metric AS source
 FROM counters c
@@ -35,6 +43,32 @@ QUALIFY row_number() OVER (PARTITION BY c.run, c.kernel_id, s.quantity ORDER BY 
 
 -- One row per ncu kernel with the stable quantities (NULL when the report
 -- lacks every counter for it) and the counter that fed each (*_source).
+--
+-- @column run                         run of the counters (ncu_metric_choice.run)
+-- @column kernel_id                   the kernel (kernels.kernel_id of that run)
+-- @column gpu_time_ns                 kernel duration as ncu replayed it (gpu__time_duration.sum), ns
+-- @column smsp_cycles_elapsed         E: elapsed cycles summed over all SMSPs, cycles
+-- @column smsp_cycles_active          A: SMSP cycles with at least one warp resident, summed over SMSPs
+-- @column smsp_issue_active           I: SMSP cycles that issued an instruction, summed over SMSPs
+--                                     (else warp instructions issued: one per issue cycle)
+-- @column smsp_inst_issued            warp instructions issued, summed over SMSPs
+-- @column tc_cycles_active            C: cycles the tensor pipe was active, summed over SMSPs
+-- @column tc_inst                     N: warp instructions executed on the tensor pipe
+-- @column l1_hit_sectors_ld           L1 hits of global loads, 32-byte sectors
+-- @column l1_hit_sectors_st           L1 hits of global stores, 32-byte sectors
+-- @column l2_hit_sectors_read         L2 read hits, 32-byte sectors
+-- @column l2_hit_sectors_write        L2 write hits, 32-byte sectors
+-- @column dram_sectors_read           DRAM sectors read, 32-byte sectors
+-- @column dram_sectors_write          DRAM sectors written, 32-byte sectors
+-- @column shared_wavefronts_ld        shared memory load wavefronts
+-- @column shared_wavefronts_st        shared memory store wavefronts
+-- @column achieved_occupancy_pct      achieved occupancy: warps active per active cycle / the
+--                                     SM's maximum warps, %
+-- @column smsp_cycles_elapsed_source  ncu metric that fed smsp_cycles_elapsed
+-- @column smsp_cycles_active_source   ncu metric that fed smsp_cycles_active
+-- @column smsp_issue_active_source    ncu metric that fed smsp_issue_active
+-- @column tc_cycles_active_source     ncu metric that fed tc_cycles_active
+-- @column tc_inst_source              ncu metric that fed tc_inst
 CREATE OR REPLACE VIEW ncu_kernel_metrics AS
 SELECT run, kernel_id,
     max(value) FILTER (quantity = 'gpu_time_ns') AS gpu_time_ns,
@@ -89,6 +123,40 @@ CREATE OR REPLACE MACRO normalize_kernel_name(n) AS
 
 -- Matched kernels: the trace side (timing, stream, framework op, iteration)
 -- joined with the ncu side (name, counters) through `matches`.
+-- The counter columns are ncu_kernel_metrics' of the ncu kernel.
+--
+-- @column run             trace run (matches.trace_run)
+-- @column ncu_run         run of the counters: an ncu run, or the trace run itself for
+--                         CUPTI range-profiler counters (matches.ncu_run)
+-- @column kernel_id       the trace kernel (kernels.kernel_id of run)
+-- @column correlation     the trace kernel's correlation id (kernels.correlation)
+-- @column ncu_id          the ncu kernel (kernels.kernel_id of ncu_run: the report's ID)
+-- @column score           match score: weighted sum of the four part scores
+--                         (schema/match/prepare.sql), 0..1
+-- @column name_score      1 = same normalized name, else 0.5 x Jaro-Winkler similarity of the names
+-- @column launch_score    share of the launch parts that are equal: grid, block, and registers
+--                         and shared memory where both kernels have them, 0..1
+-- @column order_score     1 / (1 + |order_distance|)
+-- @column duration_score  shorter / longer duration of the two kernels (NULL when one is 0)
+-- @column order_distance  the ncu kernel's position on its stream minus the expected one,
+--                         launches (signed)
+-- @column trace_name      kernel name as the trace printed it
+-- @column ncu_name        kernel name as ncu printed it
+-- @column iteration       iteration the trace kernel was launched in (kernels.iteration)
+-- @column stream          CUDA stream of the trace kernel
+-- @column ts_ns           start of the trace kernel, ns
+-- @column dur_ns          duration of the trace kernel, ns
+-- @column op_name         innermost framework op enclosing the trace kernel's launch
+-- @column launch_name     runtime or driver call that launched the trace kernel
+-- @column grid_x          grid size of the trace kernel, x (blocks)
+-- @column grid_y          grid size of the trace kernel, y (blocks)
+-- @column grid_z          grid size of the trace kernel, z (blocks)
+-- @column block_x         block size of the trace kernel, x (threads)
+-- @column block_y         block size of the trace kernel, y (threads)
+-- @column block_z         block size of the trace kernel, z (threads)
+-- @column same_launch     grid and block of the trace kernel equal the ncu kernel's
+--                         (NULL on both sides counts as equal)
+-- @columns_from ncu_kernel_metrics
 CREATE OR REPLACE VIEW matched_kernels AS
 SELECT m.trace_run AS run, m.ncu_run, t.kernel_id, t.correlation, m.ncu_kernel_id AS ncu_id,
        m.score, m.name_score, m.launch_score, m.order_score, m.duration_score, m.order_distance,
@@ -105,6 +173,16 @@ LEFT JOIN ncu_kernel_metrics c ON c.run = m.ncu_run AND c.kernel_id = m.ncu_kern
 
 -- Kernels left without a partner by the last matching of each (trace, ncu)
 -- pair of runs: trace kernels of the matched iteration, and ncu kernels.
+--
+-- @column trace_run  trace run of the matching (match_runs.trace_run)
+-- @column ncu_run    ncu run of the matching (match_runs.ncu_run)
+-- @column side       'trace': a trace kernel without an ncu partner; 'ncu': an ncu kernel
+--                    without a trace partner
+-- @column kernel_id  the kernel (kernels.kernel_id of trace_run or ncu_run, by side)
+-- @column name       kernel name as the tool printed it
+-- @column stream     CUDA stream of the kernel (kernels.stream)
+-- @column dur_ns     kernel duration, ns (ncu side: as ncu replayed it)
+-- @column seq        launch order within its run, 0-based (kernels.seq)
 CREATE OR REPLACE VIEW unmatched_kernels AS
 SELECT r.trace_run, r.ncu_run, 'trace' AS side, k.kernel_id, k.name, k.stream, k.dur_ns, k.seq
 FROM match_runs r

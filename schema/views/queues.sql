@@ -3,6 +3,9 @@
 
 -- Eager execution mode of each TensorFlow run: async when the kernels run on
 -- an eager_async_executor thread, sync when they run on the Python thread.
+--
+-- @column run   trace run with EagerKernelExecute events (TensorFlow eager)
+-- @column mode  async | sync
 CREATE OR REPLACE VIEW eager_mode AS
 SELECT e.run, CASE WHEN bool_or(t.thread_name LIKE 'eager_async_executor%') THEN 'async' ELSE 'sync' END AS mode
 FROM events e JOIN threads t ON t.run = e.run AND t.pid = e.pid AND t.tid = e.tid
@@ -18,6 +21,29 @@ GROUP BY e.run;
 -- EagerExecute returns (12% of the nodes of the ResNet-50 fixture) its wait
 -- is 0. Sync: the EagerKernelExecute runs inside its EagerExecute, on the
 -- same thread, and there is no queue.
+--
+-- @column run               trace run (TensorFlow eager)
+-- @column mode              the run's eager mode: async | sync (eager_mode)
+-- @column node              position of the node's EagerExecute in the run by start, from 1
+-- @column enqueue_event_id  the EagerExecute event (events.event_id)
+-- @column dequeue_event_id  the EagerKernelExecute event paired with it (events.event_id)
+-- @column op                the eager op (EagerExecute's args.eager_op)
+-- @column enqueue_start_ns  start of the enqueue: of the enclosing TFE_Py_FastPathExecute_C /
+--                           TFE_Py_ExecuteCancelable, else of the EagerExecute, ns
+-- @column enqueue_end_ns    end of the EagerExecute, ns
+-- @column dequeue_start_ns  start of the EagerKernelExecute, ns
+-- @column dequeue_end_ns    end of the EagerKernelExecute, ns
+-- @column enqueue_ns        enqueue time, ns: enqueue_end_ns - enqueue_start_ns (sync: less the
+--                           EagerKernelExecute inside it)
+-- @column queue_wait_ns     async: time from the end of the enqueue to the start of the dequeue,
+--                           0 when the dequeue starts first, ns; NULL for sync
+-- @column dequeue_ns        EagerKernelExecute time less cpu_exec_ns, ns
+-- @column cpu_exec_ns       summed duration of the KernelAndDeviceFunc::Run calls inside the
+--                           EagerKernelExecute, on its thread, ns
+-- @column gpu_exec_ns       summed duration of the GPU kernels launched from inside the
+--                           EagerKernelExecute, on its thread, ns
+-- @column copy_ns           summed duration of the memcpy and memset launched from inside the
+--                           EagerKernelExecute, on its thread, ns
 CREATE OR REPLACE VIEW eager_nodes AS
 WITH enq0 AS (
     SELECT e.run, e.event_id, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
@@ -78,6 +104,21 @@ LEFT JOIN gpu g ON g.run = p.run AND g.deq_id = p.deq_id;
 -- kernel (KernelAndDeviceFunc::Run, Eigen thread-pool regions), a dequeue or
 -- a memory transfer runs. Boundaries of every interval cut the timeline; a
 -- running sum per kind gives the state of each segment.
+--
+-- @column run              trace run
+-- @column iteration        iteration whose window (iterations.start_ns to end_ns) holds the segment
+-- @column start_ns         start of the segment, ns
+-- @column end_ns           end of the segment, ns
+-- @column dur_ns           end_ns - start_ns, ns
+-- @column queued           number of eager nodes waiting in the queue (async: from the end of
+--                          their enqueue to the start of their dequeue)
+-- @column dequeuing        an EagerKernelExecute runs
+-- @column gpu_kernel       a GPU kernel runs (any stream)
+-- @column memory_transfer  a memcpy or memset runs
+-- @column cpu_kernel       a CPU kernel runs (KernelAndDeviceFunc::Run or
+--                          ThreadpoolListener::Region)
+-- @column category         the first that holds of gpu_kernel, cpu_kernel, dequeuing,
+--                          memory_transfer; else waiting
 CREATE OR REPLACE VIEW activity_segments AS
 WITH it AS (SELECT run, iteration, start_ns, end_ns FROM iterations),
 iv AS (

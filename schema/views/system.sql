@@ -23,6 +23,11 @@ GROUP BY run;
 -- Host sample runs of each trace run (paired at ingest). Host samples carry the
 -- epoch clock of tracedb's NVML sampler: the offset of the trace's power log
 -- applies to them too (0 when the trace has absolute time).
+--
+-- @column run        trace run
+-- @column host_run   host sample run paired with it (runs.paired_run)
+-- @column offset_ns  trace time = host ts_ns + offset_ns, ns: the smallest offset_ns of the
+--                    trace's trace_power_pairs, else 0
 CREATE OR REPLACE VIEW trace_host_pairs AS
 SELECT h.paired_run AS run, h.run AS host_run,
        coalesce((SELECT min(p.offset_ns) FROM trace_power_pairs p WHERE p.run = h.paired_run), 0) AS offset_ns
@@ -30,6 +35,11 @@ FROM runs h
 WHERE h.kind = 'host' AND h.paired_run IS NOT NULL;
 
 -- Device memory of each trace run's GPUs, from Kineto's deviceProperties.
+--
+-- @column run          trace run
+-- @column device       GPU index (deviceProperties[].id)
+-- @column device_name  GPU name (deviceProperties[].name)
+-- @column total_bytes  device memory (deviceProperties[].totalGlobalMem), bytes
 CREATE OR REPLACE VIEW trace_device_memory AS
 SELECT run, TRY_CAST(d->>'id' AS INTEGER) AS device, d->>'name' AS device_name,
        TRY_CAST(d->>'totalGlobalMem' AS BIGINT) AS total_bytes
@@ -52,6 +62,13 @@ CREATE OR REPLACE MACRO throttle_reason_names(mask) AS
 
 -- Theoretical occupancy of each ncu kernel from its launch limits: the fewest
 -- blocks any resource allows per SM x warps per block / the SM's maximum warps, %.
+--
+-- @column run                        ncu run
+-- @column kernel_id                  the kernel (kernels.kernel_id of that run: the report's ID)
+-- @column blocks_per_sm              the fewest blocks per SM any launch__occupancy_limit_* allows
+-- @column warps_per_block            ceil(launch__block_size / 32)
+-- @column theoretical_occupancy_pct  100 * blocks_per_sm * warps_per_block / the device's
+--                                    max_warps_per_multiprocessor, %
 CREATE OR REPLACE VIEW ncu_kernel_occupancy AS
 WITH c AS (
     SELECT run, kernel_id,

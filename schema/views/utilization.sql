@@ -4,6 +4,11 @@
 
 -- Layer type of every trace kernel, by layer_rules. Rules are tried on the
 -- distinct (kind, op, name) combinations only, then joined back.
+--
+-- @column run         trace run
+-- @column kernel_id   the GPU activity (kernels.kernel_id): every kernels row with a start
+-- @column layer_type  layer type of the first layer_rules row (by priority) that matches its
+--                     kind, op or name; 'other' when none does
 CREATE OR REPLACE VIEW kernel_layers AS
 WITH combos AS (
     SELECT DISTINCT kind, coalesce(op_name, '') AS op, name FROM kernels WHERE ts_ns IS NOT NULL
@@ -20,6 +25,11 @@ WHERE k.ts_ns IS NOT NULL;
 
 -- The ncu run whose matches the utilization reports use for a trace run:
 -- the one matched last.
+--
+-- @column run                trace run
+-- @column ncu_run            the run of counters matched to it last (match_runs.matched_at): an
+--                            ncu run, or the trace run itself for CUPTI range-profiler counters
+-- @column matched_iteration  the trace iteration that matching covered; NULL: the whole run
 CREATE OR REPLACE VIEW trace_ncu_pairs AS
 SELECT trace_run AS run, ncu_run, iteration AS matched_iteration
 FROM match_runs
@@ -31,6 +41,16 @@ QUALIFY row_number() OVER (PARTITION BY trace_run ORDER BY matched_at DESC, ncu_
 -- and tensor-pipe active over SMSP active cycles (C/A). Issued instructions are
 -- smsp__inst_issued where the report has it, else the issue cycles (one
 -- instruction per cycle).
+--
+-- @column layer_type           layer type of the trace kernel (kernel_layers; 'other' when none)
+-- @column smsp_active_pct      100 * smsp_cycles_active / smsp_cycles_elapsed, %
+-- @column issue_slot_pct       100 * smsp_issue_active / smsp_cycles_elapsed, %
+-- @column tc_active_pct        100 * tc_cycles_active / smsp_cycles_elapsed, %
+-- @column tc_issue_pct         100 * tc_inst / smsp_cycles_elapsed, %
+-- @column tc_issue_bound_pct   N/I: 100 * tc_inst / instructions issued (smsp_inst_issued, else
+--                              smsp_issue_active), %
+-- @column tc_active_bound_pct  C/A: 100 * tc_cycles_active / smsp_cycles_active, %
+-- @columns_from matched_kernels
 CREATE OR REPLACE VIEW kernel_levels AS
 SELECT mk.*, coalesce(l.layer_type, 'other') AS layer_type,
        100.0 * smsp_cycles_active / nullif(smsp_cycles_elapsed, 0) AS smsp_active_pct,
@@ -48,6 +68,36 @@ LEFT JOIN kernel_layers l ON l.run = mk.run AND l.kernel_id = mk.kernel_id;
 -- relative to the kernels' SMSP elapsed cycles and scaled to the iteration
 -- by GPU utilization (*_iter), and the tensor-core bounds N/I and C/A.
 -- note says why a level is NULL.
+-- The counters are summed over the iteration's matched kernels, and NULL unless
+-- every matched kernel has one.
+--
+-- @column ncu_run               the run of counters matched to the trace run last
+--                               (trace_ncu_pairs); NULL when none is
+-- @column matched_kernels       the iteration's trace kernels matched to ncu_run's kernels
+--                               (rows of kernel_levels)
+-- @column matched_time_pct      100 * summed duration of the matched kernels / kernel_sum_ns, %
+-- @column smsp_cycles_elapsed   E: SMSP elapsed cycles of the matched kernels
+-- @column smsp_cycles_active    A: SMSP active cycles of the matched kernels
+-- @column smsp_issue_cycles     I: SMSP issue cycles of the matched kernels (their smsp_issue_active)
+-- @column tc_active_cycles      C: tensor pipe active cycles of the matched kernels
+--                               (their tc_cycles_active)
+-- @column tc_inst               N: tensor pipe warp instructions of the matched kernels
+-- @column smsp_active_pct       100 * A / E, %
+-- @column issue_slot_pct        100 * I / E, %
+-- @column tc_active_pct         100 * C / E, %
+-- @column tc_issue_pct          100 * N / E, %
+-- @column tc_issue_bound_pct    N/I: 100 * N / instructions issued (smsp_inst_issued, else
+--                               smsp_issue_active, summed), %
+-- @column tc_active_bound_pct   C/A: 100 * C / A, %
+-- @column smsp_active_pct_iter  smsp_active_pct scaled to the iteration: gpu_util_pct * A / E, %
+-- @column issue_slot_pct_iter   issue_slot_pct scaled to the iteration: gpu_util_pct * I / E, %
+-- @column tc_active_pct_iter    tc_active_pct scaled to the iteration: gpu_util_pct * C / E, %
+-- @column tc_issue_pct_iter     tc_issue_pct scaled to the iteration: gpu_util_pct * N / E, %
+-- @column note                  why levels are NULL or partial (no kernels, no ncu run matched,
+--                               matched to another iteration, counters missing, counters
+--                               covering under 99% of kernel time), and the ncu run and the
+--                               counters that fed C and N
+-- @columns_from iteration_gpu_time
 CREATE OR REPLACE VIEW iteration_utilization AS
 WITH c AS (
     SELECT run, iteration, count(*) AS matched, sum(dur_ns) AS matched_ns,
