@@ -264,9 +264,7 @@ def test_multi_rank_and_memory_rules_on_real_captures(tmp_path):
     """On the 2-GPU DDP captures and the H100 capture with memory events the rules
     fire with the values of the reports they read: overlap_pct of comm_overlap,
     the straggler's wait of straggler_ranks (rank 1 slept 20 ms before its backward),
-    device_memory_pct of memory_summary. (No real capture here has a job with its
-    communication hidden, no straggler or a nearly full GPU: the cases where they
-    must not fire are not covered.)"""
+    device_memory_pct of memory_summary. Where they must not fire: the next test."""
     from tracedb.api import connect
     path = tmp_path / "m.duckdb"
     t = connect(path, read_only=False)
@@ -281,10 +279,69 @@ def test_multi_rank_and_memory_rules_on_real_captures(tmp_path):
         overlap = reports.run(con, "comm_overlap", {"run": run}).to_pylist()[0]["overlap_pct"]
         assert f["severity"] == "high" and f["value"] == pytest.approx(overlap) and overlap < 50
     s = [f for (rule, _), f in got.items() if rule == "straggler_rank" and f["severity"] == "high"]
-    assert s and "rank 1" in s[0]["evidence"]
+    (st,) = reports.run(con, "straggler_ranks", {"job": "ddp_straggler"}).to_pylist()
+    assert len(s) == 1 and s[0]["run"] == "ddp_straggler.rank1" and "rank 1" in s[0]["evidence"]
+    assert s[0]["value"] == pytest.approx(100.0 * st["wait_caused_ns"] / st["step_ns"], abs=1e-3)
+    assert s[0]["value"] > 5
     m = [f for (rule, _), f in got.items() if rule == "memory_headroom" and f["severity"] not in ("ok", "skipped")]
     mem = reports.run(con, "memory_summary", {}).to_pylist()
     assert m and m[0]["value"] == pytest.approx(mem[0]["device_memory_pct"], abs=1e-3) and mem[0]["device_memory_pct"] < 5
+    con.close()
+
+
+def test_multi_rank_and_memory_rules_must_not_fire_on_real_captures(tmp_path):
+    """Where they must not fire, each value checked against the report it reads and
+    against the raw JSON. dist/ddp_overlap: 2-GPU DDP of a ResNet-50 whose backward
+    (GPU-bound, batch 512 a rank) hides the all-reduces of its buckets, the two ranks
+    in step. capture_h200/resnet50_bs2176: a batch that fills 78% of an H200's memory
+    while the GPU waits for the DataLoader (23% busy): memory_headroom's condition on
+    utilization holds, so its value is evaluated, and memory is what keeps it quiet."""
+    from independent_dist import intersect, joined_calls, length, per_iteration
+    from tracedb.api import connect
+    path = tmp_path / "n.duckdb"
+    t = connect(path, read_only=False)
+    t.ingest(DATA / "dist" / "ddp_overlap")
+    cap = DATA / "capture_h200" / "resnet50_bs2176"
+    t.ingest(cap / "resnet50_bs2176.pt.trace.json.gz")
+    t.close()
+    con = db.connect(path)
+    ingest_file(con, cap / "resnet50_bs2176_power.csv.gz", pair_with="resnet50_bs2176")
+    got = {(f["rule"], f["run"]): f for f in advise.evaluate(con)}
+    ranks = {r: raw_trace(DATA / "dist" / "ddp_overlap" / f"rank{r}.json.gz") for r in (0, 1)}
+    its = {r: per_iteration(d) for r, d in ranks.items()}
+    for r in (0, 1):
+        run = f"ddp_overlap.rank{r}"
+        f = got[("low_comm_overlap", run)]
+        (ov,) = reports.run(con, "comm_overlap", {"run": run}).to_pylist()
+        u = its[r][f["iteration"]]["unions"]
+        both = length(intersect(u["compute"], u["communication"]))
+        assert f["value"] == pytest.approx(ov["overlap_pct"])
+        assert f["value"] == pytest.approx(100 * both / length(u["communication"]), abs=0.01)
+        assert f["severity"] == "ok" and f["value"] > 65, (run, f["evidence"])
+    (s,) = [f for (rule, run), f in got.items() if rule == "straggler_rank" and run.startswith("ddp_overlap")]
+    (st,) = reports.run(con, "straggler_ranks", {"job": "ddp_overlap"}).to_pylist()
+    it = s["iteration"]
+    calls = [c for c in joined_calls(ranks).values() if c["iteration"] == it]
+    wait = sum(c["skew_ns"] for c in calls if c["last_rank"] == st["rank"])
+    step = max(its[r][it]["window_ns"] for r in (0, 1))
+    assert (st["wait_caused_ns"], st["step_ns"], st["calls"]) == (wait, step, len(calls))
+    assert s["value"] == pytest.approx(100.0 * wait / step, abs=1e-3)
+    assert s["severity"] == "ok" and s["value"] < 1          # 0.6 ms of skew in a 340 ms step
+    f = got[("memory_headroom", "resnet50_bs2176")]
+    (m,) = reports.run(con, "memory_summary", {"run": "resnet50_bs2176"}).to_pylist()
+    doc = raw_trace(cap / "resnet50_bs2176.pt.trace.json.gz")
+    _, (start, _, end) = activities(doc, f["iteration"])
+    reserved = max(e["args"]["Total Reserved"] for e in doc["traceEvents"] if e.get("name") == "[memory]"
+                   and e["args"]["Device Type"] == 1 and start <= ref.ns(doc, e["ts"]) <= end)
+    total = doc["deviceProperties"][0]["totalGlobalMem"]
+    assert f["value"] == pytest.approx(m["device_memory_pct"], abs=1e-3)
+    assert f["value"] == pytest.approx(100 * reserved / total, abs=1e-3)
+    assert f["severity"] == "ok" and f["value"] > 70
+    assert m["nvml_peak_used_bytes"] >= m["peak_reserved_bytes"]           # NVML sees at least the pool
+    (util,) = con.execute("SELECT gpu_util_pct FROM iteration_gpu_time WHERE run = 'resnet50_bs2176' AND iteration = ?",
+                          [f["iteration"]]).fetchone()
+    assert util < 30 and f"GPU utilization {util:.1f}%" in f["evidence"]
+    assert got[("data_loader_wait", "resnet50_bs2176")]["severity"] == "high"  # what keeps the GPU idle instead
     con.close()
 
 

@@ -1,8 +1,9 @@
 """Capture tests/data/dist/: per-rank torch profiler traces of 2-GPU training of a
 small GPT-2 (transformers GPT2LMHeadModel, n_layer=4, n_embd=512, n_head=8, seq 256,
-batch 8 per rank, random init), autocast bfloat16, SGD(lr=0.01, momentum=0.9).
+batch 8 per rank, random init), autocast bfloat16, SGD(lr=0.01, momentum=0.9); in mode
+ddp_overlap a ResNet-50 instead.
 
-  torchrun --standalone --nproc_per_node=2 capture_dist.py MODE OUTDIR [--small]
+  torchrun --standalone --nproc_per_node=2 capture_dist.py MODE OUTDIR [--small] [--batch N]
 
 MODE
   ddp            DistributedDataParallel
@@ -12,12 +13,18 @@ MODE
                  of a per-rank token count on it after the optimizer step
   ddp_straggler  ddp, but rank 1 sleeps 20 ms on the CPU (time.sleep(0.020), inside
                  record_function("straggler_sleep_20ms")) between forward and backward
+  ddp_overlap    DistributedDataParallel (default settings) of torchvision resnet50 (random init,
+                 NCHW), 224x224 images, batch 512 per rank (--batch N: another), cross-entropy
+                 over 1000 classes: each rank's backward is long (GPU-bound) against the
+                 all-reduce of its ~100 MB of gradients, so the buckets' all-reduces run
+                 beside the backward, and the ranks, doing the same work, stay in step
 
 Each rank: 3 warm-up steps, 40 timed steps (step time), then torch.profiler
 (CPU+CUDA, schedule wait=1 warmup=1 active=2, record_shapes=True) over 4 steps ->
 OUTDIR/MODE/rank{R}.json.gz, and OUTDIR/MODE/facts_rank{R}.json (what the trace holds).
 The process group is initialized before the profiler, so the traces carry distributedInfo.
---small: batch 2, seq 32, vocab 1000 on the CPU with gloo (to test the script without GPUs).
+--small: batch 2, seq 32, vocab 1000 (ddp_overlap: batch 2, 64x64 images) on the CPU with
+gloo (to test the script without GPUs).
 """
 import gzip
 import json
@@ -33,9 +40,17 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 SMALL = "--small" in sys.argv
 argv = [a for a in sys.argv[1:] if a != "--small"]
+CNN_BATCH = 512                     # ddp_overlap: images per rank
+if "--batch" in argv:
+    i = argv.index("--batch")
+    CNN_BATCH = int(argv[i + 1])
+    del argv[i:i + 2]
 MODE, OUT = argv[0], argv[1]
 CUDA = not SMALL
 BATCH, SEQ = (2, 32) if SMALL else (8, 256)
+IMAGE = 64 if SMALL else 224        # ddp_overlap: image side
+if SMALL:
+    CNN_BATCH = 2
 STRAGGLER_RANK, STRAGGLER_SLEEP_S = 1, 0.020
 
 
@@ -83,13 +98,21 @@ def main():
         dev = torch.device("cpu")
     dist.init_process_group("nccl" if CUDA else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=4, n_embd=512, n_head=8, n_positions=256, use_cache=False)
-    if SMALL:
-        cfg.vocab_size = 1000
-    model = GPT2LMHeadModel(cfg).to(dev)
-    attn_impl = getattr(model.config, "_attn_implementation", None)
+    g = torch.Generator(device="cpu").manual_seed(1000 + rank)
+    if MODE == "ddp_overlap":
+        import torchvision
+        model = torchvision.models.resnet50().to(dev)
+        attn_impl, per_step, unit = None, CNN_BATCH, "samples"
+        images = torch.randn(CNN_BATCH, 3, IMAGE, IMAGE, generator=g).to(dev)
+        classes = torch.randint(0, 1000, (CNN_BATCH,), generator=g).to(dev)
+    else:
+        from transformers import GPT2Config, GPT2LMHeadModel
+        cfg = GPT2Config(n_layer=4, n_embd=512, n_head=8, n_positions=256, use_cache=False)
+        if SMALL:
+            cfg.vocab_size = 1000
+        model = GPT2LMHeadModel(cfg).to(dev)
+        attn_impl, per_step, unit = getattr(model.config, "_attn_implementation", None), BATCH * SEQ, "tokens"
     if MODE == "fsdp":
         from torch.distributed.fsdp import fully_shard
         for block in model.transformer.h:
@@ -105,16 +128,19 @@ def main():
         except TypeError:
             pg2 = dist.new_group([0, 1])
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    g = torch.Generator(device="cpu").manual_seed(1000 + rank)
-    ids = torch.randint(0, cfg.vocab_size, (BATCH, SEQ), generator=g).to(dev)
-    ntok = torch.tensor([float(ids.numel())], device=dev)
+    if MODE != "ddp_overlap":
+        ids = torch.randint(0, cfg.vocab_size, (BATCH, SEQ), generator=g).to(dev)
+        ntok = torch.tensor([float(ids.numel())], device=dev)
     gathered = torch.zeros(world, device=dev)
     adt = torch.bfloat16
 
     def step():
         opt.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=adt):
-            loss = model(input_ids=ids, labels=ids).loss
+            if MODE == "ddp_overlap":
+                loss = torch.nn.functional.cross_entropy(model(images), classes)
+            else:
+                loss = model(input_ids=ids, labels=ids).loss
         if pg2 is not None:
             with record_function("metrics_all_reduce_loss"):
                 m = loss.detach().float().clone()
@@ -157,7 +183,7 @@ def main():
         shutil.copyfileobj(f, gz)
     os.remove(path)
     facts = {"mode": MODE, "rank": rank, "world": world, "timed_steps": n, "step_ms": round(1000 * el / n, 3),
-             "tokens_per_s_this_rank": round(n * BATCH * SEQ / el, 1), "attn_implementation": attn_impl,
+             f"{unit}_per_s_this_rank": round(n * per_step / el, 1), "attn_implementation": attn_impl,
              "device": torch.cuda.get_device_name(dev) if CUDA else "cpu",
              "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())) if CUDA else None,
              "pg2": None if pg2 is None else {"group_name": getattr(pg2, "group_name", None),
