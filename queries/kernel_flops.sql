@@ -2,10 +2,10 @@
 -- description: Hardware-counted FLOPs of each kernel: of a trace run with CUPTI
 --   range-profiler counters (source cupti), or of an ncu run, matched to a
 --   trace or not (source ncu). tensor_flops are the tensor-path math ops
---   (sm__ops_path_tensor_src_*); fp64/fp32/fp16_flops the CUDA-core SASS add,
---   mul and fma thread instructions, an FMA counted twice. The counters come
---   from the flop_* rows of metric_sources. With a trace, the op and pass of
---   the kernel.
+--   (sm__ops_path_tensor_src_*; on Volta, HMMA instructions x 512);
+--   fp64/fp32/fp16_flops the CUDA-core SASS add, mul and fma thread
+--   instructions, an FMA counted twice. The counters come from the flop_* rows
+--   of metric_sources. With a trace, the op and pass of the kernel.
 -- parameters:
 --   run VARCHAR = NULL: the counters' run (trace run with CUPTI counters, or ncu run), or a trace run an ncu run is matched to (all when absent)
 -- columns:

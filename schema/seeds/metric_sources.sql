@@ -25,12 +25,34 @@ SELECT * FROM (VALUES
     ('dram_sectors_write', 1, 'dram__sectors_write.sum', 1, 'DRAM sectors written'),
     ('shared_wavefronts_ld', 1, 'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum', 1, 'shared memory load wavefronts'),
     ('shared_wavefronts_st', 1, 'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum', 1, 'shared memory store wavefronts'),
-    ('flop_tensor_fp16', 1, 'sm__ops_path_tensor_src_fp16.sum', 1, 'tensor-path math ops with fp16 sources (an FMA is 2 ops)'),
-    ('flop_tensor_bf16', 1, 'sm__ops_path_tensor_src_bf16_dst_fp32.sum', 1, 'tensor-path math ops with bf16 sources (an FMA is 2 ops)'),
-    ('flop_tensor_tf32', 1, 'sm__ops_path_tensor_src_tf32_dst_fp32.sum', 1, 'tensor-path math ops with tf32 sources (an FMA is 2 ops)'),
-    ('flop_tensor_fp8', 1, 'sm__ops_path_tensor_src_fp8.sum', 1, 'tensor-path math ops with fp8 sources (an FMA is 2 ops)'),
-    ('flop_tensor_fp64', 1, 'sm__ops_path_tensor_src_fp64.sum', 1, 'tensor-path math ops with fp64 sources (an FMA is 2 ops)'),
-    ('flop_tensor_int8', 1, 'sm__ops_path_tensor_src_int8.sum', 1, 'tensor-path math ops with int8 sources (an FMA is 2 ops)'),
+    -- Tensor-path math ops (an FMA is 2 ops, as in the tensor roofline of ncu, which plots the
+    -- counters themselves as OP/s; on the H100 captures the GEMMs' counts equal 2*M*N*K of
+    -- their tile-padded shapes exactly). Names per chip: ncu --query-metrics --chip CHIP,
+    -- excerpts in tests/data/flops/ncu_chips/ (its README says how each was made).
+    ('flop_tensor_fp16', 1, 'sm__ops_path_tensor_src_fp16.sum', 1,
+        'Hopper (gh100): fp16 sources, every accumulator type'),
+    ('flop_tensor_fp16', 2, 'sm__ops_path_tensor_src_fp16_dst_fp32.sum', 1,
+        'Ampere, Ada, Blackwell (ga100, ga10x, ad10x, gb100, gb20x): fp16 sources, fp32 accumulator (the fp16 one is flop_tensor_fp16_dst_fp16)'),
+    ('flop_tensor_fp16', 3, 'sm__ops_path_tensor_src_fp16_bf16_tf32_dst_fp32.sum', 1,
+        'Turing (tu10x): fp16 sources, fp32 accumulator (Turing has no bf16 or tf32; ncu names the counter for all three)'),
+    ('flop_tensor_fp16_dst_fp16', 1, 'sm__ops_path_tensor_src_fp16_dst_fp16.sum', 1,
+        'Turing, Ampere, Ada, Blackwell: fp16 sources, fp16 accumulator, added to flop_tensor_fp16 (Hopper has no such counter: src_fp16 holds both)'),
+    ('flop_tensor_bf16', 1, 'sm__ops_path_tensor_src_bf16_dst_fp32.sum', 1, 'bf16 sources: Ampere, Ada, Hopper, Blackwell'),
+    ('flop_tensor_tf32', 1, 'sm__ops_path_tensor_src_tf32_dst_fp32.sum', 1, 'tf32 sources: Ampere, Ada, Hopper, Blackwell'),
+    ('flop_tensor_fp8', 1, 'sm__ops_path_tensor_src_fp8.sum', 1, 'fp8 sources: Ada, Hopper'),
+    ('flop_tensor_fp64', 1, 'sm__ops_path_tensor_src_fp64.sum', 1, 'fp64 sources (DMMA): Ampere, Ada, Hopper, Blackwell'),
+    ('flop_tensor_int8', 1, 'sm__ops_path_tensor_src_int8.sum', 1, 'int8 sources: Turing to Blackwell (integer ops)'),
+    -- Volta (gv100) has no tensor-path ops counter (ncu 2022.3.0 lists none; 2025.3.1 no gv100):
+    -- only tensor-pipe warp instructions, each an HMMA of 512 FLOP (the tensor roofline of ncu 2022.3:
+    -- derived__smsp__inst_executed_pipe_tensor_x512). Later GPUs run wider MMA
+    -- instructions under the same names, so kernel_flop_counters applies these rows only
+    -- to runs of compute capability 7.0/7.2.
+    ('flop_tensor_fp16_volta', 1, 'smsp__inst_executed_pipe_tensor_op_hmma.sum', 512,
+        'Volta only (compute capability 7.0/7.2): HMMA warp instructions x 512 FLOP (fp16 sources)'),
+    ('flop_tensor_fp16_volta', 2, 'smsp__inst_executed_pipe_tensor.sum', 512,
+        'as priority 1: on Volta every tensor-pipe instruction is an HMMA (ncu 2022.3 uses this one)'),
+    ('flop_tensor_fp16_volta', 3, 'sm__inst_executed_pipe_tensor_op_hmma.sum', 512, 'as priority 1, summed per SM'),
+    ('flop_tensor_fp16_volta', 4, 'sm__inst_executed_pipe_tensor.sum', 512, 'as priority 2, summed per SM'),
     ('flop_dadd', 1, 'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum', 1, 'fp64 ADD thread instructions (CUDA cores)'),
     ('flop_dadd', 2, 'sm__sass_thread_inst_executed_op_dadd_pred_on.sum', 1, 'as priority 1, summed per SM'),
     ('flop_dmul', 1, 'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum', 1, 'fp64 MUL thread instructions (CUDA cores)'),

@@ -177,7 +177,11 @@ LEFT JOIN inner_dtype d ON d.run = c.run AND d.owner = c.event_id;
 -- range-profiler counters), by the quantities flop_* of metric_sources (FMA
 -- already counted twice by the row's scale). tensor_flops: the tensor-path
 -- math ops; fp64/fp32/fp16_flops: the SASS add, mul and fma thread
--- instructions of the CUDA cores.
+-- instructions of the CUDA cores. flop_tensor_fp16_volta (HMMA instructions x
+-- 512) counts only on a Volta GPU (compute capability 7.0 or 7.2, from ncu's
+-- device attributes or Kineto's deviceProperties): later GPUs run wider MMA
+-- instructions under the same counter names and have tensor-path ops counters.
+-- tensor_dtype: the source type of the tensor quantity with the most FLOPs.
 --
 -- @column run           run of the counters: an ncu run, or a trace run with CUPTI
 --                       range-profiler counters
@@ -190,22 +194,31 @@ LEFT JOIN inner_dtype d ON d.run = c.run AND d.owner = c.event_id;
 -- @column fp16_flops    fp16 add, mul and fma thread instructions of the CUDA cores, FLOPs
 --                       (FMA = 2)
 -- @column tensor_dtype  the tensor source type with the most ops (fp16, bf16, tf32, fp8, fp64,
---                       int8: the flop_tensor_* quantity's suffix); NULL when none was counted
+--                       int8: the flop_tensor_* quantity's first word); NULL when none was counted
 -- @column has_tensor    the kernel has a tensor-path counter (even a zero one)
 -- @column has_sass      the kernel has a CUDA-core add, mul or fma counter (even a zero one)
 -- @column counters      the ncu metrics that fed these columns, sorted, comma-separated
 CREATE OR REPLACE VIEW kernel_flop_counters AS
+WITH volta AS (
+    SELECT run FROM runs
+    WHERE coalesce(TRY_CAST(device_properties->>'compute_capability_major' AS DOUBLE),
+                   TRY_CAST(device_properties->0->>'computeMajor' AS DOUBLE)) = 7
+      AND coalesce(TRY_CAST(device_properties->>'compute_capability_minor' AS DOUBLE),
+                   TRY_CAST(device_properties->0->>'computeMinor' AS DOUBLE)) < 5
+)
 SELECT run, kernel_id,
     sum(value) FILTER (quantity LIKE 'flop_tensor_%') AS tensor_flops,
     sum(value) FILTER (quantity IN ('flop_dadd', 'flop_dmul', 'flop_dfma')) AS fp64_flops,
     sum(value) FILTER (quantity IN ('flop_fadd', 'flop_fmul', 'flop_ffma')) AS fp32_flops,
     sum(value) FILTER (quantity IN ('flop_hadd', 'flop_hmul', 'flop_hfma')) AS fp16_flops,
-    arg_max(replace(quantity, 'flop_tensor_', ''), value) FILTER (quantity LIKE 'flop_tensor_%' AND value > 0) AS tensor_dtype,
+    arg_max(regexp_extract(quantity, '^flop_tensor_([a-z0-9]+)', 1), value)
+        FILTER (quantity LIKE 'flop_tensor_%' AND value > 0) AS tensor_dtype,
     count(*) FILTER (quantity LIKE 'flop_tensor_%') > 0 AS has_tensor,
     count(*) FILTER (quantity SIMILAR TO 'flop_[dfh](add|mul|fma)') > 0 AS has_sass,
     string_agg(source, ', ' ORDER BY source) AS counters
 FROM ncu_metric_choice
 WHERE quantity LIKE 'flop_%'
+  AND (quantity <> 'flop_tensor_fp16_volta' OR run IN (SELECT run FROM volta))
 GROUP BY run, kernel_id;
 
 -- Every trace kernel with the op its work belongs to: the counted op of
