@@ -45,50 +45,72 @@ WITH asked AS (
                                         FROM iterations i WHERE i.run = a.run), 'none') || ')')
                 ELSE a.iteration END AS iteration
     FROM asked a
+), bounds AS (       -- the events to read: those starting in the asked iteration and every
+                    -- event that starts inside one of them (their children); all: every event.
+                    -- (A plain range, no OR: DuckDB then skips the rest of the events table.)
+    SELECT c.run, c.iteration,
+           coalesce(i.start_ns, -9223372036854775807) AS lo_ns,
+           CASE WHEN c.iteration IS NULL THEN 9223372036854775807
+                ELSE (SELECT max(e.end_ns) FROM cpu_events e
+                      WHERE e.run = c.run AND e.ts_ns >= i.start_ns AND e.ts_ns < i.marker_end_ns) END AS hi_ns
+    FROM checked c LEFT JOIN iterations i ON i.run = c.run AND i.iteration = c.iteration
 ), ev AS (
-    SELECT e.run, e.event_id, e.name, e.pid, e.tid, e.ts_ns, e.end_ns, e.dur_ns, e.level
-    FROM cpu_events e JOIN checked c ON c.run = e.run
-), anc AS (          -- (event, one of the events it nests in) on the same thread
-    SELECT c.run, c.event_id, a.event_id AS ancestor_id
-    FROM ev c JOIN ev a ON a.run = c.run AND a.pid = c.pid AND a.tid IS NOT DISTINCT FROM c.tid
-                       AND a.ts_ns <= c.ts_ns AND a.end_ns >= c.end_ns AND a.event_id <> c.event_id
-    WHERE a.ts_ns < c.ts_ns OR a.end_ns > c.end_ns OR a.event_id < c.event_id
-), depth AS (
-    SELECT run, event_id, count(*) AS depth FROM anc GROUP BY run, event_id
-), parent AS (       -- the innermost one: the deepest ancestor
-    SELECT anc.run, anc.event_id, arg_max(anc.ancestor_id, coalesce(d.depth, 0)) AS parent_id
-    FROM anc LEFT JOIN depth d ON d.run = anc.run AND d.event_id = anc.ancestor_id
-    GROUP BY anc.run, anc.event_id
+    SELECT e.run, e.event_id, e.name, e.pid, coalesce(e.tid, '') AS tid, e.ts_ns, e.end_ns, e.dur_ns, e.level
+    FROM cpu_events e JOIN bounds b ON b.run = e.run AND e.ts_ns BETWEEN b.lo_ns AND b.hi_ns
+    WHERE e.ts_ns BETWEEN (SELECT min(lo_ns) FROM bounds) AND (SELECT max(hi_ns) FROM bounds)
+), depth AS (        -- open events on the thread at each start (at equal times ends first,
+                    -- zero-length events' last; starts outer before inner, then file order)
+    SELECT * FROM (
+        SELECT run, pid, tid, t, event_id, delta,
+               CAST(sum(delta) OVER (PARTITION BY run, pid, tid ORDER BY t, ord, tie, event_id
+                                ROWS UNBOUNDED PRECEDING) AS BIGINT) - delta AS depth
+        FROM (SELECT run, pid, tid, ts_ns AS t, 1 AS ord, -end_ns AS tie, event_id, 1 AS delta FROM ev
+              UNION ALL
+              SELECT run, pid, tid, end_ns, CASE WHEN dur_ns > 0 THEN 0 ELSE 2 END, 0, event_id, -1 FROM ev))
+    WHERE delta = 1
+), parent AS (       -- the innermost enclosing event: the latest start before it one level up
+    SELECT c.run, c.event_id, a.event_id AS parent_id
+    FROM (SELECT *, depth - 1 AS up FROM depth WHERE depth > 0) c
+    ASOF JOIN depth a ON a.run = c.run AND a.pid = c.pid AND a.tid = c.tid AND a.depth = c.up AND c.t >= a.t
+       AND a.event_id <> c.event_id
 ), child_time AS (
     SELECT p.run, p.parent_id AS event_id, sum(e.dur_ns) AS child_ns
     FROM parent p JOIN ev e USING (run, event_id)
     GROUP BY p.run, p.parent_id
 ), gpu AS (          -- GPU activity and the runtime call that launched it
-    SELECT k.run, k.launch_event_id, k.dur_ns
-    FROM kernels k JOIN checked c ON c.run = k.run
+    SELECT k.run, k.launch_event_id, sum(k.dur_ns) AS dur_ns, count(*) AS n
+    FROM kernels k JOIN bounds b ON b.run = k.run
     WHERE k.launch_event_id IS NOT NULL AND k.dur_ns IS NOT NULL
+      AND k.launch_ts_ns BETWEEN (SELECT min(lo_ns) FROM bounds) AND (SELECT max(hi_ns) FROM bounds)
+    GROUP BY k.run, k.launch_event_id
 ), gpu_self AS (     -- to the runtime call itself, and to the event it is a direct child of
-    SELECT run, launch_event_id AS event_id, sum(dur_ns) AS ns, count(*) AS n FROM gpu GROUP BY ALL
+    SELECT run, launch_event_id AS event_id, dur_ns AS ns FROM gpu
     UNION ALL
-    SELECT g.run, p.parent_id, sum(g.dur_ns), count(*)
+    SELECT g.run, p.parent_id, g.dur_ns
     FROM gpu g JOIN parent p ON p.run = g.run AND p.event_id = g.launch_event_id
-    GROUP BY ALL
+), anc AS (          -- (launch, each event it nests in): the latest start before it at each level up
+    SELECT l.run, l.event_id, a.event_id AS ancestor_id
+    FROM (SELECT d.*, unnest(range(d.depth)) AS up FROM depth d
+          JOIN gpu g ON g.run = d.run AND g.launch_event_id = d.event_id WHERE d.depth > 0) l
+    ASOF JOIN depth a ON a.run = l.run AND a.pid = l.pid AND a.tid = l.tid AND a.depth = l.up AND l.t >= a.t
+       AND a.event_id <> l.event_id
 ), gpu_total AS (    -- to the runtime call and every event it nests in
-    SELECT run, launch_event_id AS event_id, sum(dur_ns) AS ns, count(*) AS n FROM gpu GROUP BY ALL
+    SELECT run, launch_event_id AS event_id, dur_ns AS ns, n FROM gpu
     UNION ALL
-    SELECT g.run, a.ancestor_id, sum(g.dur_ns), count(*)
+    SELECT g.run, a.ancestor_id, g.dur_ns, g.n
     FROM gpu g JOIN anc a ON a.run = g.run AND a.event_id = g.launch_event_id
-    GROUP BY ALL
 ), per_call AS (
     SELECT e.run, e.event_id, e.level, e.name, e.dur_ns,
            e.dur_ns - coalesce(ct.child_ns, 0) AS self_ns,
            coalesce(gt.ns, 0) AS gpu_total_ns, coalesce(gs.ns, 0) AS gpu_self_ns, coalesce(gt.n, 0) AS kernels,
-           (SELECT max(i.iteration) FROM iterations i
-            WHERE i.run = e.run AND e.ts_ns >= i.start_ns AND e.ts_ns < i.marker_end_ns) AS iteration
+           CASE WHEN e.ts_ns < i.marker_end_ns THEN i.iteration END AS iteration
     FROM ev e
-    LEFT JOIN child_time ct USING (run, event_id)
-    LEFT JOIN (SELECT run, event_id, sum(ns) AS ns FROM gpu_self GROUP BY ALL) gs USING (run, event_id)
-    LEFT JOIN (SELECT run, event_id, sum(ns) AS ns, sum(n) AS n FROM gpu_total GROUP BY ALL) gt USING (run, event_id)
+    ASOF LEFT JOIN iterations i ON i.run = e.run AND e.ts_ns >= i.start_ns
+    LEFT JOIN child_time ct ON ct.run = e.run AND ct.event_id = e.event_id
+    LEFT JOIN (SELECT run, event_id, sum(ns) AS ns FROM gpu_self GROUP BY ALL) gs
+      ON gs.run = e.run AND gs.event_id = e.event_id
+    LEFT JOIN (SELECT run, event_id, sum(ns) AS ns, sum(n) AS n FROM gpu_total GROUP BY ALL) gt
+      ON gt.run = e.run AND gt.event_id = e.event_id
 ), scoped AS (       -- the asked iteration; with all: every iteration, and the whole trace as iteration NULL
     SELECT p.*, p.iteration AS scope FROM per_call p JOIN checked c ON c.run = p.run
     WHERE p.iteration = c.iteration OR (c.iteration IS NULL AND p.iteration IS NOT NULL)
