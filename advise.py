@@ -193,6 +193,9 @@ def evaluate(con, run=None, iteration=None, thresholds=None, only=None):
                 got = con.execute(rule.sql, bind(rule.sql, {"run": run, "iteration": iteration})).fetchall()
             except duckdb.Error as e:
                 raise ReportError(f"rule {rule.name}: {str(e).splitlines()[0]}") from None
+            if not got:     # its data is there and nothing met the rule's condition: it passed
+                out.append(dict(base, run=run, iteration=iteration, severity="ok", value=None,
+                                evidence="no row of the data it reads meets the rule's condition"))
             for r_run, r_it, value, evidence in got:
                 if value is None:
                     sev = "skipped"

@@ -221,7 +221,8 @@ WHERE quantity LIKE 'flop_%'
   AND (quantity <> 'flop_tensor_fp16_volta' OR run IN (SELECT run FROM volta))
 GROUP BY run, kernel_id;
 
--- Every trace kernel with the op its work belongs to: the counted op of
+-- Every kernel of a trace run matched to counters (match_runs: an ncu run, or its
+-- own CUPTI counters) with the op its work belongs to: the counted op of
 -- flop_ops whose span on the launching thread holds the launch, else the
 -- innermost op that launched it; with that op's pass (a kernel of no counted op:
 -- the pass span on the launching thread that holds the launch, by a sweep as in flop_ops).
@@ -246,7 +247,7 @@ WITH k AS (
            k.launch_pid, k.launch_tid, k.launch_ts_ns
     FROM kernels k
     JOIN runs r ON r.run = k.run AND r.kind = 'trace'
-    WHERE k.kind = 'kernel'
+    WHERE k.kind = 'kernel' AND k.run IN (SELECT trace_run FROM match_runs)
 ), in_op AS (
     -- counted ops of a thread do not overlap: the last one started at or before the launch
     SELECT k.*, CASE WHEN k.launch_ts_ns <= o.end_ns THEN o.event_id END AS flop_event_id
