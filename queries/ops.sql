@@ -61,18 +61,24 @@ WITH asked AS (
 ), depth AS (        -- open events on the thread at each start (at equal times ends first,
                     -- zero-length events' last; starts outer before inner, then file order)
     SELECT * FROM (
-        SELECT run, pid, tid, t, event_id, delta,
+        SELECT run, pid, tid, t, ord, tie, event_id, delta,
                CAST(sum(delta) OVER (PARTITION BY run, pid, tid ORDER BY t, ord, tie, event_id
-                                ROWS UNBOUNDED PRECEDING) AS BIGINT) - delta AS depth
+                                     ROWS UNBOUNDED PRECEDING) AS BIGINT) - delta AS depth
         FROM (SELECT run, pid, tid, ts_ns AS t, 1 AS ord, -end_ns AS tie, event_id, 1 AS delta FROM ev
               UNION ALL
               SELECT run, pid, tid, end_ns, CASE WHEN dur_ns > 0 THEN 0 ELSE 2 END, 0, event_id, -1 FROM ev))
     WHERE delta = 1
-), parent AS (       -- the innermost enclosing event: the latest start before it one level up
-    SELECT c.run, c.event_id, a.event_id AS parent_id
-    FROM (SELECT *, depth - 1 AS up FROM depth WHERE depth > 0) c
-    ASOF JOIN depth a ON a.run = c.run AND a.pid = c.pid AND a.tid = c.tid AND a.depth = c.up AND c.t >= a.t
-       AND a.event_id <> c.event_id
+), parent AS (       -- the innermost enclosing event: the last start one level up before it
+                    -- (a window per thread and level: linear, where a join could go quadratic)
+    SELECT run, event_id, parent_id FROM (
+        SELECT run, event_id, probe,
+               last_value(anchor_id IGNORE NULLS) OVER (PARTITION BY run, pid, tid, lvl
+                   ORDER BY t, ord, tie, event_id, probe ROWS UNBOUNDED PRECEDING) AS parent_id
+        FROM (SELECT run, pid, tid, t, ord, tie, event_id, depth AS lvl, event_id AS anchor_id, false AS probe
+              FROM depth
+              UNION ALL
+              SELECT run, pid, tid, t, ord, tie, event_id, depth - 1, NULL, true FROM depth WHERE depth > 0))
+    WHERE probe AND parent_id IS NOT NULL
 ), child_time AS (
     SELECT p.run, p.parent_id AS event_id, sum(e.dur_ns) AS child_ns
     FROM parent p JOIN ev e USING (run, event_id)
@@ -88,12 +94,17 @@ WITH asked AS (
     UNION ALL
     SELECT g.run, p.parent_id, g.dur_ns
     FROM gpu g JOIN parent p ON p.run = g.run AND p.event_id = g.launch_event_id
-), anc AS (          -- (launch, each event it nests in): the latest start before it at each level up
-    SELECT l.run, l.event_id, a.event_id AS ancestor_id
-    FROM (SELECT d.*, unnest(range(d.depth)) AS up FROM depth d
-          JOIN gpu g ON g.run = d.run AND g.launch_event_id = d.event_id WHERE d.depth > 0) l
-    ASOF JOIN depth a ON a.run = l.run AND a.pid = l.pid AND a.tid = l.tid AND a.depth = l.up AND l.t >= a.t
-       AND a.event_id <> l.event_id
+), anc AS (          -- (launch, each event it nests in): the last start before it at each level up
+    SELECT run, event_id, ancestor_id FROM (
+        SELECT run, event_id, probe,
+               last_value(anchor_id IGNORE NULLS) OVER (PARTITION BY run, pid, tid, lvl
+                   ORDER BY t, ord, tie, event_id, probe ROWS UNBOUNDED PRECEDING) AS ancestor_id
+        FROM (SELECT run, pid, tid, t, ord, tie, event_id, depth AS lvl, event_id AS anchor_id, false AS probe
+              FROM depth
+              UNION ALL
+              SELECT d.run, d.pid, d.tid, d.t, d.ord, d.tie, d.event_id, unnest(range(d.depth)), NULL, true
+              FROM depth d JOIN gpu g ON g.run = d.run AND g.launch_event_id = d.event_id WHERE d.depth > 0))
+    WHERE probe AND ancestor_id IS NOT NULL
 ), gpu_total AS (    -- to the runtime call and every event it nests in
     SELECT run, launch_event_id AS event_id, dur_ns AS ns, n FROM gpu
     UNION ALL
