@@ -68,43 +68,41 @@ WITH asked AS (
               UNION ALL
               SELECT run, pid, tid, end_ns, CASE WHEN dur_ns > 0 THEN 0 ELSE 2 END, 0, event_id, -1 FROM ev))
     WHERE delta = 1
-), parent AS (       -- the innermost enclosing event: the last start one level up before it
-                    -- (a window per thread and level: linear, where a join could go quadratic)
-    SELECT run, event_id, parent_id FROM (
-        SELECT run, event_id, probe,
-               last_value(anchor_id IGNORE NULLS) OVER (PARTITION BY run, pid, tid, lvl
-                   ORDER BY t, ord, tie, event_id, probe ROWS UNBOUNDED PRECEDING) AS parent_id
-        FROM (SELECT run, pid, tid, t, ord, tie, event_id, depth AS lvl, event_id AS anchor_id, false AS probe
-              FROM depth
-              UNION ALL
-              SELECT run, pid, tid, t, ord, tie, event_id, depth - 1, NULL, true FROM depth WHERE depth > 0))
-    WHERE probe AND parent_id IS NOT NULL
-), child_time AS (
-    SELECT p.run, p.parent_id AS event_id, sum(e.dur_ns) AS child_ns
-    FROM parent p JOIN ev e USING (run, event_id)
-    GROUP BY p.run, p.parent_id
 ), gpu AS (          -- GPU activity and the runtime call that launched it
     SELECT k.run, k.launch_event_id, sum(k.dur_ns) AS dur_ns, count(*) AS n
     FROM kernels k JOIN bounds b ON b.run = k.run
     WHERE k.launch_event_id IS NOT NULL AND k.dur_ns IS NOT NULL
       AND k.launch_ts_ns BETWEEN (SELECT min(lo_ns) FROM bounds) AND (SELECT max(hi_ns) FROM bounds)
     GROUP BY k.run, k.launch_event_id
+), up AS (           -- (event, an event it nests in): the last start before it on a level
+                    -- above (a window per thread and level: linear, where a join could go
+                    -- quadratic). Every event gets its parent (one level up); a runtime call
+                    -- that launched GPU activity, every event it nests in.
+    SELECT run, event_id, depth, lvl, ancestor_id FROM (
+        SELECT run, event_id, depth, lvl, probe,
+               last_value(anchor_id IGNORE NULLS) OVER (PARTITION BY run, pid, tid, lvl
+                   ORDER BY t, ord, tie, event_id, probe ROWS UNBOUNDED PRECEDING) AS ancestor_id
+        FROM (SELECT run, pid, tid, t, ord, tie, event_id, depth, depth AS lvl, event_id AS anchor_id, false AS probe
+              FROM depth
+              UNION ALL
+              SELECT d.run, d.pid, d.tid, d.t, d.ord, d.tie, d.event_id, d.depth,
+                     unnest(CASE WHEN g.launch_event_id IS NULL THEN [d.depth - 1] ELSE range(d.depth) END), NULL, true
+              FROM depth d LEFT JOIN gpu g ON g.run = d.run AND g.launch_event_id = d.event_id
+              WHERE d.depth > 0))
+    WHERE probe AND ancestor_id IS NOT NULL
+), parent AS (       -- the innermost enclosing event
+    SELECT run, event_id, ancestor_id AS parent_id FROM up WHERE lvl = depth - 1
+), child_time AS (
+    SELECT p.run, p.parent_id AS event_id, sum(e.dur_ns) AS child_ns
+    FROM parent p JOIN ev e USING (run, event_id)
+    GROUP BY p.run, p.parent_id
 ), gpu_self AS (     -- to the runtime call itself, and to the event it is a direct child of
     SELECT run, launch_event_id AS event_id, dur_ns AS ns FROM gpu
     UNION ALL
     SELECT g.run, p.parent_id, g.dur_ns
     FROM gpu g JOIN parent p ON p.run = g.run AND p.event_id = g.launch_event_id
-), anc AS (          -- (launch, each event it nests in): the last start before it at each level up
-    SELECT run, event_id, ancestor_id FROM (
-        SELECT run, event_id, probe,
-               last_value(anchor_id IGNORE NULLS) OVER (PARTITION BY run, pid, tid, lvl
-                   ORDER BY t, ord, tie, event_id, probe ROWS UNBOUNDED PRECEDING) AS ancestor_id
-        FROM (SELECT run, pid, tid, t, ord, tie, event_id, depth AS lvl, event_id AS anchor_id, false AS probe
-              FROM depth
-              UNION ALL
-              SELECT d.run, d.pid, d.tid, d.t, d.ord, d.tie, d.event_id, unnest(range(d.depth)), NULL, true
-              FROM depth d JOIN gpu g ON g.run = d.run AND g.launch_event_id = d.event_id WHERE d.depth > 0))
-    WHERE probe AND ancestor_id IS NOT NULL
+), anc AS (          -- (launch, each event it nests in)
+    SELECT u.run, u.event_id, u.ancestor_id FROM up u JOIN gpu g ON g.run = u.run AND g.launch_event_id = u.event_id
 ), gpu_total AS (    -- to the runtime call and every event it nests in
     SELECT run, launch_event_id AS event_id, dur_ns AS ns, n FROM gpu
     UNION ALL
