@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from tracedb import reports
-from tracedb.db import TABLE_FILES, VIEW_FILES, sql_text
+from tracedb.db import TABLE_FILES, VIEW_FILES, sql_literal, sql_text
 
 DOCS = Path(__file__).parent / "docs"
 BLOCK = re.compile(r"(<!-- generated: (?P<key>[\w:./-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
@@ -112,18 +112,14 @@ def relations():
     return tuple(out)
 
 
-def _lit(text):
-    return "'" + text.replace("'", "''") + "'"
-
-
 def comment_sql():
     """COMMENT ON statements that put the DDL's documentation into the database, so
     the DuckDB CLI, notebooks and BI tools show it (duckdb_tables(), duckdb_columns())."""
     out = []
     for r in relations():
         if r.kind == "table":
-            out.append(f"COMMENT ON TABLE {r.name} IS {_lit(r.doc)};")
-            out += [f"COMMENT ON COLUMN {r.name}.{c.name} IS {_lit(c.doc)};" for c in r.columns if c.doc]
+            out.append(f"COMMENT ON TABLE {r.name} IS {sql_literal(r.doc)};")
+            out += [f"COMMENT ON COLUMN {r.name}.{c.name} IS {sql_literal(c.doc)};" for c in r.columns if c.doc]
     return "\n".join(out)
 
 
@@ -137,7 +133,7 @@ def view_comment_sql():
         if r.kind == "view":
             lines = [r.doc] + [f"{c.name}: {c.doc}" for c in r.columns]
             lines += [f"other columns: as in {src}" for src in r.columns_from]
-            out.append(f"COMMENT ON VIEW {r.name} IS {_lit(chr(10).join(lines))};")
+            out.append(f"COMMENT ON VIEW {r.name} IS {sql_literal(chr(10).join(lines))};")
     return "\n".join(out)
 
 

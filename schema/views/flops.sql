@@ -130,7 +130,7 @@ WITH ordered AS (
            max(CASE WHEN pass = 'optimizer' THEN end_ns END) OVER w AS optimizer_end_ns,
            max(CASE WHEN pass = 'backward' THEN end_ns END) OVER w AS backward_end_ns
     FROM (SELECT run, pid, tid, start_ns AS ts_ns, end_ns, pass, CAST(NULL AS BIGINT) AS event_id FROM flop_pass_spans
-          WHERE run IN (SELECT run FROM flop_op_candidates)
+          WHERE run IN (SELECT run FROM outer_ops)
           UNION ALL
           SELECT run, pid, tid, ts_ns, end_ns, NULL, event_id FROM outer_ops)
     WINDOW w AS (PARTITION BY run, pid, tid ORDER BY ts_ns, event_id NULLS FIRST ROWS UNBOUNDED PRECEDING)
