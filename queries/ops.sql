@@ -48,7 +48,7 @@ WITH asked AS (
 ), bounds AS (       -- the events to read: those starting in the asked iteration and every
                     -- event that starts inside one of them (their children); all: every event.
                     -- (A plain range, no OR: DuckDB then skips the rest of the events table.)
-    SELECT c.run, c.iteration,
+    SELECT c.run,
            coalesce(i.start_ns, -9223372036854775807) AS lo_ns,
            CASE WHEN c.iteration IS NULL THEN 9223372036854775807
                 ELSE (SELECT max(e.end_ns) FROM cpu_events e

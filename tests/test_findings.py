@@ -327,6 +327,13 @@ def test_multi_rank_and_memory_rules_must_not_fire_on_real_captures(tmp_path):
     assert (st["wait_caused_ns"], st["step_ns"], st["calls"]) == (wait, step, len(calls))
     assert s["value"] == pytest.approx(100.0 * wait / step, abs=1e-3)
     assert s["severity"] == "ok" and s["value"] < 1          # 0.6 ms of skew in a 340 ms step
+    # the rule speaks of the rank that caused the most wait (from the raw calls); asked about
+    # the other rank alone it returns no row, and is listed as passed rather than left out
+    waits = {r: sum(c["skew_ns"] for c in calls if c["last_rank"] == r) for r in (0, 1)}
+    other = min(waits, key=waits.get)
+    assert max(waits, key=waits.get) == st["rank"] != other
+    (o,) = [f for f in advise.evaluate(con, run=f"ddp_overlap.rank{other}") if f["rule"] == "straggler_rank"]
+    assert o["severity"] == "ok" and o["value"] is None and "no row" in o["evidence"]
     f = got[("memory_headroom", "resnet50_bs2176")]
     (m,) = reports.run(con, "memory_summary", {"run": "resnet50_bs2176"}).to_pylist()
     doc = raw_trace(cap / "resnet50_bs2176.pt.trace.json.gz")
