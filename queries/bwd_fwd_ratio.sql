@@ -5,6 +5,7 @@
 --   weight), 1 to 2 for elementwise and normalization ops. note says why a
 --   ratio is off: a first layer has no input gradient, attention's backward
 --   recomputes the scores (2.5), ops without a counted backward.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent

@@ -4,6 +4,7 @@
 --   call's skew for the last; the rank x collective matrix behind
 --   collective_skew and the skew heat map), its message (dtype, nccl-tests' S)
 --   and its own kernel's time and bandwidth (which include its wait).
+-- steady: job
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   process_group VARCHAR = NULL: process group name (all when absent)

@@ -7,6 +7,7 @@
 --   With iteration=all, one extra row per job, process group and collective
 --   (seq and iteration NULL) sums every call: total skew, the rank most often
 --   last, bandwidth over the summed times.
+-- steady: job
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   process_group VARCHAR = NULL: process group name (all when absent)

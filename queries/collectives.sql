@@ -6,6 +6,7 @@
 --   broadcast, reduce and send/recv; GB/s = bytes per ns). Times are this
 --   rank's kernels, which include the wait for the other ranks: see
 --   collective_skew for the bandwidth of the transfer itself.
+-- steady: job
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   run VARCHAR = NULL: one rank's trace run (all when absent)

@@ -4,6 +4,7 @@
 --   runs on the same GPU: HTA's comm/comp overlap, |U(compute) ∩
 --   U(communication)| / |U(communication)|. exposed_ns is the communication
 --   nothing hides.
+-- steady: job
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   run VARCHAR = NULL: one rank's trace run (all when absent)

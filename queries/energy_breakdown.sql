@@ -13,6 +13,7 @@
 --   the total and of the dynamic energy. Needs a trace, its power log, its
 --   matched ncu report and a calibration for the GPU (calibration_gpu names
 --   another one, e.g. the shipped 'NVIDIA A100 (published)').
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run
 --   iteration INTEGER = NULL: iteration (the steady one when absent)

@@ -5,6 +5,7 @@
 --   power, static energy (idle power x duration), dynamic energy (integrated -
 --   static) and mean power. note warns when the window is shorter than the
 --   sensors' update period and says how the log was aligned with the trace.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all with a power log when absent)
 --   iteration INTEGER = NULL: iteration (the steady one when absent)

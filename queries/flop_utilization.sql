@@ -6,6 +6,7 @@
 --   optimizer), achieved TFLOP/s over the iteration and over its kernel-busy
 --   time, and mfu_pct against the dense peak of the device (table peak_flops)
 --   for the data type that carries most matrix FLOPs.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent

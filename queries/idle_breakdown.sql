@@ -5,6 +5,7 @@
 --   (launched in time, gap at most short_gap_ns: kernel-to-kernel overhead),
 --   or other (launched in time, longer gap: dependencies, synchronization).
 --   Totals and shares per cause, or every gap with by=gap.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (the steady one when absent)

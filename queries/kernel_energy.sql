@@ -6,6 +6,7 @@
 --   and kernels last microseconds, so single-kernel values are interpolations:
 --   read them summed (group_by=layer) over many kernels. Concurrent kernels
 --   each get the full power of their overlap (no split).
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all with a power log when absent)
 --   iteration INTEGER = NULL: iteration (the steady one when absent)
@@ -55,4 +56,4 @@ SELECT run, iteration, layer_type, kernel_id, name, activities, CAST(dur AS BIGI
        energy_j - idle_power_w * dur / 1e9 AS dynamic_j, energy_j / (dur / 1e9) AS mean_power_w,
        100.0 * energy_j / it_j AS energy_share_pct
 FROM rows_ JOIN total USING (run, iteration)
-ORDER BY run, iteration, energy_j DESC;
+ORDER BY run, iteration, energy_j DESC, layer_type, kernel_id;

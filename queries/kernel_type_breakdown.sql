@@ -6,6 +6,7 @@
 --   carrying collective metadata are communication; memcpy/memset memory; the
 --   rest compute). The states are exclusive, so the rows of a rank and
 --   iteration add up to its busy time (union of all GPU activity).
+-- steady: job
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   run VARCHAR = NULL: one rank's trace run (all when absent)
@@ -28,6 +29,8 @@ WITH t AS (
     JOIN gpu_class_time g ON g.run = s.run AND g.iteration IS NOT DISTINCT FROM s.iteration
     WHERE ($job IS NULL OR s.job = $job) AND ($run IS NULL OR s.run = $run)
       AND ($iteration = 'all' OR ($iteration = 'steady' AND s.steady) OR CAST(s.iteration AS VARCHAR) = $iteration)
+      -- on g too: a constant iteration reaches the kernels' scan through gpu_class_time
+      AND ($iteration IN ('all', 'steady') OR g.iteration = TRY_CAST($iteration AS INTEGER))
 ), types AS (
     SELECT * FROM (VALUES (1, 'compute'), (2, 'communication'), (3, 'memory'), (4, 'compute+communication'),
                           (5, 'compute+memory'), (6, 'communication+memory'), (7, 'compute+communication+memory'))

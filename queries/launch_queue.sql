@@ -4,6 +4,7 @@
 --   95th percentile and max of its length, the share of time it is empty, and
 --   the share of time it is empty while the GPU (all streams) is idle: the host
 --   is not keeping the GPU fed. series=true gives the step series instead.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (the steady one when absent)
@@ -51,6 +52,7 @@ WITH it AS (
                         FILTER (b.start_ns IS NOT NULL), 0) AS busy   -- least/greatest skip NULLs
         FROM seg s LEFT JOIN kernel_busy_intervals b
           ON b.run = s.run AND b.iteration = s.iteration AND b.start_ns < s.next_t AND b.end_ns > s.ts_ns
+         AND ($iteration IS NULL OR b.iteration = $iteration)   -- a constant reaches the kernels' scan
         WHERE s.queued = 0
         GROUP BY s.run, s.iteration, s.stream, s.ts_ns)
     GROUP BY ALL

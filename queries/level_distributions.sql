@@ -7,6 +7,7 @@
 --   tc_issue_bound, active cycles A for tc_active_bound; over 'all' it equals
 --   utilization_levels' kernel-relative value), and the spread (std, min,
 --   quartiles, max). The per-kernel values themselves are kernel_utilization.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (the steady one when absent)

@@ -9,6 +9,7 @@
 --   note on what it means for the batch size. est_batch_scale_x assumes the
 --   memory above the start grows in proportion to the batch and keeps 10% of the
 --   device free; it is a first guess to try, not a promise.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all with memory events when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent

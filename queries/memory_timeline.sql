@@ -3,6 +3,7 @@
 --   (live tensors) and reserved (the caching allocator's pool) after every
 --   allocation and free of the trace's `[memory]` events (torch.profiler with
 --   profile_memory=True). rel_ns counts from the start of the window asked for.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all with memory events when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every event of the trace); the steady one when absent

@@ -8,6 +8,7 @@
 --   allows per SM, view ncu_kernel_occupancy). Low occupancy with few blocks per
 --   SM means too small a grid (batch); with many blocks, a per-block resource
 --   (registers, shared memory) is the limit.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent

@@ -9,6 +9,7 @@
 --   children; GPU self time counts the activity launched by runtime calls that
 --   are direct children, GPU total that launched anywhere inside (method.md
 --   section 10).
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: an iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent

@@ -9,6 +9,7 @@
 --   power log's alignment. NVML utilization is an average over its own period
 --   (1/6 s to 1 s): a window shorter than that reads neighbouring time too.
 --   Low GPU utilization with high CPU utilization points at data loading.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent
@@ -44,6 +45,8 @@ WITH w AS (
     FROM w JOIN kernel_busy_intervals b
       ON b.run = w.run AND (b.iteration = w.iteration OR w.iteration IS NULL)
      AND b.start_ns < w.end_ns AND w.start_ns < b.end_ns
+     -- a constant iteration (N, or the steady one bound as N) reaches the kernels' scan
+     AND (TRY_CAST($iteration AS INTEGER) IS NULL OR b.iteration = TRY_CAST($iteration AS INTEGER))
     GROUP BY ALL
 ), pp AS (
     SELECT * FROM trace_power_pairs QUALIFY row_number() OVER (PARTITION BY run ORDER BY power_run) = 1

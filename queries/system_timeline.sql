@@ -5,6 +5,7 @@
 --   or nvidia-smi log) and CPU utilization (the host sampler), with the
 --   iteration each sample falls in. rel_ns counts from the start of the window
 --   asked for. The chart `system` draws it.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (the whole trace); the steady one when absent

@@ -5,6 +5,7 @@
 --   communication, memcpy, memset). The window is the iteration (as in
 --   gpu_utilization) or, for the whole trace, the first GPU activity's start to
 --   the last one's end (HTA's window).
+-- steady: job
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   run VARCHAR = NULL: one rank's trace run (all when absent)
@@ -33,4 +34,6 @@ FROM job_run_iterations s
 JOIN gpu_class_time g ON g.run = s.run AND g.iteration IS NOT DISTINCT FROM s.iteration
 WHERE ($job IS NULL OR s.job = $job) AND ($run IS NULL OR s.run = $run)
   AND ($iteration = 'all' OR ($iteration = 'steady' AND s.steady) OR CAST(s.iteration AS VARCHAR) = $iteration)
+  -- on g too: a constant iteration reaches the kernels' scan through gpu_class_time
+  AND ($iteration IN ('all', 'steady') OR g.iteration = TRY_CAST($iteration AS INTEGER))
 ORDER BY s.job, s.rank, s.run, s.iteration NULLS LAST;

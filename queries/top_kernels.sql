@@ -2,6 +2,7 @@
 -- description: Kernels by total time in an iteration: launches, total, mean,
 --   share of kernel time, the op and layer type that launch them most, and
 --   (where matched with ncu) their summed utilization levels.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (the steady one when absent)

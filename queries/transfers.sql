@@ -8,6 +8,7 @@
 --   time during which a kernel runs (kernel_busy_intervals). Pageable host
 --   copies are synchronous and slow: pin the memory (DataLoader pin_memory=True)
 --   to overlap them with compute.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent
@@ -43,6 +44,8 @@ WITH w AS (
     FROM (SELECT DISTINCT run, kernel_id, k_iteration, ts_ns, dur_ns FROM c) c
     JOIN kernel_busy_intervals b
       ON b.run = c.run AND b.iteration = c.k_iteration AND b.start_ns < c.ts_ns + c.dur_ns AND c.ts_ns < b.end_ns
+     -- a constant iteration (N, or the steady one bound as N) reaches the kernels' scan
+     AND (TRY_CAST($iteration AS INTEGER) IS NULL OR b.iteration = TRY_CAST($iteration AS INTEGER))
     GROUP BY c.run, c.kernel_id
 ), g AS (
     SELECT c.run, c.iteration, c.direction, c.src_memory, c.dst_memory, any_value(c.window_ns) AS window_ns,

@@ -5,6 +5,7 @@
 --   layer type comes from the framework op that launched each kernel, by the
 --   rules of the table layer_rules (users may add rules). Levels are summed
 --   counters of the layer's matched kernels (NULL without ncu data).
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (the steady one when absent)

@@ -7,6 +7,7 @@
 --   scaled to the whole iteration by GPU utilization (*_iter). Hopper's
 --   warpgroup MMA (gmma) is counted with the other tensor ops (metric_sources
 --   says how); levels that cannot be computed are NULL and note says why.
+-- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (the steady one when absent)
