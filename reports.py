@@ -222,11 +222,11 @@ def resolve_steady(con, report, values):
     p = report.param("iteration")
     if report.steady is None or values.get("iteration") != p.default:
         return values
-    asked = {k: values.get(k) for k in ("run", "job") if report.param(k)}
-    if not any(v is not None for v in asked.values()) or (report.steady == "run" and asked.get("run") is None):
-        return values
     sql = _STEADY_OF[report.steady]
-    rows = con.execute(sql, bind(sql, asked)).fetchall()
+    asked = bind(sql, values)              # run (and job): what the lookup needs
+    if all(v is None for v in asked.values()):
+        return values
+    rows = con.execute(sql, asked).fetchall()
     if len(rows) != 1 or rows[0][0] is None:
         return values
     return {**values, "iteration": _convert(rows[0][0], p.type, p.name)}

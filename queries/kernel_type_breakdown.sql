@@ -30,7 +30,7 @@ WITH t AS (
     WHERE ($job IS NULL OR s.job = $job) AND ($run IS NULL OR s.run = $run)
       AND ($iteration = 'all' OR ($iteration = 'steady' AND s.steady) OR CAST(s.iteration AS VARCHAR) = $iteration)
       -- on g too: a constant iteration reaches the kernels' scan through gpu_class_time
-      AND ($iteration IN ('all', 'steady') OR g.iteration = TRY_CAST($iteration AS INTEGER))
+      AND (TRY_CAST($iteration AS INTEGER) IS NULL OR g.iteration = TRY_CAST($iteration AS INTEGER))
 ), types AS (
     SELECT * FROM (VALUES (1, 'compute'), (2, 'communication'), (3, 'memory'), (4, 'compute+communication'),
                           (5, 'compute+memory'), (6, 'communication+memory'), (7, 'compute+communication+memory'))

@@ -32,13 +32,13 @@ WITH r AS (
     WHERE s.rank IS NOT NULL AND ($job IS NULL OR s.job = $job) AND ($run IS NULL OR s.run = $run)
       AND ($iteration = 'all' OR ($iteration = 'steady' AND s.steady) OR CAST(s.iteration AS VARCHAR) = $iteration)
       -- on u too: a constant iteration reaches the kernels' scan through iteration_gpu_time
-      AND ($iteration IN ('all', 'steady') OR u.iteration = TRY_CAST($iteration AS INTEGER))
+      AND (TRY_CAST($iteration AS INTEGER) IS NULL OR u.iteration = TRY_CAST($iteration AS INTEGER))
 ), d AS (
     SELECT k.run, k.iteration, percentile_cont(0.5) WITHIN GROUP (ORDER BY k.ts_ns - k.launch_end_ns) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY k.ts_ns - k.launch_end_ns) AS p95
     FROM kernels k JOIN r ON r.run = k.run AND r.iteration = k.iteration
     WHERE k.kind = 'kernel' AND k.launch_end_ns IS NOT NULL
-      AND ($iteration IN ('all', 'steady') OR k.iteration = TRY_CAST($iteration AS INTEGER))
+      AND (TRY_CAST($iteration AS INTEGER) IS NULL OR k.iteration = TRY_CAST($iteration AS INTEGER))
     GROUP BY k.run, k.iteration
 ), m AS (
     SELECT job, iteration, percentile_cont(0.5) WITHIN GROUP (ORDER BY total_ns) AS med FROM r GROUP BY job, iteration

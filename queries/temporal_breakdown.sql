@@ -35,5 +35,5 @@ JOIN gpu_class_time g ON g.run = s.run AND g.iteration IS NOT DISTINCT FROM s.it
 WHERE ($job IS NULL OR s.job = $job) AND ($run IS NULL OR s.run = $run)
   AND ($iteration = 'all' OR ($iteration = 'steady' AND s.steady) OR CAST(s.iteration AS VARCHAR) = $iteration)
   -- on g too: a constant iteration reaches the kernels' scan through gpu_class_time
-  AND ($iteration IN ('all', 'steady') OR g.iteration = TRY_CAST($iteration AS INTEGER))
+  AND (TRY_CAST($iteration AS INTEGER) IS NULL OR g.iteration = TRY_CAST($iteration AS INTEGER))
 ORDER BY s.job, s.rank, s.run, s.iteration NULLS LAST;
