@@ -6,6 +6,7 @@
 --   ratio is off: a first layer has no input gradient, attention's backward
 --   recomputes the scores (2.5), ops without a counted backward.
 -- steady: run
+-- op_windows: iteration
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent

@@ -7,6 +7,7 @@
 --   time, and mfu_pct against the dense peak of the device (table peak_flops)
 --   for the data type that carries most matrix FLOPs.
 -- steady: run
+-- op_windows: iteration
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent
@@ -54,16 +55,20 @@ WITH o AS (         -- the windows asked for (op_flops_windows); iteration NULL 
         GROUP BY run, iteration, dtype) x
     WHERE k = 1
 ), span AS (    -- the whole trace: first kernel start to last kernel end, and busy time
+    -- (not computed when one iteration is asked: no whole-trace row then)
     SELECT k.run, max(k.ts_ns + k.dur_ns) - min(k.ts_ns) AS total_ns FROM kernels k
-    WHERE k.kind = 'kernel' GROUP BY k.run
+    WHERE k.kind = 'kernel' AND TRY_CAST($iteration AS INTEGER) IS NULL GROUP BY k.run
 ), busy AS (
-    SELECT run, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals GROUP BY run
+    SELECT run, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals
+    WHERE TRY_CAST($iteration AS INTEGER) IS NULL GROUP BY run
 ), t AS (
     SELECT s.run, s.iteration,
            CASE WHEN s.iteration IS NULL THEN sp.total_ns ELSE g.total_ns END AS total_ns,
            CASE WHEN s.iteration IS NULL THEN b.busy_ns ELSE g.kernel_busy_ns END AS busy_ns
     FROM (SELECT DISTINCT run, iteration FROM o) s     -- the windows that have ops
-    LEFT JOIN iteration_gpu_time g ON g.run = s.run AND g.iteration = s.iteration
+    LEFT JOIN (SELECT * FROM iteration_gpu_time     -- one iteration asked: only its time
+               WHERE TRY_CAST($iteration AS INTEGER) IS NULL OR iteration = TRY_CAST($iteration AS INTEGER)) g
+      ON g.run = s.run AND g.iteration = s.iteration
     LEFT JOIN span sp ON sp.run = s.run
     LEFT JOIN busy b ON b.run = s.run
 ), r AS (

@@ -7,6 +7,7 @@
 --   and 64). Ops whose FLOPs per sample differ by more than tolerance_pct are
 --   flagged: work that does not scale with the batch (the optimizer, the
 --   loss), or a miscount.
+-- op_windows: steady
 -- parameters:
 --   batch_pattern VARCHAR = '_bs(\d+)': RE2 pattern over the run name whose first group is the batch size
 --   tolerance_pct DOUBLE = 1.0: largest spread of FLOPs per sample that counts as consistent, %

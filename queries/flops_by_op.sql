@@ -9,6 +9,7 @@
 --   else forward. check compares a source with the other side (analytic
 --   against the hardware count, a hardware count against analytic).
 -- steady: run
+-- op_windows: iteration
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent

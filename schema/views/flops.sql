@@ -34,6 +34,29 @@ CREATE OR REPLACE MACRO flop_dtype(types) AS
                    lambda t: CASE t WHEN 'c10::Half' THEN 'fp16' WHEN 'c10::BFloat16' THEN 'bf16'
                                WHEN 'float' THEN 'fp32' WHEN 'double' THEN 'fp64' ELSE 'fp8' END)[1];
 
+-- Whether an event is in the op windows a report asked for: always, unless
+-- reports.run has set the DuckDB variable tracedb_op_windows for a report that
+-- reads only some iterations of each run (op_windows.py says what it holds and
+-- why the rows of those iterations come out the same); a run without a window
+-- is then left out. An event is in when it starts in its run's window. The
+-- outer bounds (times, event ids) span every run's window: constants DuckDB's
+-- scan of events skips row groups with.
+CREATE OR REPLACE MACRO flop_event_in_window(run, event_id, ts_ns) AS
+    getvariable('tracedb_op_windows') IS NULL
+    OR (event_id BETWEEN getvariable('tracedb_op_windows').first_event_id
+                     AND getvariable('tracedb_op_windows').last_event_id
+        AND ts_ns BETWEEN getvariable('tracedb_op_windows').lo_ns AND getvariable('tracedb_op_windows').hi_ns
+        AND ts_ns BETWEEN getvariable('tracedb_op_windows').runs[run].lo_ns
+                      AND getvariable('tracedb_op_windows').runs[run].hi_ns);
+-- Whether a kernel is in the op windows (flop_event_in_window): when its launch
+-- (else its start) is in its run's window; the outer kernel ids bound the scan.
+CREATE OR REPLACE MACRO flop_kernel_in_window(run, kernel_id, launch_ts_ns, ts_ns) AS
+    getvariable('tracedb_op_windows') IS NULL
+    OR (kernel_id BETWEEN getvariable('tracedb_op_windows').first_kernel_id
+                      AND getvariable('tracedb_op_windows').last_kernel_id
+        AND coalesce(launch_ts_ns, ts_ns) BETWEEN getvariable('tracedb_op_windows').runs[run].lo_ns
+                                              AND getvariable('tracedb_op_windows').runs[run].hi_ns);
+
 -- Framework ops with a row in flop_formulas, their shapes and arguments parsed.
 --
 -- @column run       trace run
@@ -58,13 +81,15 @@ FROM (
            json_extract(e.args, ['$."Input Dims"', '$."Input type"', '$."Concrete Inputs"']) AS a
     FROM events e
     JOIN flop_formulas f ON f.op = e.name
-    WHERE e.ph = 'X' AND e.dur_ns IS NOT NULL AND is_framework_op_category(e.cat));
+    WHERE e.ph = 'X' AND e.dur_ns IS NOT NULL AND is_framework_op_category(e.cat)
+      AND flop_event_in_window(e.run, e.event_id, e.ts_ns));
 
 -- Spans that give an op its pass: autograd's backward nodes
 -- (autograd::engine::evaluate_function: ...) and the optimizer's
 -- annotations (Optimizer.step#..., Optimizer.zero_grad#...).
 --
 -- @column run       trace run
+-- @column event_id  the span's event (events.event_id)
 -- @column pid       process of the span, as written
 -- @column tid       thread of the span, as written
 -- @column start_ns  start of the span, ns
@@ -72,10 +97,10 @@ FROM (
 -- @column pass      backward (autograd::engine::evaluate_function: ...) | optimizer
 --                   (Optimizer.step#..., Optimizer.zero_grad#...)
 CREATE OR REPLACE VIEW flop_pass_spans AS
-SELECT run, pid, tid, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns,
+SELECT run, event_id, pid, tid, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns,
        CASE WHEN name LIKE 'autograd::engine::evaluate_function:%' THEN 'backward' ELSE 'optimizer' END AS pass
 FROM events
-WHERE ph = 'X' AND dur_ns IS NOT NULL
+WHERE ph = 'X' AND dur_ns IS NOT NULL AND flop_event_in_window(run, event_id, ts_ns)
   AND (name LIKE 'autograd::engine::evaluate_function:%' OR name LIKE 'Optimizer.step#%'
        OR name LIKE 'Optimizer.zero_grad#%');
 
@@ -250,6 +275,7 @@ WITH k AS (
     FROM kernels k
     JOIN runs r ON r.run = k.run AND r.kind = 'trace'
     WHERE k.kind = 'kernel' AND k.run IN (SELECT trace_run FROM match_runs)
+      AND flop_kernel_in_window(k.run, k.kernel_id, k.launch_ts_ns, k.ts_ns)
 ), in_op AS (
     -- counted ops of a thread do not overlap: the last one started at or before the launch
     SELECT k.*, CASE WHEN k.launch_ts_ns <= o.end_ns THEN o.event_id END AS flop_event_id

@@ -1,0 +1,145 @@
+"""The FLOP reports read the FLOP views only in the time windows of the
+iterations they report (op_windows.py): the rows must be those of the
+unnarrowed views, for every iteration, the steady default, all runs at once
+and the cross-run batch report, on real record_shapes traces with hardware
+counters (ncu, CUPTI), a run without step markers, and a small trace whose ops
+straddle the step markers."""
+import gzip
+import json
+
+import pytest
+
+from conftest import DATA
+from tracedb import db, op_windows, reports
+from tracedb.ingest import ingest_file
+
+FLOPS = DATA / "flops"
+CAP = DATA / "capture_h100" / "resnet18_bs32"
+NARROWED = sorted(n for n, r in reports.all_reports().items() if r.op_windows)
+
+
+def _straddling_trace(path):
+    """Two steps, [0, 1000] and [1000, 2000] us. Thread 1: mm A (fp32, 950-1300) holds
+    mm B (fp16, 1100-1200), then mm C in step 2. Thread 2: a backward node from 500 to
+    1600 holds mm D (1450-1480). Thread 3: mm E (800-1700) holds mm F (1050-1060). So
+    step 2's ops are C and D, B and F are nested in ops of step 1, A takes B's fp16,
+    and D is backward by a span that began in step 1."""
+    mm = lambda name, tid, ts, dur, t: {  # noqa: E731
+        "ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+        "args": {"Input Dims": [[64, 32], [32, 16]], "Input type": [t, t], "Concrete Inputs": ["", ""]}}
+    ev = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
+           "ts": 1000 * (n - 1), "dur": 1000} for n in (1, 2)]
+    ev += [mm("aten::mm", 1, 950, 350, "float"), mm("aten::mm", 1, 1100, 100, "c10::Half"),
+           mm("aten::mm", 1, 1400, 100, "float"),
+           {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0",
+            "pid": 1, "tid": 2, "ts": 500, "dur": 1100, "args": {}},
+           mm("aten::mm", 2, 1450, 30, "float"),
+           mm("aten::mm", 3, 800, 900, "float"), mm("aten::mm", 3, 1050, 10, "float")]
+    with gzip.open(path, "wt") as f:
+        json.dump({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceEvents": ev}, f)
+    return path
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("opw")
+    c = db.connect(tmp / "w.duckdb")
+    for name in ("h100_gpt2_bs8_amp", "h100_gpt2_bs16_amp", "h100_mobilenet_v2_ops"):
+        ingest_file(c, FLOPS / f"{name}.json.gz")
+    ingest_file(c, FLOPS / "h100_gpt2_bs8_amp_ncu_raw_baseunits.csv.gz", pair_with="h100_gpt2_bs8_amp")
+    ingest_file(c, FLOPS / "h100_mobilenet_v2_ops_ncu_raw_baseunits.csv.gz", pair_with="h100_mobilenet_v2_ops")
+    ingest_file(c, DATA / "cupti" / "a100_cupti_range_profiler.json.gz")     # no step markers
+    files = json.loads((CAP / "capture.json").read_text())["files"]
+    ingest_file(c, CAP / files["trace"])                                      # three steps
+    ingest_file(c, _straddling_trace(tmp / "straddle.json.gz"), run="straddle")
+    yield c
+    c.close()
+
+
+def test_the_flop_reports_declare_it():
+    assert NARROWED == ["bwd_fwd_ratio", "flop_utilization", "flops_batch_consistency", "flops_by_op"]
+
+
+def _asked(con):
+    """Parameter sets: each trace run with its default, each iteration of the runs
+    with more than one, and all runs at once."""
+    out = [{}]
+    for run, its in con.execute("SELECT r.run, list(i.iteration ORDER BY i.iteration) FILTER (i.iteration IS NOT NULL) "
+                                "FROM runs r LEFT JOIN iterations i USING (run) WHERE r.kind = 'trace' "
+                                "GROUP BY r.run ORDER BY r.run").fetchall():
+        out += [{"run": run}] + [{"run": run, "iteration": str(i)} for i in its or [] if len(its) > 1]
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n in NARROWED if n != "flops_batch_consistency"])
+def test_narrowed_rows_are_the_full_rows(con, name):
+    compared = 0
+    for params in _asked(con):
+        want = reports.run(con, name, params, resolve=False)
+        got = reports.run(con, name, params)
+        assert got.to_pylist() == want.to_pylist(), (name, params)
+        compared += got.num_rows > 0
+    assert compared >= 7
+    assert con.execute("SELECT getvariable('tracedb_op_windows')").fetchone()[0] is None
+
+
+@pytest.mark.parametrize("pattern", [r"_bs(\d+)", r"(\d+)_amp"])
+def test_batch_consistency_narrowed_is_the_same(con, pattern):
+    params = {"batch_pattern": pattern}
+    want = reports.run(con, "flops_batch_consistency", params, resolve=False)
+    got = reports.run(con, "flops_batch_consistency", params)
+    assert want.num_rows > 0 and got.to_pylist() == want.to_pylist()
+
+
+def test_hardware_sources_are_narrowed_too(con):
+    """The ncu and CUPTI rows (kernels in the window) are in what the tests compare."""
+    rows = reports.run(con, "flops_by_op", {"run": "h100_gpt2_bs8_amp"}).to_pylist()
+    assert {"analytic", "ncu"} <= {r["source"] for r in rows}
+    rows = reports.run(con, "flops_by_op", {"run": "a100_cupti_range_profiler"}).to_pylist()
+    assert {"analytic", "cupti"} <= {r["source"] for r in rows}
+
+
+def test_a_window_reads_only_its_iteration(con):
+    """resnet18's step 4 window holds fewer ops than the trace, and the narrowed views
+    give exactly the full views' ops of that step."""
+    report = reports.get("flops_by_op")
+    run = "resnet18_bs32"
+    (lo, hi, first, last), = op_windows.windows(con, report, {"run": run, "iteration": 4}).values()
+    start, end = con.execute("SELECT start_ns, marker_end_ns FROM iterations WHERE run = ? AND iteration = 4",
+                             [run]).fetchone()
+    assert lo <= start and hi >= end and first <= last
+    full = con.execute("SELECT event_id, pass, dtype, flops FROM flop_ops WHERE run = ? AND iteration = 4 "
+                       "ORDER BY event_id", [run]).fetchall()
+    every = con.execute("SELECT count(*) FROM flop_ops WHERE run = ?", [run]).fetchone()[0]
+    with op_windows.narrowed(con, report, {"run": run, "iteration": 4}):
+        narrow = con.execute("SELECT event_id, pass, dtype, flops FROM flop_ops WHERE run = ? AND iteration = 4 "
+                             "ORDER BY event_id", [run]).fetchall()
+        seen = con.execute("SELECT count(*) FROM flop_ops WHERE run = ?", [run]).fetchone()[0]
+    assert narrow == full and len(full) > 100
+    assert seen < every * 0.6
+
+
+def test_straddling_ops_keep_their_nesting_pass_and_dtype(con):
+    report = reports.get("flops_by_op")
+    for it in (1, 2):
+        with op_windows.narrowed(con, report, {"run": "straddle", "iteration": it}):
+            got = con.execute("SELECT ts_ns, pass, dtype FROM flop_ops WHERE run = 'straddle' AND iteration = ? "
+                              "ORDER BY ts_ns", [it]).fetchall()
+        want = con.execute("SELECT ts_ns, pass, dtype FROM flop_ops WHERE run = 'straddle' AND iteration = ? "
+                           "ORDER BY ts_ns", [it]).fetchall()
+        assert got == want
+    base = con.execute("SELECT start_ns FROM iterations WHERE run = 'straddle' AND iteration = 1").fetchone()[0]
+    steps = {it: [((ts - base) // 1000, p, d) for ts, p, d in con.execute(
+        "SELECT ts_ns, pass, dtype FROM flop_ops WHERE run = 'straddle' AND iteration = ? ORDER BY ts_ns",
+        [it]).fetchall()] for it in (1, 2)}
+    assert steps[1] == [(800, "forward", "fp32"), (950, "forward", "fp16")]      # E; A with B's type
+    assert steps[2] == [(1400, "forward", "fp32"), (1450, "backward", "fp32")]   # C; D in the node of step 1
+
+
+def test_iteration_all_and_bad_values_are_not_narrowed(con):
+    report = reports.get("flops_by_op")
+    assert op_windows.windows(con, report, {"run": "straddle", "iteration": "all"}) is None
+    assert op_windows.windows(con, report, {"run": "straddle", "iteration": "x"}) is None
+    with pytest.raises(reports.ReportError, match="flops_by_op: .*'x'"):
+        reports.run(con, "flops_by_op", {"run": "straddle", "iteration": "x"})
+    assert con.execute("SELECT getvariable('tracedb_op_windows')").fetchone()[0] is None
