@@ -21,8 +21,9 @@ on (duckdb by default); `steady: run` (or `job`) says that the default of its
 `iteration` parameter stands for the run's (the job's) steady iteration, which
 `run` then looks up and binds as a number (`resolve_steady`); `op_windows:
 iteration` (or `steady`) that it reads the FLOP views only in the iterations its
-`iteration` parameter picks (each run's steady one), which `run` then narrows
-them to (op_windows.py). docs/reports.md is generated from the headers.
+`iteration` parameter picks (each run's steady one), and `segment_windows:` the
+same of activity_segments, which `run` then narrows them to (windows.py).
+docs/reports.md is generated from the headers.
 """
 import contextlib
 import importlib
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from tracedb import op_windows
+from tracedb import windows
 from tracedb.db import bind, package_sql, params_of, scalar
 
 _TYPES = {"INTEGER": int, "BIGINT": int, "DOUBLE": float, "VARCHAR": str, "BOOLEAN": None}
@@ -61,7 +62,8 @@ class Report:
     engines: list = field(default_factory=lambda: ["duckdb"])
     prepared_by: str = None   # module whose prepared(con, values) makes the relations the SQL reads
     steady: str = None        # run | job: the iteration parameter's default is that one's steady iteration
-    op_windows: str = None    # iteration | steady: the iterations it reads the FLOP views in (op_windows.py)
+    op_windows: str = None    # iteration | steady: the iterations it reads the FLOP views in (windows.py)
+    segment_windows: str = None   # iteration | steady: the iterations it reads activity_segments in
     problems: list = field(default_factory=list)  # header and SQL disagree (a bug in the report)
 
     @property
@@ -105,7 +107,7 @@ def parse(text, fallback_name):
         if not line.startswith("--"):
             break
         body = line[2:].strip()
-        m = re.match(r"(name|description|parameters|columns|requires|engines|prepared_by|steady|op_windows):\s*(.*)$", body)
+        m = re.match(r"(name|description|parameters|columns|requires|engines|prepared_by|steady|op_windows|segment_windows):\s*(.*)$", body)
         if m:
             section, value = m.group(1), m.group(2)
             if section == "name":
@@ -116,7 +118,7 @@ def parse(text, fallback_name):
                 requires += [(r.strip(), r.strip()) for r in value.split(",") if r.strip()]
             elif section == "engines":
                 engines = [e.strip() for e in value.split(",") if e.strip()]
-            elif section in ("prepared_by", "steady", "op_windows"):
+            elif section in ("prepared_by", "steady", "op_windows", "segment_windows"):
                 header[section] = value.strip()
             continue
         if section == "description" and body:
@@ -137,14 +139,16 @@ def parse(text, fallback_name):
             if r:
                 requires.append((r.group(1), r.group(2)))
     report = Report(header["name"], " ".join(header["description"]), text, params, columns, requires, engines,
-                    header.get("prepared_by"), header.get("steady"), header.get("op_windows"))
+                    header.get("prepared_by"), header.get("steady"), header.get("op_windows"),
+                    header.get("segment_windows"))
     if report.steady is not None and (report.steady not in _STEADY_OF or report.param("iteration") is None):
         report.problems.append(f"steady: {report.steady} needs an iteration parameter and one of "
                                f"{', '.join(_STEADY_OF)}")
-    if report.op_windows is not None and (report.op_windows not in ("iteration", "steady")
-                                          or (report.op_windows == "iteration" and report.param("iteration") is None)):
-        report.problems.append(f"op_windows: {report.op_windows} must be steady, or iteration with an "
-                               "iteration parameter")
+    for key in ("op_windows", "segment_windows"):
+        mode = getattr(report, key)
+        if mode is not None and (mode not in ("iteration", "steady")
+                                 or (mode == "iteration" and report.param("iteration") is None)):
+            report.problems.append(f"{key}: {mode} must be steady, or iteration with an iteration parameter")
     used, declared = params_of(report.body), {p.name for p in params}
     if report.prepared_by:      # the parameters its preparing module reads count as used
         used |= set(importlib.import_module(f"tracedb.{report.prepared_by}").PARAMS)
@@ -242,7 +246,7 @@ def resolve_steady(con, report, values):
 
 def run(con, name, params=None, resolve=True):
     """Run a saved report; returns a pyarrow Table. resolve=False leaves the steady
-    default to the SQL and the FLOP views unnarrowed (the same rows, slower on big
+    default to the SQL and the swept views unnarrowed (the same rows, slower on big
     traces: tests compare the two)."""
     report = get(name)
     values = bound_params(report, params or {})
@@ -256,7 +260,7 @@ def run(con, name, params=None, resolve=True):
         values = resolve_steady(con, report, values)
     prepared = (importlib.import_module(f"tracedb.{report.prepared_by}").prepared(con, values)
                 if report.prepared_by else contextlib.nullcontext())
-    narrowed = op_windows.narrowed(con, report, values) if resolve else contextlib.nullcontext()
+    narrowed = windows.narrowed(con, report, values) if resolve else contextlib.nullcontext()
     try:
         with prepared, narrowed:
             return con.sql(report.sql, params=bind(report.sql, values)).to_arrow_table()

@@ -126,12 +126,19 @@ def test_time_breakdown_cpu_kernel_time_is_the_union_of_kernel_calls(qdb, path):
     run = run_name(path)
     doc = raw_trace(path)
     cpu = [(a, b) for a, b, *_ in xs(doc, "KernelAndDeviceFunc::Run") + xs(doc, "ThreadpoolListener::Region")]
-    t = reports.run(qdb, "time_breakdown", {"run": run}).to_pylist()
-    for r in t:
+    t = reports.run(qdb, "time_breakdown", {"run": run, "iteration": "all"}).to_pylist()
+    per, whole = t[:-1], t[-1]
+    assert len(per) == rows(qdb, "SELECT count(*) FROM iterations WHERE run = ?", [run])[0][0] > 1
+    for r in per:
         s, e = rows(qdb, "SELECT start_ns, end_ns FROM iterations WHERE run = ? AND iteration = ?", [run, r["iteration"]])[0]
         assert r["cpu_kernel_ns"] == union_ns(cpu, s, e)
         assert r["gpu_kernel_ns"] == 0 and r["overlap_ns"] == 0
         assert r["cpu_kernel_ns"] + r["overhead_ns"] == r["total_ns"]
+    assert whole["iteration"] is None           # every iteration together: the sums
+    for col in ("total_ns", "cpu_kernel_ns", "overhead_ns"):
+        assert whole[col] == sum(r[col] for r in per)
+    steady = rows(qdb, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])[0][0]
+    assert reports.run(qdb, "time_breakdown", {"run": run}).to_pylist() == [r for r in per if r["iteration"] == steady]
 
 
 def test_queue_occupancy(qdb):

@@ -36,7 +36,7 @@ CREATE OR REPLACE MACRO flop_dtype(types) AS
 
 -- Whether an event is in the op windows a report asked for: always, unless
 -- reports.run has set the DuckDB variable tracedb_op_windows for a report that
--- reads only some iterations of each run (op_windows.py says what it holds and
+-- reads only some iterations of each run (windows.py says what it holds and
 -- why the rows of those iterations come out the same); a run without a window
 -- is then left out. An event is in when it starts in its run's window. The
 -- outer bounds (times, event ids) span every run's window: constants DuckDB's

@@ -99,6 +99,20 @@ SELECT p.run, p.mode, p.n AS node, p.event_id AS enqueue_event_id, p.deq_id AS d
 FROM paired p LEFT JOIN cpu c ON c.run = p.run AND c.deq_id = p.deq_id
 LEFT JOIN gpu g ON g.run = p.run AND g.deq_id = p.deq_id;
 
+-- Whether an interval [start_ns, end_ns] of run overlaps the segment window a
+-- report asked for: always, unless reports.run has set the DuckDB variable
+-- tracedb_segment_windows ({start_ns, end_ns, runs: MAP of run -> {start_ns,
+-- end_ns}}) for a report that reads activity_segments only in some iterations
+-- (windows.py says why their segments come out the same); a run without a
+-- window is then left out. The outer bounds span every run's window: a
+-- constant the scans skip row groups with.
+CREATE OR REPLACE MACRO in_segment_window(run, start_ns, end_ns) AS
+    getvariable('tracedb_segment_windows') IS NULL
+    OR (start_ns <= getvariable('tracedb_segment_windows').end_ns
+        AND end_ns >= getvariable('tracedb_segment_windows').start_ns
+        AND start_ns <= getvariable('tracedb_segment_windows').runs[run].end_ns
+        AND end_ns >= getvariable('tracedb_segment_windows').runs[run].start_ns);
+
 -- Elementary time segments of each iteration with what is going on in them:
 -- how many nodes wait in the eager queue, and whether a GPU kernel, a CPU
 -- kernel (KernelAndDeviceFunc::Run, Eigen thread-pool regions), a dequeue or
@@ -122,13 +136,16 @@ LEFT JOIN gpu g ON g.run = p.run AND g.deq_id = p.deq_id;
 CREATE OR REPLACE VIEW activity_segments AS
 WITH it AS (SELECT run, iteration, start_ns, end_ns FROM iterations),
 iv AS (
-    SELECT run, 'queue' AS k, enqueue_end_ns AS s, dequeue_start_ns AS e FROM eager_nodes
-    WHERE mode = 'async' AND dequeue_start_ns > enqueue_end_ns
-    UNION ALL SELECT run, 'deq', dequeue_start_ns, dequeue_end_ns FROM eager_nodes
+    SELECT * FROM (
+        SELECT run, 'queue' AS k, enqueue_end_ns AS s, dequeue_start_ns AS e FROM eager_nodes
+        WHERE mode = 'async' AND dequeue_start_ns > enqueue_end_ns
+        UNION ALL SELECT run, 'deq', dequeue_start_ns, dequeue_end_ns FROM eager_nodes)
+    WHERE in_segment_window(run, s, e)
     UNION ALL SELECT run, CASE WHEN kind = 'kernel' THEN 'gpu' ELSE 'copy' END, ts_ns, ts_ns + dur_ns
-              FROM kernels WHERE ts_ns IS NOT NULL AND dur_ns > 0
+              FROM kernels WHERE ts_ns IS NOT NULL AND dur_ns > 0 AND in_segment_window(run, ts_ns, ts_ns + dur_ns)
     UNION ALL SELECT run, 'cpu', ts_ns, ts_ns + dur_ns FROM events
               WHERE ph = 'X' AND dur_ns > 0 AND name IN ('KernelAndDeviceFunc::Run', 'ThreadpoolListener::Region')
+                AND in_segment_window(run, ts_ns, ts_ns + dur_ns)
 ), b AS (
     SELECT run, s AS t, k, 1 AS d FROM iv UNION ALL SELECT run, e, k, -1 FROM iv
     UNION ALL SELECT run, start_ns, 'edge', 0 FROM it UNION ALL SELECT run, end_ns, 'edge', 0 FROM it

@@ -1,21 +1,23 @@
-"""The FLOP reports read the FLOP views only in the time windows of the
-iterations they report (op_windows.py): the rows must be those of the
-unnarrowed views, for every iteration, the steady default, all runs at once
-and the cross-run batch report, on real record_shapes traces with hardware
-counters (ncu, CUPTI), a run without step markers, and a small trace whose ops
-straddle the step markers."""
+"""Reports that declare windows read the views that sweep a whole run (the FLOP
+views, activity_segments) only in the time windows of the iterations they
+report (windows.py): the rows must be those of the unnarrowed views, for every
+iteration, the steady default, all runs at once and the cross-run batch
+report, on real record_shapes traces with hardware counters (ncu, CUPTI), a run
+without step markers, TensorFlow eager runs (CPU kernels, the eager queue), and
+a small trace whose ops straddle the step markers."""
 import gzip
 import json
+import re
 
 import pytest
 
-from conftest import DATA
-from tracedb import db, op_windows, reports
+from conftest import DATA, TF
+from tracedb import db, reports, windows
 from tracedb.ingest import ingest_file
 
 FLOPS = DATA / "flops"
 CAP = DATA / "capture_h100" / "resnet18_bs32"
-NARROWED = sorted(n for n, r in reports.all_reports().items() if r.op_windows)
+NARROWED = sorted(n for n, r in reports.all_reports().items() if r.op_windows or r.segment_windows)
 
 
 def _straddling_trace(path):
@@ -23,7 +25,8 @@ def _straddling_trace(path):
     mm B (fp16, 1100-1200), then mm C in step 2. Thread 2: a backward node from 500 to
     1600 holds mm D (1450-1480). Thread 3: mm E (800-1700) holds mm F (1050-1060). So
     step 2's ops are C and D, B and F are nested in ops of step 1, A takes B's fp16,
-    and D is backward by a span that began in step 1."""
+    and D is backward by a span that began in step 1. A GPU kernel runs from 900 to
+    1200, across the start of step 2."""
     mm = lambda name, tid, ts, dur, t: {  # noqa: E731
         "ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
         "args": {"Input Dims": [[64, 32], [32, 16]], "Input type": [t, t], "Concrete Inputs": ["", ""]}}
@@ -34,7 +37,8 @@ def _straddling_trace(path):
            {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0",
             "pid": 1, "tid": 2, "ts": 500, "dur": 1100, "args": {}},
            mm("aten::mm", 2, 1450, 30, "float"),
-           mm("aten::mm", 3, 800, 900, "float"), mm("aten::mm", 3, 1050, 10, "float")]
+           mm("aten::mm", 3, 800, 900, "float"), mm("aten::mm", 3, 1050, 10, "float"),
+           {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 900, "dur": 300, "args": {}}]
     with gzip.open(path, "wt") as f:
         json.dump({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceEvents": ev}, f)
     return path
@@ -52,12 +56,16 @@ def con(tmp_path_factory):
     files = json.loads((CAP / "capture.json").read_text())["files"]
     ingest_file(c, CAP / files["trace"])                                      # three steps
     ingest_file(c, _straddling_trace(tmp / "straddle.json.gz"), run="straddle")
+    for p in TF:
+        if "lenet" in p.name:                                                 # eager async and sync
+            ingest_file(c, p)
     yield c
     c.close()
 
 
-def test_the_flop_reports_declare_it():
-    assert NARROWED == ["bwd_fwd_ratio", "flop_utilization", "flops_batch_consistency", "flops_by_op"]
+def test_the_flop_reports_and_time_breakdown_declare_it():
+    assert NARROWED == ["bwd_fwd_ratio", "flop_utilization", "flops_batch_consistency", "flops_by_op",
+                        "time_breakdown"]
 
 
 def _asked(con):
@@ -75,7 +83,12 @@ def _asked(con):
 def test_narrowed_rows_are_the_full_rows(con, name):
     compared = 0
     for params in _asked(con):
-        want = reports.run(con, name, params, resolve=False)
+        try:
+            want = reports.run(con, name, params, resolve=False)
+        except reports.ReportError as e:       # a run without iterations: the same message either way
+            with pytest.raises(reports.ReportError, match=re.escape(str(e))):
+                reports.run(con, name, params)
+            continue
         got = reports.run(con, name, params)
         assert got.to_pylist() == want.to_pylist(), (name, params)
         compared += got.num_rows > 0
@@ -104,14 +117,15 @@ def test_a_window_reads_only_its_iteration(con):
     give exactly the full views' ops of that step."""
     report = reports.get("flops_by_op")
     run = "resnet18_bs32"
-    (lo, hi, first, last), = op_windows.windows(con, report, {"run": run, "iteration": 4}).values()
+    its = windows.iterations(con, "iteration", {"run": run, "iteration": 4})
+    (lo, hi, first, last), = windows.op_windows(con, its).values()
     start, end = con.execute("SELECT start_ns, marker_end_ns FROM iterations WHERE run = ? AND iteration = 4",
                              [run]).fetchone()
     assert lo <= start and hi >= end and first <= last
     full = con.execute("SELECT event_id, pass, dtype, flops FROM flop_ops WHERE run = ? AND iteration = 4 "
                        "ORDER BY event_id", [run]).fetchall()
     every = con.execute("SELECT count(*) FROM flop_ops WHERE run = ?", [run]).fetchone()[0]
-    with op_windows.narrowed(con, report, {"run": run, "iteration": 4}):
+    with windows.narrowed(con, report, {"run": run, "iteration": 4}):
         narrow = con.execute("SELECT event_id, pass, dtype, flops FROM flop_ops WHERE run = ? AND iteration = 4 "
                              "ORDER BY event_id", [run]).fetchall()
         seen = con.execute("SELECT count(*) FROM flop_ops WHERE run = ?", [run]).fetchone()[0]
@@ -122,7 +136,7 @@ def test_a_window_reads_only_its_iteration(con):
 def test_straddling_ops_keep_their_nesting_pass_and_dtype(con):
     report = reports.get("flops_by_op")
     for it in (1, 2):
-        with op_windows.narrowed(con, report, {"run": "straddle", "iteration": it}):
+        with windows.narrowed(con, report, {"run": "straddle", "iteration": it}):
             got = con.execute("SELECT ts_ns, pass, dtype FROM flop_ops WHERE run = 'straddle' AND iteration = ? "
                               "ORDER BY ts_ns", [it]).fetchall()
         want = con.execute("SELECT ts_ns, pass, dtype FROM flop_ops WHERE run = 'straddle' AND iteration = ? "
@@ -137,9 +151,29 @@ def test_straddling_ops_keep_their_nesting_pass_and_dtype(con):
 
 
 def test_iteration_all_and_bad_values_are_not_narrowed(con):
-    report = reports.get("flops_by_op")
-    assert op_windows.windows(con, report, {"run": "straddle", "iteration": "all"}) is None
-    assert op_windows.windows(con, report, {"run": "straddle", "iteration": "x"}) is None
+    assert windows.iterations(con, "iteration", {"run": "straddle", "iteration": "all"}) is None
+    assert windows.iterations(con, "iteration", {"run": "straddle", "iteration": "x"}) is None
     with pytest.raises(reports.ReportError, match="flops_by_op: .*'x'"):
         reports.run(con, "flops_by_op", {"run": "straddle", "iteration": "x"})
     assert con.execute("SELECT getvariable('tracedb_op_windows')").fetchone()[0] is None
+
+
+@pytest.mark.parametrize("run, iteration", [("resnet18_bs32", 3), ("cpu_async_lenet_bs64", 1),
+                                            ("cpu_sync_lenet_bs64", 1), ("straddle", 2)])
+def test_a_segment_window_cuts_the_same_segments(con, run, iteration):
+    """GPU kernels (resnet18), CPU kernels and the eager queue (lenet), a kernel that
+    began before the iteration (straddle): the narrowed activity_segments of the
+    iteration are the full ones, from fewer intervals."""
+    q = ("SELECT start_ns, end_ns, queued, dequeuing, gpu_kernel, memory_transfer, cpu_kernel, category "
+         "FROM activity_segments WHERE run = ? AND iteration = ? ORDER BY start_ns")
+    full, every = con.execute(q, [run, iteration]).fetchall(), con.execute(
+        "SELECT count(*) FROM activity_segments WHERE run = ?", [run]).fetchone()[0]
+    with windows.narrowed(con, reports.get("time_breakdown"), {"run": run, "iteration": iteration}):
+        narrow, seen = con.execute(q, [run, iteration]).fetchall(), con.execute(
+            "SELECT count(*) FROM activity_segments WHERE run = ?", [run]).fetchone()[0]
+    assert narrow == full and len(full) > (1 if run == "straddle" else 10)
+    assert seen < every or run == "straddle"     # (its one kernel overlaps both steps)
+    if run == "straddle":                       # the kernel runs on into step 2: 1000-1200 us
+        assert full[0][4] and full[0][1] - full[0][0] == 200_000 and not full[1][4]
+    if "lenet" in run:
+        assert any(r[2] for r in full) == ("async" in run) and any(r[6] for r in full)

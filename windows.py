@@ -1,0 +1,148 @@
+"""The windows of a report: the time spans of the iterations it reads, which
+the views that sweep a whole run are narrowed to.
+
+Two kinds of view learn an event's iteration only after a sweep over the
+whole run, so no constant iteration pushes through them and a report that
+asks for one iteration still reads them all:
+- the FLOP views (schema/views/flops.sql) sweep each thread's ops to find the
+  counted ones, after parsing every op's shapes from its args JSON
+  (flops_by_op on a 25 M-event trace: 15-20 s);
+- activity_segments (schema/views/queues.sql) cuts the run's timeline at
+  every kernel, CPU kernel and eager-queue boundary (time_breakdown: 6 s).
+A report whose header says `op_windows: iteration` (it reads the iterations
+its `iteration` parameter picks) or `op_windows: steady` (each run's steady
+iteration) runs with the DuckDB variable tracedb_op_windows set to those
+iterations' op windows, and one that says `segment_windows: ...` with
+tracedb_segment_windows set to their segment windows; the views then read only
+what lies there (macros flop_event_in_window, flop_kernel_in_window,
+in_segment_window). Unset, they read everything.
+
+The rows of those iterations come out the same:
+- An op window is [lo, hi]: lo the earliest start of a FLOP candidate or pass
+  span that overlaps the iteration's step marker [start_ns, marker_end_ns], hi
+  the latest end of a candidate that starts in it. Every op or span that holds
+  an op of the iteration overlaps the marker, so it starts at or after lo;
+  every op nested in a counted op of the iteration starts before that op's
+  end, at or before hi; a left-out op ends before start_ns, before any op of
+  the iteration ends, so it neither holds one nor changes which ones are
+  counted. The kernels launched in the iteration (kernels.iteration: the
+  launch, else the kernel start, in the marker) launch inside it.
+- A segment window is the iteration's [start_ns, end_ns]: an interval that
+  does not overlap it adds nothing to the running counts inside it (it ended
+  before, or starts after), and the iterations' edges still cut the timeline.
+tests/test_windows.py compares each such report narrowed and not.
+"""
+import contextlib
+
+from tracedb.db import rows, scalar
+
+MIN_NS, MAX_NS = -(2 ** 63), 2 ** 63 - 1
+
+# The FLOP views' rows (framework ops with a formula, pass spans) of a run that
+# start at or before $end: their start and end, and their event id.
+_OP_ROWS = """
+    SELECT event_id, ts_ns, end_ns FROM flop_op_candidates WHERE run = $run AND ts_ns <= $end
+    UNION ALL
+    SELECT event_id, start_ns, end_ns FROM flop_pass_spans WHERE run = $run AND start_ns <= $end"""
+
+
+def iterations(con, mode, values):
+    """(run, start_ns, marker_end_ns, end_ns) of the iterations a report reads:
+    mode iteration, those its iteration parameter picks (the steady one when
+    absent); mode steady, each run's steady one. A run without iterations gives
+    (run, None, None, None): its whole trace. None when the report reads every
+    iteration (iteration=all, or a value its SQL will reject)."""
+    runs = [values["run"]] if values.get("run") is not None else [
+        r for (r,) in rows(con, "SELECT run FROM runs WHERE kind = 'trace' ORDER BY run")]
+    iteration = values.get("iteration") if mode == "iteration" else None
+    if iteration is not None:
+        try:
+            pick, args = "iteration = ?", [int(str(iteration).strip())]
+        except ValueError:
+            return None                 # all, or what the report's SQL says is wrong
+    else:
+        pick, args = ("iteration = (SELECT iteration FROM iteration_steadiness s "
+                      "WHERE s.run = iterations.run AND s.steady)"), []
+    out = []
+    for run in runs:
+        found = rows(con, f"SELECT start_ns, marker_end_ns, end_ns FROM iterations WHERE run = ? AND {pick}",
+                     [run] + args)
+        if found:
+            out.append((run, *found[0]))
+        elif not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):
+            out.append((run, None, None, None))
+    return out
+
+
+def op_windows(con, its):
+    """{run: (lo_ns, hi_ns, first_event_id, last_event_id)} of the iterations
+    (module docstring); read with tracedb_op_windows unset."""
+    out = {}
+    for run, start, marker_end, _ in its:
+        if start is None:
+            out[run] = (MIN_NS, MAX_NS, MIN_NS, MAX_NS)
+            continue
+        lo, hi = rows(con, "SELECT min(ts_ns) FILTER (end_ns >= $start), max(end_ns) FILTER (ts_ns >= $start) "
+                           f"FROM ({_OP_ROWS})", {"run": run, "start": start, "end": marker_end})[0]
+        lo = start if lo is None else min(start, lo)
+        hi = marker_end if hi is None else max(marker_end, hi)
+        first, last = rows(con, f"SELECT min(event_id), max(event_id) FROM ({_OP_ROWS}) WHERE ts_ns >= $lo",
+                           {"run": run, "lo": lo, "end": hi})[0]
+        out[run] = (lo, hi, first, last)
+    return out
+
+
+def _kernel_ids(con, found):
+    """(first, last) kernel id of the kernels launched (else started) in the op
+    windows, over every run."""
+    pairs = [rows(con, "SELECT min(kernel_id), max(kernel_id) FROM kernels "
+                       "WHERE run = $run AND coalesce(launch_ts_ns, ts_ns) BETWEEN $lo AND $hi",
+                  {"run": run, "lo": w[0], "hi": w[1]})[0] for run, w in found.items()]
+    pairs = [p for p in pairs if p[0] is not None]
+    return (min(p[0] for p in pairs), max(p[1] for p in pairs)) if pairs else (0, -1)
+
+
+def _set_op_windows(con, its):
+    found = op_windows(con, its)
+    first_kernel, last_kernel = _kernel_ids(con, found)
+    events = [w for w in found.values() if w[2] is not None]
+    con.execute("SET VARIABLE tracedb_op_windows = {"
+                "'lo_ns': $lo, 'hi_ns': $hi, 'first_event_id': $fe, 'last_event_id': $le, "
+                "'first_kernel_id': $fk, 'last_kernel_id': $lk, "
+                "'runs': MAP(CAST($runs AS VARCHAR[]), CAST($spans AS STRUCT(lo_ns BIGINT, hi_ns BIGINT)[]))}",
+                {"lo": min((w[0] for w in found.values()), default=0),
+                 "hi": max((w[1] for w in found.values()), default=-1),
+                 "fe": min((w[2] for w in events), default=0), "le": max((w[3] for w in events), default=-1),
+                 "fk": first_kernel, "lk": last_kernel,
+                 "runs": list(found), "spans": [{"lo_ns": w[0], "hi_ns": w[1]} for w in found.values()]})
+
+
+def _set_segment_windows(con, its):
+    found = {run: (MIN_NS, MAX_NS) if start is None else (start, end) for run, start, _, end in its}
+    con.execute("SET VARIABLE tracedb_segment_windows = {'start_ns': $lo, 'end_ns': $hi, 'runs': "
+                "MAP(CAST($runs AS VARCHAR[]), CAST($spans AS STRUCT(start_ns BIGINT, end_ns BIGINT)[]))}",
+                {"lo": min((w[0] for w in found.values()), default=0),
+                 "hi": max((w[1] for w in found.values()), default=-1),
+                 "runs": list(found), "spans": [{"start_ns": a, "end_ns": b} for a, b in found.values()]})
+
+
+_KINDS = {"op_windows": ("tracedb_op_windows", _set_op_windows),
+          "segment_windows": ("tracedb_segment_windows", _set_segment_windows)}
+
+
+@contextlib.contextmanager
+def narrowed(con, report, values):
+    """The report's SQL runs with the window variables its header asks for set
+    (module docstring), and unset after."""
+    done = []
+    try:
+        for key, (variable, set_variable) in _KINDS.items():
+            mode = getattr(report, key)
+            its = iterations(con, mode, values) if mode else None
+            if its is not None:
+                set_variable(con, its)
+                done.append(variable)
+        yield
+    finally:
+        for variable in done:
+            con.execute(f"RESET VARIABLE {variable}")
