@@ -9,6 +9,8 @@ Rules are data: one SQL file each in rules/, with a header that documents it
     -- fires: above                   above: value > threshold fires; below: value < threshold
     -- severity: high                 high | medium | low
     -- next: launch_queue             the report to read next
+    -- steady: run                    (optional) $iteration is read only as finding_iterations'
+                                      it_p: evaluate binds the steady one's number
     -- requires:
     --   kernels.launch_end_ns: what it is, for the user
     -- suggestion: what to try
@@ -52,6 +54,7 @@ class Rule:
     suggestion: str
     sql: str
     requires: list = field(default_factory=list)   # (relation, column or None, what it is)
+    steady: str = None          # run: its $iteration NULL stands for the run's steady iteration
 
     def fired(self, value, threshold):
         return value > threshold if self.fires == "above" else value < threshold
@@ -63,7 +66,8 @@ def parse(text, fallback):
         if not line.startswith("--"):
             break
         body = line[2:].strip()
-        m = re.match(r"(rule|description|threshold|unit|fires|severity|next|requires|suggestion):\s*(.*)$", body)
+        m = re.match(r"(rule|description|threshold|unit|fires|severity|next|requires|suggestion|steady):\s*(.*)$",
+                     body)
         if m:
             section = m.group(1)
             if section != "requires":
@@ -80,8 +84,10 @@ def parse(text, fallback):
         raise ValueError(f"rule {fallback}: header lacks {', '.join(sorted(missing))}")
     if head["fires"] not in ("above", "below") or head["severity"] not in SEVERITIES:
         raise ValueError(f"rule {fallback}: fires must be above|below and severity one of {SEVERITIES}")
+    if head.get("steady") not in (None, "run"):
+        raise ValueError(f"rule {fallback}: steady must be run")
     return Rule(head["rule"], head["description"], float(head["threshold"]), head["unit"], head["fires"],
-                head["severity"], head["next"], head["suggestion"], text, req)
+                head["severity"], head["next"], head["suggestion"], text, req, head.get("steady"))
 
 
 def all_rules():
@@ -170,12 +176,19 @@ class _Inputs:
             self.con.unregister(r)
 
 
-def evaluate(con, run=None, iteration=None, thresholds=None, only=None):
+def evaluate(con, run=None, iteration=None, thresholds=None, only=None, resolve=True):
     """Every rule (or those named in only) on run (all trace runs when None) and
     iteration (the steady one when None): a list of finding dicts, worst first,
-    with rules that passed (severity ok) and rules skipped (severity skipped)."""
+    with rules that passed (severity ok) and rules skipped (severity skipped).
+
+    A rule whose header says `steady: run` gets the steady iteration's number for
+    its $iteration when one run is asked for (unless resolve=False): the same
+    rows, but DuckDB pushes the constant into the per-iteration views instead of
+    computing every iteration to find the steady one (reports.resolve_steady)."""
     thresholds = thresholds or {}
     rules = all_rules()
+    steady = (scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
+              if resolve and iteration is None and run is not None else None)
     out = []
     inputs = _Inputs(con, run, iteration)
     try:
@@ -190,7 +203,8 @@ def evaluate(con, run=None, iteration=None, thresholds=None, only=None):
                 out.append(dict(base, run=run, iteration=iteration, severity="skipped", value=None, evidence=why))
                 continue
             try:
-                got = con.execute(rule.sql, bind(rule.sql, {"run": run, "iteration": iteration})).fetchall()
+                bound = steady if rule.steady == "run" and steady is not None else iteration
+                got = con.execute(rule.sql, bind(rule.sql, {"run": run, "iteration": bound})).fetchall()
             except duckdb.Error as e:
                 raise ReportError(f"rule {rule.name}: {str(e).splitlines()[0]}") from None
             if not got:     # its data is there and nothing met the rule's condition: it passed

@@ -7,6 +7,7 @@
 -- fires: above
 -- severity: high
 -- next: time_breakdown
+-- steady: run
 -- requires:
 --   events: trace events (PyTorch traces name the DataLoader's __next__ calls)
 -- suggestion: Load in worker processes (DataLoader(num_workers=N, persistent_workers=True,
@@ -22,7 +23,8 @@ WITH it AS (
 ), idle AS (        -- each DataLoader call minus the kernel busy intervals inside it
     SELECT dl.run, dl.iteration, dl.event_id, any_value(dl.e - dl.s) AS len,
            coalesce(sum(least(dl.e, b.end_ns) - greatest(dl.s, b.start_ns)) FILTER (b.start_ns IS NOT NULL), 0) AS busy
-    FROM dl LEFT JOIN kernel_busy_intervals b
+    FROM dl LEFT JOIN (SELECT * FROM kernel_busy_intervals          -- one iteration: only its intervals
+                       WHERE $iteration IS NULL OR iteration = $iteration) b
       ON b.run = dl.run AND b.iteration = dl.iteration AND b.start_ns < dl.e AND b.end_ns > dl.s
     GROUP BY dl.run, dl.iteration, dl.event_id
 ), g AS (

@@ -8,6 +8,7 @@
 -- fires: above
 -- severity: high
 -- next: launch_queue
+-- steady: run
 -- requires:
 --   kernels.launch_end_ns: GPU activity with its launch calls (a trace with CUDA activity)
 -- suggestion: Give the GPU more work per launch (a larger batch), fewer launches (torch.compile,

@@ -8,6 +8,7 @@
 -- fires: above
 -- severity: medium
 -- next: top_kernels
+-- steady: run
 -- requires:
 --   kernels: GPU activity (kernels, memcpy, memset)
 -- suggestion: Pin the host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with

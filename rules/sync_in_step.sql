@@ -9,6 +9,7 @@
 -- fires: above
 -- severity: medium
 -- next: launch_queue
+-- steady: run
 -- requires:
 --   events: trace events with the CUDA runtime calls
 -- suggestion: Move .item()/.cpu()/print of GPU values out of the step (log every N steps), keep

@@ -7,6 +7,7 @@
 -- fires: above
 -- severity: medium
 -- next: launch_delay
+-- steady: run
 -- requires:
 --   kernels.launch_end_ns: kernels with their launch calls (a trace with CUDA activity)
 -- suggestion: Fuse the small kernels (torch.compile), capture the step in a CUDA graph, or give each

@@ -55,6 +55,20 @@ def found(fdb):
     return out
 
 
+def test_steady_rules_give_the_same_findings_with_the_number_bound(fdb):
+    """Rules that declare `steady: run` get the steady iteration's number when one run
+    is asked for (advise.evaluate): every finding must be the one the SQL gives for
+    $iteration NULL, on every run of the database (data_loader_wait fires on one)."""
+    steady = {n for n, r in advise.all_rules().items() if r.steady}
+    assert {"host_bound", "data_loader_wait", "tiny_kernels", "sync_in_step", "pageable_memcpy"} <= steady
+    fired = 0
+    for (run,) in fdb.execute("SELECT run FROM runs WHERE kind = 'trace' ORDER BY run").fetchall():
+        got = advise.evaluate(fdb, run, only=steady)
+        assert got == advise.evaluate(fdb, run, only=steady, resolve=False), run
+        fired += sum(f["severity"] not in ("ok", "skipped") for f in got)
+    assert fired >= 2
+
+
 _docs = {}
 
 
