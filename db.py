@@ -123,6 +123,10 @@ def apply_seeds(con):
         con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, ?)", [key, digest])
 
 
+def _views_digest():
+    return hashlib.sha256("".join(sql_text("schema", n) for n in VIEW_FILES).encode()).hexdigest()[:16]
+
+
 def apply_schema(con):
     """Tables, migrations, seed rows and views (idempotent)."""
     for name in TABLE_FILES:
@@ -134,6 +138,25 @@ def apply_schema(con):
         run_script(con, sql_text("schema", name))
     _apply_comments(con)
     con.execute("INSERT OR REPLACE INTO schema_info VALUES ('version', ?)", [SCHEMA_VERSION])
+    con.execute("INSERT OR REPLACE INTO schema_info VALUES ('views', ?)", [_views_digest()])
+
+
+def shadow_stale_views(con):
+    """On a read-only connection to a database whose views another tracedb version
+    wrote, this version's views and macros as temporary ones, which DuckDB finds
+    before the stored ones: the reports then read the views they were written
+    for (a stale view gives old numbers, or a missing column), and the file is
+    not touched."""
+    try:
+        stored = scalar(con, "SELECT value FROM schema_info WHERE key = 'views'")
+    except duckdb.CatalogException:          # not a tracedb database: nothing to shadow
+        return
+    if stored == _views_digest():
+        return
+    for name in VIEW_FILES:
+        text = sql_text("schema", name)
+        run_script(con, text.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
+                            .replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
 
 
 def _apply_comments(con):
@@ -171,6 +194,8 @@ def connect(path, read_only=False, wait_s=0.0, say=None):
         con.execute("SET enable_progress_bar = false")
     if not read_only:
         apply_schema(con)
+    else:
+        shadow_stale_views(con)
     return con
 
 

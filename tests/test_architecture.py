@@ -241,3 +241,31 @@ def test_an_ingest_leaves_no_temp_relation_or_variable(tmp_path):
     assert left == []
     assert con.execute("SELECT count(*) FROM duckdb_variables()").fetchone()[0] == 0
     con.close()
+
+
+def test_read_only_open_of_older_views_reads_this_versions(tmp_path):
+    """A database whose views an older tracedb wrote, opened read-only (tracedb
+    query): this version's views shadow them as temporary ones, so the reports read
+    the columns they were written for, and the file keeps its own."""
+    import duckdb
+    path = tmp_path / "old_views.duckdb"
+    con = db.connect(path)
+    ingest_file(con, AMP_TRACE)
+    con.execute("CREATE OR REPLACE VIEW flop_pass_spans AS SELECT run, pid, tid, ts_ns AS start_ns, "
+                "ts_ns + dur_ns AS end_ns, 'backward' AS pass FROM events WHERE false")   # no event_id
+    con.execute("DROP MACRO flop_event_in_window")
+    con.execute("UPDATE schema_info SET value = 'older' WHERE key = 'views'")
+    con.close()
+    cols = lambda c: [r[0] for r in c.execute("DESCRIBE flop_pass_spans").fetchall()]  # noqa: E731
+    ro = db.connect(path, read_only=True)
+    assert "event_id" in cols(ro)
+    assert reports.run(ro, "flops_by_op", {}).num_rows > 10          # the views it needs are there
+    ro.close()
+    raw = duckdb.connect(str(path), read_only=True)
+    assert "event_id" not in cols(raw)                                # the file is as it was
+    raw.close()
+    current = db.connect(path)                                        # a write open brings it up to date
+    current.close()
+    raw = duckdb.connect(str(path), read_only=True)
+    assert "event_id" in cols(raw)
+    raw.close()
