@@ -30,9 +30,13 @@ The rows of those iterations come out the same:
 - A segment window is the iteration's [start_ns, end_ns]: an interval that
   does not overlap it adds nothing to the running counts inside it (it ended
   before, or starts after), and the iterations' edges still cut the timeline.
+  An interval missing an end (an eager dequeue whose duration was not a
+  number) is always kept: unnarrowed, its open +1 or -1 runs on to the end.
 tests/test_windows.py compares each such report narrowed and not.
 """
 import contextlib
+
+import duckdb
 
 from tracedb.db import rows, scalar
 
@@ -56,10 +60,11 @@ def iterations(con, mode, values):
         r for (r,) in rows(con, "SELECT run FROM runs WHERE kind = 'trace' ORDER BY run")]
     iteration = values.get("iteration") if mode == "iteration" else None
     if iteration is not None:
-        try:
-            pick, args = "iteration = ?", [int(str(iteration).strip())]
-        except ValueError:
+        # the number as the report's SQL casts it ('3.5' is 4 there, '٣' is no number)
+        number = scalar(con, "SELECT TRY_CAST(CAST(? AS VARCHAR) AS INTEGER)", [str(iteration)])
+        if number is None:
             return None                 # all, or what the report's SQL says is wrong
+        pick, args = "iteration = ?", [number]
     else:
         pick, args = ("iteration = (SELECT iteration FROM iteration_steadiness s "
                       "WHERE s.run = iterations.run AND s.steady)"), []
@@ -130,19 +135,29 @@ _KINDS = {"op_windows": ("tracedb_op_windows", _set_op_windows),
           "segment_windows": ("tracedb_segment_windows", _set_segment_windows)}
 
 
+def _reset(con):
+    for variable, _ in _KINDS.values():
+        con.execute(f"RESET VARIABLE {variable}")
+
+
 @contextlib.contextmanager
 def narrowed(con, report, values):
     """The report's SQL runs with the window variables its header asks for set
-    (module docstring), and unset after."""
-    done = []
+    (module docstring), and unset after, whatever happens: a variable left set
+    would narrow every later read of the views on the connection."""
+    _reset(con)                      # none left over: the windows are read from the whole views
     try:
-        for key, (variable, set_variable) in _KINDS.items():
+        for key, (_, set_variable) in _KINDS.items():
             mode = getattr(report, key)
             its = iterations(con, mode, values) if mode else None
             if its is not None:
                 set_variable(con, its)
-                done.append(variable)
         yield
     finally:
-        for variable in done:
-            con.execute(f"RESET VARIABLE {variable}")
+        try:
+            _reset(con)
+        except duckdb.TransactionException:
+            # the report's error aborted the caller's explicit transaction, where
+            # nothing can run; rolling it back is all that transaction allows
+            con.rollback()
+            _reset(con)

@@ -12,7 +12,7 @@
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run
---   iteration INTEGER: iteration (NULL: every iteration together, the sums of their rows)
+--   iteration INTEGER: iteration (NULL: every iteration together, the sums of their rows; an iteration's GPU tail may run past the next one's start, so total_ns may exceed the trace's span)
 --   total_ns BIGINT: iteration duration, ns
 --   cpu_kernel_ns BIGINT: CPU kernels running, no GPU kernel, ns
 --   gpu_kernel_ns BIGINT: GPU kernels running, no CPU kernel, ns

@@ -5,6 +5,7 @@ iteration, the steady default, all runs at once and the cross-run batch
 report, on real record_shapes traces with hardware counters (ncu, CUPTI), a run
 without step markers, TensorFlow eager runs (CPU kernels, the eager queue), and
 a small trace whose ops straddle the step markers."""
+import dataclasses
 import gzip
 import json
 import re
@@ -177,3 +178,45 @@ def test_a_segment_window_cuts_the_same_segments(con, run, iteration):
         assert full[0][4] and full[0][1] - full[0][0] == 200_000 and not full[1][4]
     if "lenet" in run:
         assert any(r[2] for r in full) == ("async" in run) and any(r[6] for r in full)
+
+
+def _unset(con):
+    return con.execute("SELECT getvariable('tracedb_op_windows') IS NULL AND "
+                       "getvariable('tracedb_segment_windows') IS NULL").fetchone()[0]
+
+
+def test_windows_are_unset_after_an_error_in_a_transaction(con):
+    """The report's error aborts the caller's transaction: the variables are unset all
+    the same (or every later read of the views would be narrowed), and the error is
+    the report's."""
+    report = dataclasses.replace(reports.get("time_breakdown"), op_windows="iteration")   # both kinds set
+    con.begin()
+    with pytest.raises(Exception, match="Could not convert"):
+        with windows.narrowed(con, report, {"run": "straddle", "iteration": "2"}):
+            assert con.execute("SELECT getvariable('tracedb_segment_windows') IS NOT NULL").fetchone()[0]
+            con.execute("SELECT CAST('x' AS INTEGER)")
+    assert _unset(con)
+
+
+def test_a_leftover_window_does_not_narrow_the_next_report(con):
+    con.execute("SET VARIABLE tracedb_op_windows = {'lo_ns': 0, 'hi_ns': 0, 'first_event_id': 0, "
+                "'last_event_id': 0, 'first_kernel_id': 0, 'last_kernel_id': 0, 'runs': MAP {}}")
+    got = reports.run(con, "flops_by_op", {"run": "resnet18_bs32", "iteration": "4"})
+    assert got.num_rows > 10 and _unset(con)
+    assert got.to_pylist() == reports.run(con, "flops_by_op", {"run": "resnet18_bs32", "iteration": "4"},
+                                          resolve=False).to_pylist()
+
+
+@pytest.mark.parametrize("value", ["\u0663", "99999999999", "3.0"])
+def test_iteration_values_as_the_sql_casts_them(con, value):
+    """Python's int() and DuckDB's CAST disagree ('\u0663' is 3 to Python): the window
+    is the iteration the report's SQL picks, or none where the SQL refuses it."""
+    params = {"run": "resnet18_bs32", "iteration": value}
+    try:
+        want = reports.run(con, "flops_by_op", params, resolve=False).to_pylist()
+    except reports.ReportError as e:
+        with pytest.raises(reports.ReportError, match=re.escape(str(e))):
+            reports.run(con, "flops_by_op", params)
+    else:
+        assert reports.run(con, "flops_by_op", params).to_pylist() == want and want
+    assert _unset(con)

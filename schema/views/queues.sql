@@ -140,7 +140,7 @@ iv AS (
         SELECT run, 'queue' AS k, enqueue_end_ns AS s, dequeue_start_ns AS e FROM eager_nodes
         WHERE mode = 'async' AND dequeue_start_ns > enqueue_end_ns
         UNION ALL SELECT run, 'deq', dequeue_start_ns, dequeue_end_ns FROM eager_nodes)
-    WHERE in_segment_window(run, s, e)
+    WHERE s IS NULL OR e IS NULL OR in_segment_window(run, s, e)     -- (an open end runs on: kept)
     UNION ALL SELECT run, CASE WHEN kind = 'kernel' THEN 'gpu' ELSE 'copy' END, ts_ns, ts_ns + dur_ns
               FROM kernels WHERE ts_ns IS NOT NULL AND dur_ns > 0 AND in_segment_window(run, ts_ns, ts_ns + dur_ns)
     UNION ALL SELECT run, 'cpu', ts_ns, ts_ns + dur_ns FROM events
