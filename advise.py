@@ -187,7 +187,7 @@ def evaluate(con, run=None, iteration=None, thresholds=None, only=None, resolve=
     computing every iteration to find the steady one (reports.resolve_steady)."""
     thresholds = thresholds or {}
     rules = all_rules()
-    steady = (scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
+    steady = (scalar(con, reports.STEADY_OF["run"], {"run": run})
               if resolve and iteration is None and run is not None else None)
     out = []
     inputs = _Inputs(con, run, iteration)

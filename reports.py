@@ -141,9 +141,9 @@ def parse(text, fallback_name):
     report = Report(header["name"], " ".join(header["description"]), text, params, columns, requires, engines,
                     header.get("prepared_by"), header.get("steady"), header.get("op_windows"),
                     header.get("segment_windows"))
-    if report.steady is not None and (report.steady not in _STEADY_OF or report.param("iteration") is None):
+    if report.steady is not None and (report.steady not in STEADY_OF or report.param("iteration") is None):
         report.problems.append(f"steady: {report.steady} needs an iteration parameter and one of "
-                               f"{', '.join(_STEADY_OF)}")
+                               f"{', '.join(STEADY_OF)}")
     for key in ("op_windows", "segment_windows"):
         mode = getattr(report, key)
         if mode is not None and (mode not in ("iteration", "steady")
@@ -215,7 +215,7 @@ def check_requirements(con, report, values):
 
 # The steady iteration of the run (or job) asked for; its parameters are those
 # of the report (a job-level report names a job, a run, or both).
-_STEADY_OF = {
+STEADY_OF = {
     "run": "SELECT iteration FROM iteration_steadiness WHERE run = $run AND steady",
     "job": "SELECT DISTINCT iteration FROM job_run_iterations WHERE steady AND ($job IS NULL OR job = $job) "
            "AND ($run IS NULL OR run = $run)",
@@ -234,7 +234,7 @@ def resolve_steady(con, report, values):
     p = report.param("iteration")
     if report.steady is None or values.get("iteration") != p.default:
         return values
-    sql = _STEADY_OF[report.steady]
+    sql = STEADY_OF[report.steady]
     asked = bind(sql, values)              # run (and job): what the lookup needs
     if all(v is None for v in asked.values()):
         return values
