@@ -202,13 +202,16 @@ def _ingest(con, reader, fmt, path, run, pair_with, work, options, caught):
                 if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
                     raise IngestError(path, f"run {run!r} already exists with other content")
                 result.run = _unique_run(con, name)
-                try:
-                    fields = reader.load(con, prep, result.run)
-                except Reload:                # the fast path cannot read it: load it the slow way
-                    con.rollback()
-                    con.begin()
-                    reader.reload(prep, work)
-                    fields = reader.load(con, prep, result.run)
+                for attempt in range(3):      # a trace: double -> text numbers, pieces -> joined
+                    try:
+                        fields = reader.load(con, prep, result.run)
+                        break
+                    except Reload:            # the fast path cannot read it: load it the slow way
+                        if attempt == 2:
+                            raise
+                        con.rollback()
+                        con.begin()
+                        reader.reload(prep, work)
                 fields["metadata"] = _with_format(fields.get("metadata"), prep.format)
                 if reader.kind == "trace":
                     from tracedb.jobs import assign

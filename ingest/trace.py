@@ -33,14 +33,46 @@ class CutInsideEvent(Exception):
     """DuckDB rejected a piece of a trace cut in several: load the joined pieces."""
 
 
-def _read_pieces(con, files):
-    """The temp views _trace_source and _trace_rows over the pieces of the event array."""
-    cols = "{" + ", ".join(f"'{k}': '{v}'" for k, v in trace_json.RAW_COLUMNS.items()) + "}"
+class NotAllNumbers(Exception):
+    """A ts or dur is not a number (a string, an array): load with them read as text."""
+
+
+# How each way of reading gives ts and dur in ns, and when a batch must be read
+# again by the exact path (needs_exact): DuckDB's reader parses a number to a
+# double, so its ns are certain below 2^43 µs only (EXACT_DOUBLE_US).
+_NUMBERS = {
+    # doubles (the fast path): exact below 2^43 µs with at most 3 decimals
+    # (us_double_to_ns); beyond, only a whole µs below 2^53 is surely what the file says
+    "double": ("us_double_to_ns", " OR ".join(
+        f"isfinite({c}) AND abs({c}) >= {EXACT_DOUBLE_US} AND ({c} <> floor({c}) OR abs({c}) >= {2 ** 53})"
+        for c in ("ts", "dur"))),
+    # the text of the double DuckDB's reader formats back (a file whose ts or dur
+    # are not all numbers): its ns are lost above 2^43 µs
+    "text": ("us_text_to_ns", f"abs(ts_ns) >= {EXACT_DOUBLE_US * 1000} AND ts_ns % 1000 <> 0"),
+    # the numbers' own text (the exact path): always exact
+    "exact": ("us_text_to_ns", "false"),
+}
+
+
+def _source_view(con, raw, numbers):
+    """The temp view _trace_source: the raw relation `raw` plus ts_ns, dur_ns and
+    needs_exact, the way `numbers` (a key of _NUMBERS) says; then _trace_rows over it."""
+    conv, exact = _NUMBERS[numbers]
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _trace_source AS SELECT *, coalesce({exact}, false) AS needs_exact "
+                f"FROM (SELECT *, {conv}(ts) AS ts_ns, {conv}(dur) AS dur_ns FROM {raw})")
+    run_script(con, sql_text("schema", "load/trace_rows.sql"))
+
+
+def _read_pieces(con, files, numbers):
+    """The temp views _trace_json, _trace_source and _trace_rows over the pieces of
+    the event array (ts and dur as DOUBLE when numbers is 'double')."""
+    types = dict(trace_json.RAW_COLUMNS, **({"ts": "DOUBLE", "dur": "DOUBLE"} if numbers == "double" else {}))
+    cols = "{" + ", ".join(f"'{k}': '{v}'" for k, v in types.items()) + "}"
     con.execute(
-        "CREATE OR REPLACE TEMP VIEW _trace_source AS SELECT * FROM read_json("
+        "CREATE OR REPLACE TEMP VIEW _trace_json AS SELECT * FROM read_json("
         f"{sql_literal(list(files))}, format='array', columns={cols}, "
         "maximum_object_size=16777216)")
-    run_script(con, sql_text("schema", "load/trace_rows.sql"))
+    _source_view(con, "_trace_json", numbers)
 
 
 def _batches(pieces, batch_bytes):
@@ -60,13 +92,18 @@ def _batches(pieces, batch_bytes):
 def _stage_fast(con, tf, pieces):
     """DuckDB's JSON reader over some pieces of the event array -> _trace_staged,
     one thread per piece (a numbering window over the scan would hold it to one
-    thread: 6.5 s for 2.7 M events on two cores, against ~4 s so)."""
+    thread: 6.5 s for 2.7 M events on two cores, against ~4 s so). ts and dur are
+    read as doubles unless tf.numbers says 'text' (as text, DuckDB formats each
+    double back into a string: 0.5 s more per GB, and as much again to convert it)."""
+    numbers = getattr(tf, "numbers", "double")
     con.execute("SET preserve_insertion_order = true")    # the event order is the file order
-    _read_pieces(con, pieces)
+    _read_pieces(con, pieces, numbers)
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
     except duckdb.Error as e:    # the caller rolls back, the views with the rest
         msg = str(e).splitlines()[0]
+        if isinstance(e, duckdb.InvalidInputException) and "JSON transform error" in msg and numbers == "double":
+            raise NotAllNumbers() from None
         if isinstance(e, duckdb.InvalidInputException) and "JSON" in msg:
             # DuckDB names a piece file and its offset: find the place in the user's file
             for _ in trace_json.exact_batches(tf):
@@ -75,8 +112,13 @@ def _stage_fast(con, tf, pieces):
                 raise CutInsideEvent() from None
             raise IngestError(tf.path, "malformed trace JSON") from None
         raise IngestError(tf.path, f"database error while loading ({msg})") from None
+    _drop_source(con)
+
+
+def _drop_source(con):
     con.execute("DROP VIEW _trace_rows")
     con.execute("DROP VIEW _trace_source")
+    con.execute("DROP VIEW IF EXISTS _trace_json")
 
 
 def _exact_stages(con, tf, batch_rows):
@@ -85,15 +127,15 @@ def _exact_stages(con, tf, batch_rows):
     batch_rows rows and at the end."""
     staged, done = 0, False
     for batch in trace_json.exact_batches(tf):
-        con.register("_trace_source", pa.Table.from_batches([batch]))
-        run_script(con, sql_text("schema", "load/trace_rows.sql"))
+        con.register("_trace_text", pa.Table.from_batches([batch]))
+        _source_view(con, "_trace_text", "exact")
         if staged:
             con.execute("INSERT INTO _trace_staged SELECT * FROM _trace_rows")
         else:
             con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
         staged += batch.num_rows
-        con.execute("DROP VIEW _trace_rows")
-        con.unregister("_trace_source")
+        _drop_source(con)
+        con.unregister("_trace_text")
         if staged >= batch_rows:
             yield
             staged, done = 0, True
@@ -148,8 +190,7 @@ def memory_cap(con, content_bytes):
 
 def _needs_exact(con):
     """True when a staged timestamp may have lost its nanoseconds in a double."""
-    return scalar(con, "SELECT count(*) FROM _trace_staged WHERE abs(ts_ns) >= ? AND ts_ns % 1000 <> 0",
-                  [EXACT_DOUBLE_US * 1000]) > 0
+    return scalar(con, "SELECT count(*) FROM _trace_staged WHERE needs_exact") > 0
 
 
 _MENDED = {
@@ -329,6 +370,10 @@ class TraceReader(Reader):
         try:
             info = load(con, tf, run) or {}
         except CutInsideEvent:      # a cut between pieces fell inside an event: rare
+            tf.rejoin = True
+            raise Reload() from None
+        except NotAllNumbers:       # a ts or dur that is a string or such: rare
+            tf.numbers = "text"
             raise Reload() from None
         fields = run_metadata(con, run, tf.members)
         fields.update(info)
@@ -336,4 +381,6 @@ class TraceReader(Reader):
         return fields
 
     def reload(self, prep, work):
-        trace_json.join_pieces(prep.state, work)
+        if getattr(prep.state, "rejoin", False):
+            prep.state.rejoin = False
+            trace_json.join_pieces(prep.state, work)

@@ -23,6 +23,10 @@ def test_timestamps_exact_to_the_nanosecond(fixture_db, path):
     got = dict(rows(fixture_db, "SELECT event_id, ts_ns FROM events WHERE run = ? AND ts_ns IS NOT NULL", [run]))
     want = {i: ref.ns(doc, e["ts"]) for i, e in enumerate(doc["traceEvents"]) if "ts" in e}
     assert got == want
+    # durations too (the fast path reads both as doubles: exact to the ns below 2^43 µs)
+    got = dict(rows(fixture_db, "SELECT event_id, dur_ns FROM events WHERE run = ? AND dur_ns IS NOT NULL", [run]))
+    want = {i: ref.ns({}, e["dur"]) for i, e in enumerate(doc["traceEvents"]) if "dur" in e}
+    assert got == want and len(want) > 100
 
 
 @pytest.mark.parametrize("path", TORCH, ids=run_name)

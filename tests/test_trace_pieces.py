@@ -80,6 +80,28 @@ def test_plain_file_in_pieces(fixture_db, small_pieces, batches, tmp_path):
     con.close()
 
 
+def test_a_ts_that_is_not_a_number_reads_the_numbers_as_text(fixture_db, small_pieces, batches, tmp_path):
+    """A real trace with one flow event's ts a string no number can be read from:
+    DuckDB's reader rejects it as a double, the load starts again with ts and dur
+    read as text, and everything else loads exactly as the fixture does."""
+    path = TRACES[0]
+    doc = json.load(gzip.open(path))
+    k = next(i for i, e in enumerate(doc["traceEvents"]) if e.get("ph") == "s" and i > len(doc["traceEvents"]) // 2)
+    doc["traceEvents"][k]["ts"] = "12:00:01"
+    p = tmp_path / (run_name(path) + ".json")
+    p.write_text(json.dumps(doc, indent=1))
+    assert len(pieces_of(p, tmp_path).pieces) >= 3
+    con = db.connect(tmp_path / "t.duckdb")
+    with pytest.warns(UserWarning, match="1 events have a ts or dur that is not a number"):
+        ingest_file(con, p)
+    got, want = tables(con, run_name(path)), tables(fixture_db, run_name(path))
+    assert [e[6] for e in got["events"] if e[0] == k] == [None]          # ts_ns
+    assert [e for e in got["events"] if e[0] != k] == [e for e in want["events"] if e[0] != k]
+    for t in ("kernels", "iterations", "threads"):
+        assert got[t] == want[t], t
+    con.close()
+
+
 def nested_trace(path, n=400):
     """A small trace whose events carry arrays of objects in their args: `},{`
     inside an event, where a cut would break it."""

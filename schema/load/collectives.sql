@@ -2,7 +2,7 @@
 -- record_param_comms metadata (Kineto copies it onto the kernel's args; the
 -- CPU op that launched the kernel has it too, and the call's `Seq`).
 -- Parameters: $run VARCHAR, $world_size INTEGER (distributedInfo; NULL when absent).
--- reads: _run_events (trace_events.sql), kernels and kernel_class_rules
+-- reads: _run_events (trace_events.sql), _gpu (derive_trace.sql), kernels and kernel_class_rules
 -- creates: _comm (dropped at its end)
 
 -- Communication kernels: a collective name in the args, or a communication
@@ -12,13 +12,21 @@ WITH rule_named AS (
     SELECT DISTINCT k.name FROM (SELECT DISTINCT name FROM kernels WHERE run = $run AND kind = 'kernel') k
     JOIN kernel_class_rules r ON r.field = 'name' AND r.kernel_class = 'communication' AND regexp_matches(k.name, r.pattern)
 ), k AS (
+    -- the args of kernel events parsed once in _gpu (derive_trace.sql); those of
+    -- kernels made from CUPTI ranges (cupti_ranges.sql: not in _gpu) here
+    SELECT k.kernel_id, k.iteration, k.ts_ns, k.dur_ns, k.stream, k.name, k.op_event_id, g.a[17:24] AS ka
+    FROM kernels k JOIN _gpu g ON g.event_id = k.kernel_id
+    WHERE k.run = $run AND k.kind = 'kernel' AND k.ts_ns IS NOT NULL
+      AND (k.name IN (SELECT name FROM rule_named) OR g.a[17] IS NOT NULL)
+    UNION ALL
     SELECT k.kernel_id, k.iteration, k.ts_ns, k.dur_ns, k.stream, k.name, k.op_event_id,
            json_extract_string(e.args, ['$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
                                         '$."Process Group Ranks"', '$."Group size"', '$.dtype',
-                                        '$."In msg nelems"', '$."Out msg nelems"']) AS ka
-    FROM kernels k JOIN _run_events e ON e.event_id = k.kernel_id
-    WHERE k.run = $run AND k.kind = 'kernel' AND k.ts_ns IS NOT NULL
-      AND (k.name IN (SELECT name FROM rule_named) OR json_exists(e.args, '$."Collective name"'))
+                                        '$."In msg nelems"', '$."Out msg nelems"'])
+    FROM (SELECT * FROM kernels WHERE run = $run AND kind = 'kernel' AND ts_ns IS NOT NULL
+            AND kernel_id NOT IN (SELECT event_id FROM _gpu)) k
+    JOIN _run_events e ON e.event_id = k.kernel_id
+    WHERE k.name IN (SELECT name FROM rule_named) OR json_exists(e.args, '$."Collective name"')
 )
 SELECT k.*, o.event_id AS rpc_event_id, o.ts_ns AS rpc_ts_ns,
        json_extract_string(o.args, ['$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',

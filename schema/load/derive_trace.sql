@@ -3,7 +3,8 @@
 -- Reads the run's events through the temp view _run_events (trace_events.sql);
 -- writes threads, kernels and iterations; creates and drops its own temp tables.
 -- reads: _run_events
--- creates: _xprof_streams, _gpu, _launch, _op, _thread_key, _depth, _launch_op, _seq, _marker (all dropped at its end)
+-- creates: _xprof_streams, _launch, _op, _thread_key, _depth, _launch_op, _seq, _marker, _gpu (all dropped at its
+--          end but _gpu: collectives.sql and trace_system.sql read it, the latter drops it)
 
 -- Process and thread names (the last metadata event wins, as in the viewer).
 INSERT INTO threads
@@ -42,12 +43,19 @@ SELECT g.* EXCLUDE (x_tid, x_device, args)
        coalesce(gpu_activity_kind(g.cat),
                 CASE WHEN g.name ILIKE '%memcpy%' THEN 'memcpy'
                      WHEN g.name ILIKE '%memset%' THEN 'memset' ELSE 'kernel' END) AS kind,
-       -- the args the kernels table types, parsed once: Kineto's launch fields, and
-       -- XProf's kernel_details text (a[11])
+       -- the args the kernels table types, parsed once: Kineto's launch fields,
+       -- XProf's kernel_details text (a[11]), what trace_system.sql keeps in
+       -- activity_args (a[12..16]: occupancy and copy fields)
        json_extract_string(g.args, ['$.context', '$.grid[0]', '$.grid[1]', '$.grid[2]',
                                     '$.block[0]', '$.block[1]', '$.block[2]',
                                     '$."registers per thread"', '$."shared memory"',
-                                    '$.context_id', '$.kernel_details']) AS a
+                                    '$.context_id', '$.kernel_details',
+                                    '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
+                                    '$.bytes', '$."memory bandwidth (GB/s)"',
+                                    -- and collectives.sql's record_param_comms fields (a[17..24])
+                                    '$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
+                                    '$."Process Group Ranks"', '$."Group size"', '$.dtype',
+                                    '$."In msg nelems"', '$."Out msg nelems"']) AS a
 FROM g;
 
 -- The launch call of each correlation id that has GPU activity (first call wins).
@@ -173,7 +181,6 @@ FROM _marker m
 LEFT JOIN kernels k ON k.run = $run AND k.iteration = m.step
 GROUP BY m.step, m.name, m.event_id, m.start_ns, m.marker_end_ns;
 
-DROP TABLE _gpu;
 DROP TABLE _seq;
 DROP TABLE _xprof_streams;
 DROP TABLE _launch;

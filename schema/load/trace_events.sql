@@ -15,7 +15,7 @@ CREATE OR REPLACE TEMP VIEW _staged_events AS
 SELECT CAST(getvariable('tracedb_run') AS VARCHAR) AS run,
        rowid - CAST(getvariable('tracedb_first_rowid') AS BIGINT)
              + CAST(getvariable('tracedb_event_offset') AS BIGINT) AS event_id,
-       * EXCLUDE (problem) REPLACE (ts_ns + CAST(getvariable('tracedb_base_ns') AS BIGINT) AS ts_ns)
+       * EXCLUDE (problem, needs_exact) REPLACE (ts_ns + CAST(getvariable('tracedb_base_ns') AS BIGINT) AS ts_ns)
 FROM _trace_staged;
 
 -- The insert runs in parallel and compresses as it writes.

@@ -1,9 +1,10 @@
 -- The rows of a trace's event array as the events table holds them, from the
 -- temp source _trace_source (the raw columns of ingest/trace_json.RAW_COLUMNS,
--- numbers as their JSON text): ts/dur in µs are converted to ns from that text
--- (us_text_to_ns), never through a double; the commonly used args become typed
--- columns. ts_ns is relative to the trace's base time; trace_events.sql adds it
--- and numbers the events.
+-- plus ts_ns and dur_ns already in ns, exactly, and needs_exact: ingest/trace.py
+-- converts ts and dur from doubles or from their JSON text, and sends a batch
+-- whose doubles cannot be exact down the exact path); the commonly used args
+-- become typed columns. ts_ns is relative to the trace's base time;
+-- trace_events.sql adds it and numbers the events.
 -- Values that would load wrong are mended and named in `problem` (';'-separated; NULL for a
 -- sound event; ingest/trace.py counts them into warnings, trace_events.sql leaves
 -- the column out): a negative dur is dropped (NULL: no event lasts less than
@@ -11,6 +12,7 @@
 -- NULL; a correlation or external id beyond 64 bits gets a negative stand-in
 -- derived from its text (real ids are positive), so a kernel keeps its launch.
 -- reads: _trace_source (ingest/trace.py: DuckDB's JSON reader over the pieces, or an Arrow batch)
+-- columns of it read here: ph cat name pid tid ts dur id args ts_ns dur_ns needs_exact
 -- creates: _trace_rows (view; ingest/trace.py drops it once staged)
 CREATE OR REPLACE TEMP VIEW _trace_rows AS
 SELECT
@@ -24,6 +26,7 @@ SELECT
     TRY_CAST(a[6] AS BIGINT) AS device,
     id AS flow_id,
     args,
+    needs_exact,
     nullif(concat_ws(';',
         CASE WHEN (ts IS NOT NULL AND ts_ns IS NULL) OR (dur IS NOT NULL AND dur_ns IS NULL)
              THEN 'ts or dur not a number' END,
@@ -32,8 +35,7 @@ SELECT
                OR TRY_CAST(ext AS BIGINT) IS NULL AND id_stand_in(ext) IS NOT NULL THEN 'id beyond 64 bits' END
     ), '') AS problem
 FROM (
-    SELECT *, us_text_to_ns(ts) AS ts_ns, us_text_to_ns(dur) AS dur_ns,
-           coalesce(a[1], a[2]) AS corr, coalesce(a[3], a[4]) AS ext
+    SELECT *, coalesce(a[1], a[2]) AS corr, coalesce(a[3], a[4]) AS ext
     FROM (
         SELECT *, json_extract_string(args, ['$.correlation', '$.correlation_id', '$."External id"',
                                              '$."external id"', '$.stream', '$.device']) AS a

@@ -2,8 +2,9 @@
 -- GPU memory from Kineto `[memory]` instant events (written with
 -- profile_memory=True) into memory_events, and the occupancy and copy args of
 -- its GPU activity into activity_args. Runs after derive_trace.sql.
--- reads: _run_events (trace_events.sql); variable tracedb_run
--- creates: nothing temporary
+-- reads: _run_events (trace_events.sql), _gpu (derive_trace.sql: the GPU rows, their args parsed);
+--        variable tracedb_run
+-- creates: nothing temporary (drops _gpu)
 INSERT INTO memory_events
 SELECT run, event_id, ts_ns,
        CASE TRY_CAST(a[1] AS INTEGER) WHEN 1 THEN 'cuda' WHEN 0 THEN 'cpu' ELSE 'other' END AS device_type,
@@ -22,16 +23,15 @@ FROM (
 
 INSERT INTO activity_args
 WITH g AS (
-    SELECT run, event_id, name, gpu_activity_kind(cat) AS kind,
-           json_extract_string(args, ['$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
-                                      '$.bytes', '$."memory bandwidth (GB/s)"']) AS a
-    FROM _run_events
-    WHERE ph = 'X' AND gpu_activity_kind(cat) IS NOT NULL
+    SELECT getvariable('tracedb_run') AS run, event_id, name, kind, a[12:16] AS a
+    FROM _gpu
+    WHERE gpu_activity_kind(cat) IS NOT NULL
 ), d AS (
+    -- (the names of copies and sets only: a kernel's name is long and says none of it)
     SELECT *,
-           replace(regexp_extract(name, '(HtoD|DtoH|DtoD|HtoH|PtoP|H2D|D2H|D2D|H2H|P2P)'), '2', 'to') AS dir,
-           regexp_extract(name, '\(\s*(\w+)\s*->\s*(\w+)\s*\)', ['src', 'dst']) AS sd,
-           regexp_extract(name, '^Memset\s*\(\s*(\w+)\s*\)', 1) AS memset_dst
+           CASE WHEN kind = 'memcpy' THEN replace(regexp_extract(name, '(HtoD|DtoH|DtoD|HtoH|PtoP|H2D|D2H|D2D|H2H|P2P)'), '2', 'to') END AS dir,
+           CASE WHEN kind = 'memcpy' THEN regexp_extract(name, '\(\s*(\w+)\s*->\s*(\w+)\s*\)', ['src', 'dst']) END AS sd,
+           CASE WHEN kind = 'memset' THEN regexp_extract(name, '^Memset\s*\(\s*(\w+)\s*\)', 1) END AS memset_dst
     FROM g
 )
 SELECT run, event_id,
@@ -42,3 +42,5 @@ SELECT run, event_id,
        TRY_CAST(a[4] AS BIGINT), TRY_CAST(a[5] AS DOUBLE)
 FROM d
 WHERE a[1] IS NOT NULL OR a[2] IS NOT NULL OR a[3] IS NOT NULL OR a[4] IS NOT NULL OR kind <> 'kernel';
+
+DROP TABLE _gpu;
