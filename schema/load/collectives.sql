@@ -14,10 +14,11 @@ WITH rule_named AS (
 ), k AS (
     -- the args of kernel events parsed once in _gpu (derive_trace.sql); those of
     -- kernels made from CUPTI ranges (cupti_ranges.sql: not in _gpu) here
-    SELECT k.kernel_id, k.iteration, k.ts_ns, k.dur_ns, k.stream, k.name, k.op_event_id, g.a[17:24] AS ka
-    FROM kernels k JOIN _gpu g ON g.event_id = k.kernel_id
+    SELECT k.kernel_id, k.iteration, k.ts_ns, k.dur_ns, k.stream, k.name, k.op_event_id, g.ka
+    FROM (SELECT event_id, a[17:24] AS ka FROM _gpu
+          WHERE a[17] IS NOT NULL OR name IN (SELECT name FROM rule_named)) g
+    JOIN kernels k ON k.kernel_id = g.event_id
     WHERE k.run = $run AND k.kind = 'kernel' AND k.ts_ns IS NOT NULL
-      AND (k.name IN (SELECT name FROM rule_named) OR g.a[17] IS NOT NULL)
     UNION ALL
     SELECT k.kernel_id, k.iteration, k.ts_ns, k.dur_ns, k.stream, k.name, k.op_event_id,
            json_extract_string(e.args, ['$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
