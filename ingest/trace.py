@@ -76,17 +76,18 @@ def _read_pieces(con, files, numbers):
 
 
 def _batches(pieces, batch_bytes):
-    """The pieces in groups of about batch_bytes of JSON, in order: each group is
-    staged, numbered and inserted before the next, so memory stays bounded."""
-    out, size = [[]], 0
+    """The pieces (an iterable: they may still be being copied) in groups of about
+    batch_bytes of JSON, in order, each yielded once whole: each group is staged,
+    numbered and inserted before the next, so memory stays bounded."""
+    group, size = [], 0
     for p in pieces:
-        n = os.path.getsize(p)
-        if out[-1] and size + n > batch_bytes:
-            out.append([])
-            size = 0
-        out[-1].append(p)
-        size += n
-    return out
+        group.append(p)
+        size += os.path.getsize(p)
+        if size + trace_json.PIECE_BYTES > batch_bytes:     # the next piece would not fit
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
 
 
 def _stage_fast(con, tf, pieces):
@@ -153,7 +154,7 @@ class NeedsExact(Exception):
 
 
 def _fast_stages(con, tf, batch_bytes):
-    for group in _batches(tf.pieces, batch_bytes):
+    for group in _batches(tf.iter_pieces(), batch_bytes):
         _stage_fast(con, tf, group)
         if _needs_exact(con):
             raise NeedsExact()
@@ -362,8 +363,13 @@ class TraceReader(Reader):
         return Prepared(fmt, tf.content_bytes, lambda: (tf.wait_hash(), hasher.hexdigest())[1],
                         digest_ready=tf.hashing is None, state=tf)
 
+    @contextmanager
     def loading(self, con, prep):
-        return memory_cap(con, prep.content_bytes)
+        try:
+            with memory_cap(con, prep.content_bytes):
+                yield
+        finally:
+            prep.state.stop()      # no piece is copied after the load (its work directory goes)
 
     def load(self, con, prep, run):
         tf = prep.state

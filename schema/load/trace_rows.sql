@@ -9,8 +9,11 @@
 -- sound event; ingest/trace.py counts them into warnings, trace_events.sql leaves
 -- the column out): a negative dur is dropped (NULL: no event lasts less than
 -- nothing); NaN/Infinity (not JSON, but written by some tools) in ts or dur become
--- NULL; a correlation or external id beyond 64 bits gets a negative stand-in
--- derived from its text (real ids are positive), so a kernel keeps its launch.
+-- NULL, and so does a ts or dur that is not a number (the load reads such a file's
+-- numbers as text; a number written as a string is that number; a boolean is 1 or
+-- 0 µs when every other ts and dur is a number: read as doubles, DuckDB casts it);
+-- a correlation or external id beyond 64 bits gets a negative stand-in derived from
+-- its text (real ids are positive), so a kernel keeps its launch.
 -- reads: _trace_source (ingest/trace.py: DuckDB's JSON reader over the pieces, or an Arrow batch)
 -- columns of it read here: ph cat name pid tid ts dur id args ts_ns dur_ns needs_exact
 -- creates: _trace_rows (view; ingest/trace.py drops it once staged)
