@@ -184,14 +184,32 @@ def _ingest(con, reader, fmt, path, run, pair_with, work, options, caught):
         _check_pair_target(con, path, reader.kind, pair_with)
     prep = reader.prepare(con, path, fmt, work, options)
     if prep.digest_ready and (old := _existing(con, prep.digest())) is not None:
-        result = IngestResult(path, old, reader.kind, "skipped", f"already ingested as run {old}")
-        with transaction(con, path):    # pair the run already there, in its own transaction
-            if pair_with is not None:
-                result.pairing = _pair(con, reader, path, old, pair_with, options)
-            _log(con, old, path, [("info", f"skipped: same content as run {old}")] + _warning_lines(path, caught)
-                 + ([("info", _pairing_line(pair_with, result.pairing))] if pair_with is not None else []))
-        result.warnings = [m for _, m in _warning_lines(path, caught)]
-        return result
+        return _skipped(con, reader, path, old, pair_with, options, caught)
+    try:
+        return _load(con, reader, path, name, run, pair_with, work, options, caught, prep)
+    except _SameContent as same:        # known once loaded (a gzip hashed as it was read); rolled back
+        return _skipped(con, reader, path, same.run, pair_with, options, caught)
+
+
+class _SameContent(Exception):
+    def __init__(self, run):
+        super().__init__(run)
+        self.run = run
+
+
+def _skipped(con, reader, path, old, pair_with, options, caught):
+    """The file's content is run old's: pair that run if asked, log, load nothing."""
+    result = IngestResult(path, old, reader.kind, "skipped", f"already ingested as run {old}")
+    with transaction(con, path):    # pair the run already there, in its own transaction
+        if pair_with is not None:
+            result.pairing = _pair(con, reader, path, old, pair_with, options)
+        _log(con, old, path, [("info", f"skipped: same content as run {old}")] + _warning_lines(path, caught)
+             + ([("info", _pairing_line(pair_with, result.pairing))] if pair_with is not None else []))
+    result.warnings = [m for _, m in _warning_lines(path, caught)]
+    return result
+
+
+def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
     result = IngestResult(path, None, reader.kind, "loaded")
     # zstd for everything written by this ingest: measured on a 1 GB trace, it writes
     # 1.3 s faster than DuckDB's per-column choice and makes a smaller file.
@@ -212,6 +230,8 @@ def _ingest(con, reader, fmt, path, run, pair_with, work, options, caught):
                         con.rollback()
                         con.begin()
                         reader.reload(prep, work)
+                if not prep.digest_ready and (old := _existing(con, prep.digest())) is not None:
+                    raise _SameContent(old)
                 fields["metadata"] = _with_format(fields.get("metadata"), prep.format)
                 if reader.kind == "trace":
                     from tracedb.jobs import assign

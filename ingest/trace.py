@@ -356,12 +356,15 @@ class TraceReader(Reader):
         hasher = hashlib.sha256()
         tf = trace_json.split(path, work, hasher)
         # A duplicate has the same size: only then wait for the hash before loading;
-        # otherwise hashing an uncompressed file overlaps the parse.
-        if scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [tf.content_bytes]):
+        # otherwise hashing an uncompressed file overlaps the parse. A compressed one
+        # inflated while it loads has no size yet: the caller checks its hash after.
+        inflating = tf.content_bytes is None
+        if not inflating and scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [tf.content_bytes]):
             tf.wait_hash()
         tf.iteration_marker = options.get("iterations_from")
+
         return Prepared(fmt, tf.content_bytes, lambda: (tf.wait_hash(), hasher.hexdigest())[1],
-                        digest_ready=tf.hashing is None, state=tf)
+                        digest_ready=tf.hashing is None and not inflating, state=tf)
 
     @contextmanager
     def loading(self, con, prep):
@@ -381,6 +384,7 @@ class TraceReader(Reader):
         except NotAllNumbers:       # a ts or dur that is a string or such: rare
             tf.numbers = "text"
             raise Reload() from None
+        prep.content_bytes = tf.content_bytes
         fields = run_metadata(con, run, tf.members)
         fields.update(info)
         fields["n_events"] = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [run])

@@ -4,7 +4,10 @@ A trace is either an object `{..., "traceEvents": [...], ...}` or a bare array
 `[...]` (which Chrome allows to be cut off before its `]`). The reader never
 builds the document in Python: it copies the event array, as bytes, into
 temporary files (pieces of ~128 MB, each a JSON array of whole events, cut
-between two events) and parses the small members before and after it.
+between two events) and parses the small members before and after it. The
+pieces are made by a thread (_PieceFeed) while the load parses those already
+whole: always for an uncompressed file (its members are read in place first),
+and for a compressed one whose prologue gives the base time.
 DuckDB's JSON reader then scans the pieces, one thread per piece (the fast
 path: it reads a single array on one thread), or `exact_batches` streams them
 element by element into Arrow batches, keeping every number's text (the exact
@@ -61,9 +64,11 @@ class TraceFile:
     content_bytes: int = 0
     hashing: object = None         # thread still hashing an uncompressed file, or None
     array_start: int = 0           # byte offset of the event array's '[' in the content
-    copier: object = None          # _Copier still to copy the pieces of an uncompressed file, or None
+    copier: object = None          # _PieceFeed still making the pieces, or None
 
     def wait_hash(self):
+        if self.copier is not None and self.content_bytes is None:
+            self.pieces        # noqa: B018 (a compressed file inflated while it loads is hashed as it goes)
         if self.hashing is not None:
             self.hashing.join()
             error, self.hashing = self.hashing.error, None
@@ -279,10 +284,12 @@ class _Pieces:
     """Writes the event array as numbered piece files: '[' + events + ']' each.
 
     With background=True the writes go through a thread (the kernel's copy into
-    the page cache, ~1 s per GB here, then overlaps the inflate of a gzip)."""
+    the page cache, ~1 s per GB here, then overlaps the inflate of a gzip);
+    on_closed(path) is called as each piece is closed."""
 
-    def __init__(self, workdir, background=False):
+    def __init__(self, workdir, background=False, on_closed=lambda path: None):
         self.workdir, self.paths, self.out, self.written = workdir, [], None, 0
+        self._on_closed = on_closed
         self._q = None
         if background:
             self._q = queue.Queue(maxsize=4)
@@ -308,13 +315,13 @@ class _Pieces:
             self._q.put(op)
 
     def next(self):
-        out = self.out
+        out, done = self.out, self.paths[-1] if self.paths else None
         path = os.path.join(self.workdir, f"events-{len(self.paths):05d}.json")
         self.paths.append(path)
         self.out = open(path, "wb")
         self.written = 0
         if out is not None:
-            self._do(lambda: (out.write(b"]"), out.close()))
+            self._do(lambda: (out.write(b"]"), out.close(), self._on_closed(done)))
         if len(self.paths) > 1:
             self.write(b"[")
 
@@ -323,16 +330,12 @@ class _Pieces:
         self._do(lambda: out.write(data))
         self.written += len(data)
 
-    def copy(self, src_fd, pos, end):
-        """Kernel-side copy of src[pos:end] to the end of the piece (no bytes through Python)."""
-        _copy_range(src_fd, self.out, pos, end)
-        self.written += end - pos
-
-    def close(self):
+    def close(self, publish_last=True):
         """Close the last piece; with a writer thread, wait for it (its error is raised)."""
         out, self.out = self.out, None
         if out is not None:
-            self._do(out.close)
+            last = self.paths[-1]
+            self._do(lambda: (out.close(), publish_last and self._on_closed(last)))
         if self._q is not None:
             q, self._q = self._q, None
             q.put(None)
@@ -344,11 +347,13 @@ class _Pieces:
         return self
 
     def __exit__(self, *exc):
-        if exc[0] is not None:             # an error while splitting: stop the writer, keep that error
-            try:
-                self.close()
-            except Exception:
-                pass
+        """Close what is open without publishing it (an error, or a stop, while
+        splitting); the writer's own error only when there was none before."""
+        try:
+            self.close(publish_last=False)
+        except Exception:
+            if exc[0] is None:
+                raise
 
 
 def _copy_range(src_fd, out, pos, end):
@@ -377,35 +382,27 @@ def _copy_range(src_fd, out, pos, end):
         pos += n
 
 
-class _Copier:
-    """Copies the pieces of an uncompressed trace in a thread, one after another, from
-    the first use on: DuckDB parses a batch while the kernel copies the next (the
-    copy of a 10 GB trace took 21 s before the parse began). A piece is published
-    once whole ('[' + events + ']')."""
+class _PieceFeed:
+    """Pieces made by a thread from the first use on, each published once whole
+    ('[' + events + ']'): DuckDB parses a batch while the next is made (the copy of
+    a 10 GB trace took 21 s before the parse began). work(publish, stopped) makes
+    them, in order."""
 
-    def __init__(self, path, workdir, spans):
-        self.path, self.workdir, self.spans = path, workdir, spans
+    def __init__(self, work):
+        self._work = work
         self.paths, self._done = [], False
         self._cv = threading.Condition()
         self._stop = threading.Event()
         self._thread = None
 
+    def publish(self, path):
+        with self._cv:
+            self.paths.append(path)
+            self._cv.notify_all()
+
     def _run(self):
         try:
-            with open(self.path, "rb") as src:
-                for k, (pos, end) in enumerate(self.spans):
-                    if self._stop.is_set():
-                        return
-                    path = os.path.join(self.workdir, f"events-{k:05d}.json")
-                    with open(path, "wb") as out:
-                        if k:
-                            out.write(b"[")
-                        _copy_range(src.fileno(), out, pos, end)
-                        if k + 1 < len(self.spans):
-                            out.write(b"]")
-                    with self._cv:
-                        self.paths.append(path)
-                        self._cv.notify_all()
+            self._work(self.publish, self._stop.is_set)
         finally:
             with self._cv:
                 self._done = True
@@ -447,6 +444,24 @@ class _Copier:
             self._thread.join()
 
 
+def _copier(path, workdir, spans):
+    """A _PieceFeed copying the spans (byte ranges) of an uncompressed file."""
+    def work(publish, stopped):
+        with open(path, "rb") as src:
+            for k, (pos, end) in enumerate(spans):
+                if stopped():
+                    return
+                piece = os.path.join(workdir, f"events-{k:05d}.json")
+                with open(piece, "wb") as out:
+                    if k:
+                        out.write(b"[")
+                    _copy_range(src.fileno(), out, pos, end)
+                    if k + 1 < len(spans):
+                        out.write(b"]")
+                publish(piece)
+    return _PieceFeed(work)
+
+
 def _hash_plain(path, hasher):
     with open(path, "rb") as f:
         while chunk := f.read(CHUNK):
@@ -470,45 +485,85 @@ def split(path, workdir, hasher, piece_bytes=None):
     if not hasattr(f, "fileobj"):
         with f:
             return _split_plain(path, f, size, workdir, hasher, piece_bytes)
-    with f, progress(path, size) as at, _Pieces(workdir, background=True) as pieces:
-        with _Hashing(hasher, path) as h:
-            form, members, start, buf, eof, cut = _read_prologue(path, f, h)
-            pieces.next()
-            hold = buf[start:]          # not yet written: the last TAIL bytes are never cut
-            written = len(hold)
-            while True:
-                if len(hold) > TAIL:
-                    data, hold = hold[:-TAIL], hold[-TAIL:]
-                    while pieces.written + len(data) >= piece_bytes:
-                        m = _CUT.search(data, max(0, piece_bytes - pieces.written))
-                        if m is None:
-                            break
-                        comma = data.index(b",", m.start())
-                        pieces.write(data[:comma])
-                        pieces.next()
-                        data = data[comma + 1:]
-                    pieces.write(data)
-                if eof:
-                    break
-                chunk = f.read(CHUNK)
-                if not chunk:
-                    cut = problem(f)
-                    break
-                h.update(chunk)
-                hold += chunk
-                written += len(chunk)
-                at(f.raw_tell())
-            pieces.write(hold)
-        pieces.close()
-    with open(pieces.paths[-1], "rb") as g:
+    return _split_compressed(path, f, size, workdir, hasher, piece_bytes)
+
+
+def _split_compressed(path, f, size, workdir, hasher, piece_bytes):
+    """A compressed file: inflated (pyarrow) and cut into pieces as it comes. When
+    the prologue gives the base time (Kineto writes it before the events), a thread
+    does it while the load parses the pieces already whole; the content's size and
+    hash and the members after the array are known once it ends (an object cut off
+    is then an error: a bare array, which may be loaded cut off, has no prologue)."""
+    h = _Hashing(hasher, path).__enter__()
+    try:
+        form, members, start, buf, eof, cut = _read_prologue(path, f, h)
+    except BaseException:
+        h.__exit__(None, None, None)
+        f.close()
+        raise
+    tf = TraceFile(path=str(path), form=form, members=members, array_start=start, content_bytes=None)
+
+    def work(publish, stopped, at=lambda n: None):
+        failed = True
+        try:
+            with f:
+                _inflate_pieces(tf, f, h, buf, eof, cut, workdir, piece_bytes, publish, stopped, at)
+            failed = False
+        finally:
+            h.__exit__(*((RuntimeError, None, None) if failed else (None, None, None)))
+
+    if "baseTimeNanoseconds" in members:
+        tf.copier = _PieceFeed(work)
+        return tf
+    with progress(path, size) as at:
+        work(tf.piece_list.append, lambda: False, at)
+    return tf
+
+
+def _inflate_pieces(tf, f, h, buf, eof, cut, workdir, piece_bytes, publish, stopped, at):
+    """The cut loop of a compressed stream: pieces written by a thread (_Pieces),
+    each published once closed; the last one once the end of the array is known."""
+    start = tf.array_start
+    with _Pieces(workdir, background=True, on_closed=publish) as pieces:
+        pieces.next()
+        hold = buf[start:]          # not yet written: the last TAIL bytes are never cut
+        written = len(hold)
+        while True:
+            if len(hold) > TAIL:
+                data, hold = hold[:-TAIL], hold[-TAIL:]
+                while pieces.written + len(data) >= piece_bytes:
+                    m = _CUT.search(data, max(0, piece_bytes - pieces.written))
+                    if m is None:
+                        break
+                    comma = data.index(b",", m.start())
+                    pieces.write(data[:comma])
+                    pieces.next()
+                    data = data[comma + 1:]
+                pieces.write(data)
+            if eof or stopped():
+                break
+            chunk = f.read(CHUNK)
+            if not chunk:
+                cut = problem(f)
+                break
+            h.update(chunk)
+            hold += chunk
+            written += len(chunk)
+            at(f.raw_tell())
+        if stopped():
+            return
+        pieces.write(hold)
+        pieces.close(publish_last=False)
+    last = pieces.paths[-1]
+    with open(last, "rb") as g:
         g.seek(max(0, pieces.written - TAIL))
         tail = g.read()
-    end = _end_of_array(path, form, tail)
-    tf = TraceFile(path=str(path), form=form, members=members, piece_list=pieces.paths,
-                   content_bytes=start + written, array_start=start)
+    end = _end_of_array(tf.path, tf.form, tail)
+    tf.content_bytes = start + written
     if end is not None:
-        os.truncate(pieces.paths[-1], pieces.written - len(tail) + end[0] + 1)
-    return _ended(tf, end, cut)
+        os.truncate(last, pieces.written - len(tail) + end[0] + 1)
+    _ended(tf, end, cut)
+    publish(last)
 
 
 def _split_plain(path, f, size, workdir, hasher, piece_bytes):
@@ -526,7 +581,7 @@ def _split_plain(path, f, size, workdir, hasher, piece_bytes):
     bounds = [start] + [c + 1 for c in _cuts(fd, start, size, piece_bytes)]
     spans = [(pos, bounds[k + 1] - 1 if k + 1 < len(bounds) else last) for k, pos in enumerate(bounds)]
     tf = TraceFile(path=str(path), form=form, members=members, content_bytes=size, hashing=hashing,
-                   array_start=start, copier=_Copier(path, workdir, spans))
+                   array_start=start, copier=_copier(path, workdir, spans))
     return _ended(tf, end, cut)
 
 
