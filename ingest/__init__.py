@@ -218,6 +218,8 @@ def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
         with reader.loading(con, prep):       # restored after the rollback
             with transaction(con, path):
                 if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
+                    if not prep.digest_ready and (old := _existing(con, prep.digest())) is not None:
+                        raise _SameContent(old)
                     raise IngestError(path, f"run {run!r} already exists with other content")
                 result.run = _unique_run(con, name)
                 for attempt in range(3):      # a trace: double -> text numbers, pieces -> joined

@@ -77,8 +77,14 @@ class _Decompressing(io.RawIOBase):
         self._arrow = self._arrow_src = None
         if kind == "gzip":
             import pyarrow as pa
-            self._arrow_src = pa.OSFile(str(path))
-            self._arrow = pa.CompressedInputStream(self._arrow_src, "gzip")
+            try:
+                self._arrow_src = pa.OSFile(str(path))
+                self._arrow = pa.CompressedInputStream(self._arrow_src, "gzip")
+            except BaseException:
+                if self._arrow_src is not None:
+                    self._arrow_src.close()
+                self.fileobj.close()
+                raise
 
     def _new(self):
         self._d = zlib.decompressobj(31) if self.kind == "gzip" else lzma.LZMADecompressor()

@@ -38,17 +38,21 @@ class NotAllNumbers(Exception):
 
 
 # How each way of reading gives ts and dur in ns, and when a batch must be read
-# again by the exact path (needs_exact): DuckDB's reader parses a number to a
-# double, so its ns are certain below 2^43 µs only (EXACT_DOUBLE_US).
+# again another way (needs_exact): DuckDB's reader parses a number to a double
+# (an integer literal to an exact integer), so a fraction's ns are certain below
+# 2^43 µs only (EXACT_DOUBLE_US).
 _NUMBERS = {
     # doubles (the fast path): exact below 2^43 µs with at most 3 decimals
-    # (us_double_to_ns); beyond, only a whole µs below 2^53 is surely what the file says
+    # (us_double_to_ns), and for a whole double below 2^44 µs (where a 3-decimal
+    # fraction never rounds to a whole double); beyond, the text path decides
     "double": ("us_double_to_ns", " OR ".join(
-        f"isfinite({c}) AND abs({c}) >= {EXACT_DOUBLE_US} AND ({c} <> floor({c}) OR abs({c}) >= {2 ** 53})"
+        f"isfinite({c}) AND abs({c}) >= {EXACT_DOUBLE_US} AND ({c} <> floor({c}) OR abs({c}) >= {2 * EXACT_DOUBLE_US})"
         for c in ("ts", "dur"))),
-    # the text of the double DuckDB's reader formats back (a file whose ts or dur
-    # are not all numbers): its ns are lost above 2^43 µs
-    "text": ("us_text_to_ns", f"abs(ts_ns) >= {EXACT_DOUBLE_US * 1000} AND ts_ns % 1000 <> 0"),
+    # text (a file whose ts or dur are not all numbers, or that the doubles could
+    # not hold): an integer literal keeps its digits; a fraction is the double
+    # DuckDB's reader formatted back, so from 2^43 µs on it goes the exact path
+    "text": ("us_text_to_ns", " OR ".join(
+        f"abs({c}_ns) >= {EXACT_DOUBLE_US * 1000} AND regexp_matches({c}, '[.eE]')" for c in ("ts", "dur"))),
     # the numbers' own text (the exact path): always exact
     "exact": ("us_text_to_ns", "false"),
 }
@@ -238,6 +242,17 @@ def _insert_events(con, tf, stages, mended):
     return n, batches
 
 
+def _again(con, tf, run, mended, stages):
+    """Load the run's events again (those loaded so far deleted) from stages();
+    None when that way too needs the exact path."""
+    con.execute("DELETE FROM events WHERE run = ?", [run])
+    mended.clear()
+    try:
+        return _insert_events(con, tf, stages(), mended)
+    except NeedsExact:
+        return None
+
+
 def load(con, tf, run):
     """Insert the split trace's events and derived tables under `run`.
 
@@ -257,10 +272,13 @@ def load(con, tf, run):
     try:
         n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS) if tf.truncated
                            else _fast_stages(con, tf, BATCH_BYTES), mended)
-    except NeedsExact:
-        con.execute("DELETE FROM events WHERE run = ?", [run])
-        mended.clear()
-        n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS), mended)
+    except NeedsExact:          # timestamps the doubles cannot hold: as text, then exactly
+        n = None
+        if getattr(tf, "numbers", "double") == "double":
+            tf.numbers = "text"
+            n = _again(con, tf, run, mended, lambda: _fast_stages(con, tf, BATCH_BYTES))
+        if n is None:
+            n = _again(con, tf, run, mended, lambda: _exact_stages(con, tf, BATCH_ROWS))
     _warn_mended(path, mended)
     if tf.truncated:
         warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n[0]} events)")

@@ -25,6 +25,7 @@ import json
 import os
 import queue
 import re
+import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -65,9 +66,10 @@ class TraceFile:
     hashing: object = None         # thread still hashing an uncompressed file, or None
     array_start: int = 0           # byte offset of the event array's '[' in the content
     copier: object = None          # _PieceFeed still making the pieces, or None
+    inflating: bool = False        # the copier inflates a compressed file (and hashes it as it goes)
 
     def wait_hash(self):
-        if self.copier is not None and self.content_bytes is None:
+        if self.copier is not None and self.inflating:
             self.pieces        # noqa: B018 (a compressed file inflated while it loads is hashed as it goes)
         if self.hashing is not None:
             self.hashing.join()
@@ -439,9 +441,11 @@ class _PieceFeed:
         return self.paths
 
     def stop(self):
+        """Stop making pieces; a feed never started still runs its work, which
+        returns at once and releases what it holds (a hashing thread, the file)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._start()
+        self._thread.join()
 
 
 def _copier(path, workdir, spans):
@@ -498,7 +502,7 @@ def _split_compressed(path, f, size, workdir, hasher, piece_bytes):
     try:
         form, members, start, buf, eof, cut = _read_prologue(path, f, h)
     except BaseException:
-        h.__exit__(None, None, None)
+        h.__exit__(*sys.exc_info())
         f.close()
         raise
     tf = TraceFile(path=str(path), form=form, members=members, array_start=start, content_bytes=None)
@@ -513,7 +517,7 @@ def _split_compressed(path, f, size, workdir, hasher, piece_bytes):
             h.__exit__(*((RuntimeError, None, None) if failed else (None, None, None)))
 
     if "baseTimeNanoseconds" in members:
-        tf.copier = _PieceFeed(work)
+        tf.copier, tf.inflating = _PieceFeed(work), True
         return tf
     with progress(path, size) as at:
         work(tf.piece_list.append, lambda: False, at)

@@ -38,3 +38,33 @@ def test_float_epoch_us_keeps_nanoseconds(fresh_db, tmp_path):
     r = ingest_file(fresh_db, p)
     assert rows(fresh_db, "SELECT ts_ns, dur_ns FROM events WHERE run = ? ORDER BY event_id", [r.run]) == \
         [(1700000000123456789, 1001), (1700000000123457001, 999)]
+
+
+def test_epoch_us_whose_fractions_round_to_whole_doubles(fresh_db, tmp_path):
+    """At 1.7e15 µs doubles are 0.25 µs apart: .001 and .999 read as whole numbers, so
+    no fraction shows that the ns were lost; every value from 2^44 µs goes on to be
+    read as text, and a fraction there to the exact path."""
+    text = ('{"traceEvents": [\n'
+            '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1700000000123456.001, "dur": 1},\n'
+            '{"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1700000000123457.999, "dur": 2}\n'
+            ']}')
+    p = tmp_path / "epoch_round.json"
+    p.write_text(text)
+    r = ingest_file(fresh_db, p)
+    assert rows(fresh_db, "SELECT ts_ns, dur_ns FROM events WHERE run = ? ORDER BY event_id", [r.run]) == \
+        [(1700000000123456001, 1000), (1700000000123457999, 2000)]
+
+
+def test_integer_epoch_us_stays_off_the_exact_path(fresh_db, tmp_path, monkeypatch):
+    """Whole epoch µs (integer literals) are exact as DuckDB reads them as text: the
+    slow exact path (Python, event by event) is not needed."""
+    from tracedb.ingest import trace_json
+
+    def no(*a, **k):
+        raise AssertionError("the exact path read the trace")
+    monkeypatch.setattr(trace_json, "exact_batches", no)
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps({"traceEvents": OLD}))
+    r = ingest_file(fresh_db, p)
+    assert rows(fresh_db, "SELECT ts_ns FROM events WHERE run = ? ORDER BY event_id", [r.run]) == \
+        [(e["ts"] * 1000,) for e in OLD]

@@ -135,12 +135,23 @@ def test_gzip_hashed_while_loading_is_still_found_a_duplicate(tmp_path):
     """The hash of a gzip inflated while it loads is known only after the load: the
     same content (the same gzip, or its plain copy loaded before) is rolled back and
     reported skipped, as when the hash is known first."""
+    import threading
     path = TRACES[0]
     con = db.connect(tmp_path / "d.duckdb")
     first = ingest_file(con, path)
     before = con.execute("SELECT count(*) FROM events").fetchone()[0]
+    threads = threading.active_count()
     again = ingest_file(con, path)
     assert again.status == "skipped" and again.run == first.run
+    # named as the run it repeats: still the same content, not "already exists"
+    assert ingest_file(con, path, run=first.run).status == "skipped"
+    # a load that fails before its first piece leaves no thread behind (hashing, inflating)
+    doc = json.load(gzip.open(path))
+    bad = tmp_path / "bad_base.json.gz"
+    bad.write_bytes(gzip.compress(json.dumps(dict(doc, baseTimeNanoseconds="soon")).encode()))
+    with pytest.raises(IngestError, match="baseTimeNanoseconds is not an integer"):
+        ingest_file(con, bad)
+    assert threading.active_count() == threads
     plain = tmp_path / "plain.json"
     plain.write_bytes(gzip.decompress(path.read_bytes()))
     con2 = db.connect(tmp_path / "e.duckdb")
