@@ -1,6 +1,8 @@
 """Kineto traces of other eras: old categories, 'stream N' tids, epoch µs with ns decimals."""
 import json
 
+import pytest
+
 from tracedb.db import rows, scalar
 from tracedb.ingest import ingest_file
 
@@ -27,32 +29,23 @@ def test_old_categories_and_integer_epoch_us(fresh_db, tmp_path):
     assert scalar(fresh_db, "SELECT external_id FROM events WHERE run = ? AND cat = 'Runtime'", [r.run]) == 9
 
 
-def test_float_epoch_us_keeps_nanoseconds(fresh_db, tmp_path):
-    # 19 significant digits: a double cannot hold these to the nanosecond.
-    text = ('{"traceEvents": [\n'
-            '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1700000000123456.789, "dur": 1.001},\n'
-            '{"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1700000000123457.001, "dur": 0.999}\n'
-            ']}')
+@pytest.mark.parametrize("values, want", [
+    # 19 significant digits: a double cannot hold these to the nanosecond
+    ([("1700000000123456.789", "1.001"), ("1700000000123457.001", "0.999")],
+     [(1700000000123456789, 1001), (1700000000123457001, 999)]),
+    # at 1.7e15 µs doubles are 0.25 µs apart: .001 and .999 read as whole numbers, so
+    # no fraction shows the ns were lost; every value from 2^44 µs is read again as
+    # text, and a fraction there goes the exact path
+    ([("1700000000123456.001", "1"), ("1700000000123457.999", "2")],
+     [(1700000000123456001, 1000), (1700000000123457999, 2000)]),
+], ids=["fractions", "fractions that round to whole doubles"])
+def test_float_epoch_us_keeps_nanoseconds(fresh_db, tmp_path, values, want):
+    events = ",\n".join(f'{{"ph": "X", "cat": "cpu_op", "name": "{n}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}}}'
+                         for n, (ts, dur) in zip("ab", values))
     p = tmp_path / "epoch.json"
-    p.write_text(text)
+    p.write_text('{"traceEvents": [\n' + events + '\n]}')
     r = ingest_file(fresh_db, p)
-    assert rows(fresh_db, "SELECT ts_ns, dur_ns FROM events WHERE run = ? ORDER BY event_id", [r.run]) == \
-        [(1700000000123456789, 1001), (1700000000123457001, 999)]
-
-
-def test_epoch_us_whose_fractions_round_to_whole_doubles(fresh_db, tmp_path):
-    """At 1.7e15 µs doubles are 0.25 µs apart: .001 and .999 read as whole numbers, so
-    no fraction shows that the ns were lost; every value from 2^44 µs goes on to be
-    read as text, and a fraction there to the exact path."""
-    text = ('{"traceEvents": [\n'
-            '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1700000000123456.001, "dur": 1},\n'
-            '{"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1700000000123457.999, "dur": 2}\n'
-            ']}')
-    p = tmp_path / "epoch_round.json"
-    p.write_text(text)
-    r = ingest_file(fresh_db, p)
-    assert rows(fresh_db, "SELECT ts_ns, dur_ns FROM events WHERE run = ? ORDER BY event_id", [r.run]) == \
-        [(1700000000123456001, 1000), (1700000000123457999, 2000)]
+    assert rows(fresh_db, "SELECT ts_ns, dur_ns FROM events WHERE run = ? ORDER BY event_id", [r.run]) == want
 
 
 def test_integer_epoch_us_stays_off_the_exact_path(fresh_db, tmp_path, monkeypatch):
