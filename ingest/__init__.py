@@ -197,6 +197,13 @@ class _SameContent(Exception):
         self.run = run
 
 
+def _check_same_content(con, prep):
+    """_SameContent when the content, hashed only as it was read (a gzip inflated
+    while it loads), is a run's already."""
+    if not prep.digest_ready and (old := _existing(con, prep.digest())) is not None:
+        raise _SameContent(old)
+
+
 def _skipped(con, reader, path, old, pair_with, options, caught):
     """The file's content is run old's: pair that run if asked, log, load nothing."""
     result = IngestResult(path, old, reader.kind, "skipped", f"already ingested as run {old}")
@@ -218,8 +225,7 @@ def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
         with reader.loading(con, prep):       # restored after the rollback
             with transaction(con, path):
                 if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
-                    if not prep.digest_ready and (old := _existing(con, prep.digest())) is not None:
-                        raise _SameContent(old)
+                    _check_same_content(con, prep)
                     raise IngestError(path, f"run {run!r} already exists with other content")
                 result.run = _unique_run(con, name)
                 for attempt in range(3):      # a trace: double -> text numbers, pieces -> joined
@@ -232,8 +238,7 @@ def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
                         con.rollback()
                         con.begin()
                         reader.reload(prep, work)
-                if not prep.digest_ready and (old := _existing(con, prep.digest())) is not None:
-                    raise _SameContent(old)
+                _check_same_content(con, prep)
                 fields["metadata"] = _with_format(fields.get("metadata"), prep.format)
                 if reader.kind == "trace":
                     from tracedb.jobs import assign

@@ -100,7 +100,7 @@ def _stage_fast(con, tf, pieces):
     thread: 6.5 s for 2.7 M events on two cores, against ~4 s so). ts and dur are
     read as doubles unless tf.numbers says 'text' (as text, DuckDB formats each
     double back into a string: 0.5 s more per GB, and as much again to convert it)."""
-    numbers = getattr(tf, "numbers", "double")
+    numbers = tf.numbers
     con.execute("SET preserve_insertion_order = true")    # the event order is the file order
     _read_pieces(con, pieces, numbers)
     try:
@@ -260,7 +260,7 @@ def load(con, tf, run):
     iterations, for traces without ProfilerStep markers (--iterations-from).
     The caller owns the transaction and registers the run row first.
     """
-    iteration_marker = getattr(tf, "iteration_marker", None)
+    iteration_marker = tf.iteration_marker
     path = tf.path
     base_ns = tf.members.get("baseTimeNanoseconds") or 0
     if not isinstance(base_ns, int):
@@ -274,7 +274,7 @@ def load(con, tf, run):
                            else _fast_stages(con, tf, BATCH_BYTES), mended)
     except NeedsExact:          # timestamps the doubles cannot hold: as text, then exactly
         n = None
-        if getattr(tf, "numbers", "double") == "double":
+        if tf.numbers == "double":
             tf.numbers = "text"
             n = _again(con, tf, run, mended, lambda: _fast_stages(con, tf, BATCH_BYTES))
         if n is None:
@@ -380,7 +380,6 @@ class TraceReader(Reader):
         if not inflating and scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [tf.content_bytes]):
             tf.wait_hash()
         tf.iteration_marker = options.get("iterations_from")
-
         return Prepared(fmt, tf.content_bytes, lambda: (tf.wait_hash(), hasher.hexdigest())[1],
                         digest_ready=tf.hashing is None and not inflating, state=tf)
 
@@ -409,6 +408,6 @@ class TraceReader(Reader):
         return fields
 
     def reload(self, prep, work):
-        if getattr(prep.state, "rejoin", False):
+        if prep.state.rejoin:
             prep.state.rejoin = False
             trace_json.join_pieces(prep.state, work)

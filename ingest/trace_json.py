@@ -67,6 +67,11 @@ class TraceFile:
     array_start: int = 0           # byte offset of the event array's '[' in the content
     copier: object = None          # _PieceFeed still making the pieces, or None
     inflating: bool = False        # the copier inflates a compressed file (and hashes it as it goes)
+    # how the load reads it (ingest/trace.py): ts and dur as 'double' or 'text'; the
+    # pieces joined again (a cut fell inside an event); the --iterations-from name
+    numbers: str = "double"
+    rejoin: bool = False
+    iteration_marker: str = None
 
     def wait_hash(self):
         if self.copier is not None and self.inflating:
@@ -202,6 +207,20 @@ class _Thread(threading.Thread):
             self.error = e
 
 
+def _drain(q, apply):
+    """apply(item) to each item put on q until None; after a failure keep taking
+    items (so the producer never blocks on a full queue) and raise it at the end."""
+    failed = None
+    while (item := q.get()) is not None:
+        if failed is None:
+            try:
+                apply(item)
+            except BaseException as e:
+                failed = e
+    if failed is not None:
+        raise failed
+
+
 class _Hashing:
     """Feeds a hashlib object from a worker thread (hashlib releases the GIL), so
     hashing a decompressed stream runs beside the decompression on a second core."""
@@ -209,18 +228,7 @@ class _Hashing:
     def __init__(self, hasher, path):
         self.q = queue.Queue(maxsize=4)
         self.path = path
-        self.t = _Thread(self._run, (hasher,))
-
-    def _run(self, hasher):
-        failed = None
-        while (chunk := self.q.get()) is not None:
-            if failed is None:
-                try:
-                    hasher.update(chunk)
-                except BaseException as e:    # keep draining, so the reader never blocks
-                    failed = e
-        if failed is not None:
-            raise failed
+        self.t = _Thread(_drain, (self.q, hasher.update))
 
     def update(self, chunk):
         self.q.put(chunk)
@@ -282,43 +290,29 @@ _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, er
 _KERNEL_COPY = [hasattr(os, "copy_file_range")]
 
 
+def _piece_path(workdir, k):
+    return os.path.join(workdir, f"events-{k:05d}.json")
+
+
 class _Pieces:
-    """Writes the event array as numbered piece files: '[' + events + ']' each.
+    """Writes the event array as numbered piece files ('[' + events + ']' each)
+    through a thread: the kernel's copy into the page cache, ~1 s per GB here,
+    overlaps the inflate of a gzip. on_closed(path) is called as each piece is
+    closed."""
 
-    With background=True the writes go through a thread (the kernel's copy into
-    the page cache, ~1 s per GB here, then overlaps the inflate of a gzip);
-    on_closed(path) is called as each piece is closed."""
-
-    def __init__(self, workdir, background=False, on_closed=lambda path: None):
+    def __init__(self, workdir, on_closed=lambda path: None):
         self.workdir, self.paths, self.out, self.written = workdir, [], None, 0
         self._on_closed = on_closed
-        self._q = None
-        if background:
-            self._q = queue.Queue(maxsize=4)
-            self._writer = _Thread(self._drain, (self._q,))
-            self._writer.start()
-
-    @staticmethod
-    def _drain(q):
-        failed = None
-        while (op := q.get()) is not None:
-            if failed is None:
-                try:
-                    op()
-                except BaseException as e:      # keep draining, so the producer never blocks
-                    failed = e
-        if failed is not None:
-            raise failed
+        self._q = queue.Queue(maxsize=4)
+        self._writer = _Thread(_drain, (self._q, lambda op: op()))
+        self._writer.start()
 
     def _do(self, op):
-        if self._q is None:
-            op()
-        else:
-            self._q.put(op)
+        self._q.put(op)
 
     def next(self):
         out, done = self.out, self.paths[-1] if self.paths else None
-        path = os.path.join(self.workdir, f"events-{len(self.paths):05d}.json")
+        path = _piece_path(self.workdir, len(self.paths))
         self.paths.append(path)
         self.out = open(path, "wb")
         self.written = 0
@@ -333,14 +327,13 @@ class _Pieces:
         self.written += len(data)
 
     def close(self, publish_last=True):
-        """Close the last piece; with a writer thread, wait for it (its error is raised)."""
+        """Close the last piece and wait for the writer (its error is raised)."""
         out, self.out = self.out, None
         if out is not None:
             last = self.paths[-1]
             self._do(lambda: (out.close(), publish_last and self._on_closed(last)))
-        if self._q is not None:
-            q, self._q = self._q, None
-            q.put(None)
+        if self._writer.is_alive():
+            self._q.put(None)
             self._writer.join()
             if self._writer.error is not None:
                 raise self._writer.error
@@ -455,7 +448,7 @@ def _copier(path, workdir, spans):
             for k, (pos, end) in enumerate(spans):
                 if stopped():
                     return
-                piece = os.path.join(workdir, f"events-{k:05d}.json")
+                piece = _piece_path(workdir, k)
                 with open(piece, "wb") as out:
                     if k:
                         out.write(b"[")
@@ -528,7 +521,7 @@ def _inflate_pieces(tf, f, h, buf, eof, cut, workdir, piece_bytes, publish, stop
     """The cut loop of a compressed stream: pieces written by a thread (_Pieces),
     each published once closed; the last one once the end of the array is known."""
     start = tf.array_start
-    with _Pieces(workdir, background=True, on_closed=publish) as pieces:
+    with _Pieces(workdir, on_closed=publish) as pieces:
         pieces.next()
         hold = buf[start:]          # not yet written: the last TAIL bytes are never cut
         written = len(hold)
