@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from tracedb.db import rows, scalar
-from tracedb.ingest.errors import IngestError
+from tracedb.ingest.errors import IngestError, database_error
 from tracedb.ingest.registry import Reload, detect
 from tracedb.ingest.source import check_readable
 from tracedb.ingest.workdir import workdir
@@ -286,9 +286,7 @@ def transaction(con, path):
         con.commit()
     except duckdb.Error as e:
         _rollback(con)
-        msg = str(e).splitlines()[0]
-        hint = "; free space where the database is" if "No space left" in msg else ""
-        raise IngestError(path, f"database error while loading ({msg}){hint}; nothing was loaded") from None
+        raise IngestError(path, f"{database_error(e)}; nothing was loaded") from None
     except BaseException:
         _rollback(con)
         raise

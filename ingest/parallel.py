@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import duckdb
 
 from tracedb.db import rows, scalar, sql_literal
-from tracedb.ingest.errors import IngestError
+from tracedb.ingest.errors import IngestError, database_error
 
 
 def _work(args):
@@ -64,7 +64,7 @@ def _copy_run(con, scratch, run, path):
             con.commit()
         except duckdb.Error as e:
             _rollback(con)
-            return path, f"{path}: database error while loading ({str(e).splitlines()[0]}); nothing was loaded"
+            return path, f"{path}: {database_error(e)}; nothing was loaded"
         except BaseException:
             _rollback(con)
             raise

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from tracedb.db import run_script, scalar, sql_literal, sql_text
 from tracedb.ingest import trace_json
-from tracedb.ingest.errors import IngestError
+from tracedb.ingest.errors import IngestError, database_error
 from tracedb.ingest.registry import Prepared, Reader, Reload
 from tracedb.ingest.source import status
 
@@ -23,10 +23,13 @@ EXACT_DOUBLE_US = 2 ** 43
 # staged in batches (below), the derivation's sorts and joins spill to DuckDB's
 # temp directory beyond it (docs/benchmarks.md: peak RSS per trace size).
 MEMORY_CAP = 1 << 30
-# A trace is staged in batches of about this much JSON (4 pieces): memory stays
-# bounded whatever the trace's size (BATCH_ROWS: the same for the exact path).
+# A trace is staged in batches of about this much JSON: memory stays bounded
+# whatever the trace's size (BATCH_ROWS: the same for the exact path). A batch
+# holds a multiple of DuckDB's threads in pieces (piece_plan), each no smaller
+# than MIN_PIECE_BYTES (nor larger than trace_json.PIECE_BYTES).
 BATCH_BYTES = 512 << 20
 BATCH_ROWS = 1 << 20
+MIN_PIECE_BYTES = 16 << 20
 
 
 class CutInsideEvent(Exception):
@@ -79,17 +82,27 @@ def _read_pieces(con, files, numbers):
     _source_view(con, "_trace_json", numbers)
 
 
-def _batches(pieces, batch_bytes):
-    """The pieces (an iterable: they may still be being copied) in groups of about
-    batch_bytes of JSON, in order, each yielded once whole: each group is staged,
-    numbered and inserted before the next, so memory stays bounded."""
-    group, size = [], 0
+def piece_plan(threads):
+    """(piece bytes, pieces per batch) for DuckDB running on `threads` threads. Its
+    JSON reader parses a piece on one thread, so a batch holds a multiple of the
+    threads in pieces, at least 4: the 3 pieces of 128 MB that a 512 MB batch held
+    before kept 1.5 of two threads busy (4 pieces: 1.7-1.9), and on 16 threads a
+    batch of 3 pieces would use 3 of them."""
+    n = threads * -(-4 // threads)
+    piece = min(trace_json.PIECE_BYTES, max(BATCH_BYTES // n, MIN_PIECE_BYTES))
+    return piece, max(1, BATCH_BYTES // piece)
+
+
+def _batches(pieces, per_batch):
+    """The pieces (an iterable: they may still be being copied) in groups of
+    per_batch, in order, each yielded once whole: each group is staged, numbered
+    and inserted before the next, so memory stays bounded."""
+    group = []
     for p in pieces:
         group.append(p)
-        size += os.path.getsize(p)
-        if size + trace_json.PIECE_BYTES > batch_bytes:     # the next piece would not fit
+        if len(group) == per_batch:
             yield group
-            group, size = [], 0
+            group = []
     if group:
         yield group
 
@@ -116,7 +129,7 @@ def _stage_fast(con, tf, pieces):
             if len(tf.pieces) > 1:       # the exact reader finds it sound: a cut fell inside an event
                 raise CutInsideEvent() from None
             raise IngestError(tf.path, "malformed trace JSON") from None
-        raise IngestError(tf.path, f"database error while loading ({msg})") from None
+        raise IngestError(tf.path, database_error(e)) from None
     _drop_source(con)
 
 
@@ -157,9 +170,10 @@ class NeedsExact(Exception):
     """A staged timestamp may have lost its nanoseconds in a double."""
 
 
-def _fast_stages(con, tf, batch_bytes):
-    for group in _batches(tf.iter_pieces(), batch_bytes):
+def _fast_stages(con, tf):
+    for group in _batches(tf.iter_pieces(), tf.batch_pieces):
         _stage_fast(con, tf, group)
+        tf.settle()
         if _needs_exact(con):
             raise NeedsExact()
         yield
@@ -271,12 +285,12 @@ def load(con, tf, run):
     mended = {}
     try:
         n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS) if tf.truncated
-                           else _fast_stages(con, tf, BATCH_BYTES), mended)
+                           else _fast_stages(con, tf), mended)
     except NeedsExact:          # timestamps the doubles cannot hold: as text, then exactly
         n = None
         if tf.numbers == "double":
             tf.numbers = "text"
-            n = _again(con, tf, run, mended, lambda: _fast_stages(con, tf, BATCH_BYTES))
+            n = _again(con, tf, run, mended, lambda: _fast_stages(con, tf))
         if n is None:
             n = _again(con, tf, run, mended, lambda: _exact_stages(con, tf, BATCH_ROWS))
     _warn_mended(path, mended)
@@ -372,7 +386,9 @@ class TraceReader(Reader):
 
     def prepare(self, con, path, fmt, work, options):
         hasher = hashlib.sha256()
-        tf = trace_json.split(path, work, hasher)
+        piece_bytes, per_batch = piece_plan(scalar(con, "SELECT current_setting('threads')"))
+        tf = trace_json.split(path, work, hasher, piece_bytes)
+        tf.batch_pieces = per_batch
         # A duplicate has the same size: only then wait for the hash before loading;
         # otherwise hashing an uncompressed file overlaps the parse. A compressed one
         # inflated while it loads has no size yet: the caller checks its hash after.

@@ -2,12 +2,14 @@
 
 A trace is either an object `{..., "traceEvents": [...], ...}` or a bare array
 `[...]` (which Chrome allows to be cut off before its `]`). The reader never
-builds the document in Python: it copies the event array, as bytes, into
-temporary files (pieces of ~128 MB, each a JSON array of whole events, cut
-between two events) and parses the small members before and after it. The
-pieces are made by a thread (_PieceFeed) while the load parses those already
-whole: always for an uncompressed file (its members are read in place first),
-and for a compressed one whose prologue gives the base time.
+builds the document in Python: it cuts the event array, as bytes, into pieces
+(up to ~128 MB, each a JSON array of whole events, cut between two events) and
+parses the small members before and after it. An uncompressed file's members are
+read in place and its pieces are named pipes the kernel feeds from the file as
+DuckDB reads them (_Pipes: nothing is written); the exact path and a failed load's
+diagnosis read piece files instead, copied by a thread (_PieceFeed). A compressed
+file is inflated into piece files, by a thread while the load parses those already
+whole when its prologue gives the base time.
 DuckDB's JSON reader then scans the pieces, one thread per piece (the fast
 path: it reads a single array on one thread), or `exact_batches` streams them
 element by element into Arrow batches, keeping every number's text (the exact
@@ -21,6 +23,7 @@ JSON, DuckDB rejects it, and the caller loads the joined pieces instead
 """
 import decimal
 import errno
+import functools
 import json
 import os
 import queue
@@ -66,12 +69,16 @@ class TraceFile:
     hashing: object = None         # thread still hashing an uncompressed file, or None
     array_start: int = 0           # byte offset of the event array's '[' in the content
     copier: object = None          # _PieceFeed still making the pieces, or None
+    spans: list = None             # an uncompressed file: each piece's byte range in it
+    workdir: str = None            # where its pieces (files or pipes) are made
+    pipes: object = None           # _Pipes feeding the pieces to the load, or None
     inflating: bool = False        # the copier inflates a compressed file (and hashes it as it goes)
     # how the load reads it (ingest/trace.py): ts and dur as 'double' or 'text'; the
     # pieces joined again (a cut fell inside an event); the --iterations-from name
     numbers: str = "double"
     rejoin: bool = False
     iteration_marker: str = None
+    batch_pieces: int = 4          # pieces staged together (trace.piece_plan)
 
     def wait_hash(self):
         if self.copier is not None and self.inflating:
@@ -95,14 +102,30 @@ class TraceFile:
         self.piece_list = paths
 
     def iter_pieces(self):
-        """The pieces in order, each as soon as it is whole."""
-        if self.copier is not None:
+        """The pieces in order, each as soon as it is whole (for an uncompressed file
+        not yet copied, named pipes the kernel feeds from the file: _Pipes)."""
+        if self.copier is not None and self.spans is not None and _Pipes.usable():
+            self.stop_pipes()
+            self.pipes = _Pipes(self.path, self.workdir, self.spans)
+            yield from self.pipes.iter()
+        elif self.copier is not None:
             yield from self.copier.iter()
         else:
             yield from self.piece_list
 
+    def settle(self):
+        """The pieces handed out were read: their feeders' errors, if any."""
+        if self.pipes is not None:
+            self.pipes.settle()
+
+    def stop_pipes(self):
+        if self.pipes is not None:
+            self.pipes.stop()
+            self.pipes = None
+
     def stop(self):
         """Stop copying pieces (the load ended: done, failed or rolled back)."""
+        self.stop_pipes()
         if self.copier is not None:
             self.copier.stop()
             self.copier = None
@@ -441,6 +464,99 @@ class _PieceFeed:
         self._thread.join()
 
 
+_KERNEL_SPLICE = [True]        # False once a filesystem refused splice (EINVAL: no splice_read)
+
+
+def _splice(src_fd, out, n, pos):
+    """Up to n bytes of src from pos into the pipe out, by the kernel where it can."""
+    if _KERNEL_SPLICE[0]:
+        try:
+            return os.splice(src_fd, out.fileno(), n, offset_src=pos)
+        except OSError as e:
+            if e.errno not in _NO_KERNEL_COPY:
+                raise
+            _KERNEL_SPLICE[0] = False
+    data = os.pread(src_fd, min(n, CHUNK), pos)
+    out.write(data)
+    return len(data)
+
+
+class _Pipes:
+    """The pieces of an uncompressed file as named pipes, each fed by a thread with
+    the kernel's splice from the file (page cache) as DuckDB reads it: nothing is
+    written to disk. Copying a 10 GB trace into piece files slowed the first third
+    of its parse (docs/benchmarks.md). A pipe is made when the load asks for it."""
+    STEP = 8 << 20             # bytes per splice call: a stop is seen between them
+
+    @staticmethod
+    @functools.cache
+    def usable():
+        return hasattr(os, "mkfifo") and hasattr(os, "splice")
+
+    def __init__(self, path, workdir, spans):
+        self.path, self.workdir, self.spans = path, workdir, spans
+        self.live, self.stopped = [], False
+
+    def iter(self):
+        for k, (pos, end) in enumerate(self.spans):
+            self._reap()
+            pipe = os.path.join(self.workdir, f"pipe-{k:05d}.json")
+            if os.path.lexists(pipe):
+                os.unlink(pipe)
+            os.mkfifo(pipe, 0o600)
+            t = _Thread(self._feed, (pipe, k > 0, pos, end, k + 1 < len(self.spans)))
+            t.start()
+            self.live.append((pipe, t))
+            yield pipe
+
+    def settle(self):
+        """After DuckDB read every pipe handed out: wait for their feeders; raise
+        a feeder's error."""
+        self._reap(wait=True)
+
+    def _reap(self, wait=False):
+        """Forget the pipes fed whole; raise a feeder's error."""
+        for pipe, t in list(self.live):
+            if wait:
+                t.join()
+            if not t.is_alive():
+                self.live.remove((pipe, t))
+                os.unlink(pipe)
+                if t.error is not None:
+                    raise t.error
+
+    def _feed(self, pipe, opened, pos, end, closed):
+        with open(self.path, "rb") as src, open(pipe, "wb", buffering=0) as out:  # waits for the reader
+            if opened:
+                out.write(b"[")
+            while pos < end and not self.stopped:
+                n = _splice(src.fileno(), out, min(self.STEP, end - pos), pos)
+                if n == 0:
+                    raise IngestError(self.path, "the file got shorter while it was being loaded")
+                pos += n
+            if closed and not self.stopped:
+                out.write(b"]")
+
+    def stop(self):
+        """Release every feeder: one still waiting for its reader, or blocked on a
+        pipe nobody reads any more (a failed load), gets a reader that drains it."""
+        self.stopped = True
+        for pipe, t in self.live:
+            if t.is_alive():
+                fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+                try:
+                    while t.is_alive():
+                        try:
+                            os.read(fd, 1 << 20)
+                        except BlockingIOError:
+                            pass
+                        t.join(0.01)
+                finally:
+                    os.close(fd)
+            os.unlink(pipe)
+        self.live = []
+
+
 def _copier(path, workdir, spans):
     """A _PieceFeed copying the spans (byte ranges) of an uncompressed file."""
     def work(publish, stopped):
@@ -578,7 +694,8 @@ def _split_plain(path, f, size, workdir, hasher, piece_bytes):
     bounds = [start] + [c + 1 for c in _cuts(fd, start, size, piece_bytes)]
     spans = [(pos, bounds[k + 1] - 1 if k + 1 < len(bounds) else last) for k, pos in enumerate(bounds)]
     tf = TraceFile(path=str(path), form=form, members=members, content_bytes=size, hashing=hashing,
-                   array_start=start, copier=_copier(path, workdir, spans))
+                   array_start=start, copier=_copier(path, workdir, spans), spans=spans,
+                   workdir=workdir)
     return _ended(tf, end, cut)
 
 

@@ -164,10 +164,27 @@ def test_cross_filesystem_temp_dir_falls_back_to_a_user_space_copy(fresh_db, tmp
         raise OSError(errno.EXDEV, "Invalid cross-device link")
     monkeypatch.setattr(os, "copy_file_range", exdev)
     monkeypatch.setattr(trace_json, "_KERNEL_COPY", [True])
+    monkeypatch.setattr(trace_json._Pipes, "usable", staticmethod(lambda: False))    # piece files
     p = write(tmp_path, "plain.json", gzip.decompress(AMP_TRACE.read_bytes()))
     r = ingest_file(fresh_db, p)
     assert scalar(fresh_db, "SELECT n_events FROM runs WHERE run = ?", [r.run]) == len(amp_doc["traceEvents"])
     assert trace_json._KERNEL_COPY == [False]
+
+
+def test_a_filesystem_without_splice_feeds_the_pipes_from_user_space(fresh_db, tmp_path, amp_doc, monkeypatch):
+    """splice fails with EINVAL where the file's filesystem cannot splice (some FUSE
+    and network ones): the pipes are fed through user space, the same events load."""
+    import errno
+
+    def einval(*a, **k):
+        raise OSError(errno.EINVAL, "Invalid argument")
+    monkeypatch.setattr(os, "splice", einval)
+    monkeypatch.setattr(trace_json, "_KERNEL_SPLICE", [True])
+    p = write(tmp_path, "plain.json", gzip.decompress(AMP_TRACE.read_bytes()))
+    r = ingest_file(fresh_db, p)
+    events = fresh_db.execute("SELECT name, ts_ns FROM events WHERE run = ? ORDER BY event_id", [r.run]).fetchall()
+    assert [e["name"] for e in amp_doc["traceEvents"]] == [n for n, _ in events]
+    assert trace_json._KERNEL_SPLICE == [False]
 
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no tmpfs at /dev/shm")
@@ -523,14 +540,11 @@ def test_interrupted_ingest_rolls_back_and_cleans_up(tmp_path, amp_doc, sig, cod
     env = dict(os.environ, TMPDIR=str(tmp))
     proc = subprocess.Popen([sys.executable, "-m", "tracedb.cli", "ingest", str(LENET), str(big), "--db", str(dbp)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    def copying_big():      # the big trace's event array is being copied (the small one's is < 1 MB)
-        for n in os.listdir(tmp):
-            try:
-                if os.path.getsize(tmp / n / "events-00000.json") > (8 << 20):
-                    return True
-            except OSError:
-                pass
-        return False
+    def copying_big():      # the big trace's event array is being read through its pipes
+        try:
+            return any(n.startswith("pipe-") for d in os.listdir(tmp) for n in os.listdir(tmp / d))
+        except OSError:     # a work directory removed between the two listings
+            return False
     deadline = time.time() + 60
     while time.time() < deadline and not copying_big():
         time.sleep(0.02)
@@ -567,7 +581,8 @@ def test_killed_runs_leave_nothing_behind_for_long(tmp_path, amp_doc):
 
 
 def test_file_size_limit_is_one_line(tmp_path, amp_doc):
-    """ulimit -f: the temporary copy of the event array cannot be written (EFBIG)."""
+    """ulimit -f: a file the ingest writes cannot grow (EFBIG): the database's log
+    (an uncompressed trace goes through pipes, no temporary copy)."""
     import resource
     p = write(tmp_path, "plain.json", gzip.decompress(AMP_TRACE.read_bytes()))
     dbp = tmp_path / "f.duckdb"
@@ -581,7 +596,7 @@ def test_file_size_limit_is_one_line(tmp_path, amp_doc):
                        capture_output=True, text=True, preexec_fn=lower)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     (line,) = r.stderr.strip().splitlines()
-    assert line.startswith(f"tracedb: error: {p}: file too large") and "ulimit -f" in line
+    assert line.startswith(f"tracedb: error: {p}: ") and "File too large" in line and "ulimit -f" in line
     con = db.connect(dbp, read_only=True)
     assert scalar(con, "SELECT count(*) FROM runs") == 0
     con.close()

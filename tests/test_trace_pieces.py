@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import json
 import shutil
+import threading
 
 import pytest
 
@@ -63,8 +64,9 @@ def test_fixture_in_pieces_loads_as_it_does_whole(fixture_db, small_pieces, batc
     con.close()
 
 
-def test_plain_file_in_pieces(fixture_db, small_pieces, batches, tmp_path):
-    """Uncompressed traces are cut while the kernel copies them (copy_file_range)."""
+def test_plain_file_in_pieces(fixture_db, small_pieces, batches, tmp_path, monkeypatch):
+    """Uncompressed traces are cut while the kernel copies them (copy_file_range), or
+    fed to DuckDB through named pipes (splice)."""
     path = TRACES[0]
     plain = tmp_path / (run_name(path) + ".json")
     with gzip.open(path, "rb") as f, open(plain, "wb") as out:
@@ -74,10 +76,20 @@ def test_plain_file_in_pieces(fixture_db, small_pieces, batches, tmp_path):
     # each piece is a whole JSON array of events; together they are the file's events
     events = [e for p in tf.pieces for e in json.load(open(p))]
     assert events == json.load(gzip.open(path))["traceEvents"]
-    con = db.connect(tmp_path / "p.duckdb")
-    ingest_file(con, plain)
-    assert tables(con, run_name(path)) == tables(fixture_db, run_name(path))
-    con.close()
+    # loaded, each piece through a named pipe the kernel feeds from the file (no
+    # piece file written), as the fixture loads whole; and again through piece
+    # files where there are no pipes
+    fed, feed = [], trace_json._Pipes._feed
+    monkeypatch.setattr(trace_json._Pipes, "_feed", lambda self, pipe, *a: (fed.append(pipe), feed(self, pipe, *a)))
+    threads = threading.active_count()
+    for pipes in (True, False):
+        monkeypatch.setattr(trace_json._Pipes, "usable", staticmethod(lambda: pipes))
+        con = db.connect(tmp_path / f"p{pipes}.duckdb")
+        ingest_file(con, plain)
+        assert tables(con, run_name(path)) == tables(fixture_db, run_name(path))
+        assert len(fed) == len(tf.pieces)
+        con.close()
+    assert threading.active_count() == threads
 
 
 def test_a_ts_that_is_not_a_number_reads_the_numbers_as_text(fixture_db, small_pieces, batches, tmp_path):
@@ -202,9 +214,12 @@ def test_malformed_trace_in_pieces_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(trace_json, "PIECE_BYTES", 4 << 10)
     monkeypatch.setattr(trace_json, "TAIL", 1 << 10)
     con = db.connect(tmp_path / "b.duckdb")
+    threads = threading.active_count()
     with pytest.raises(IngestError, match="malformed") as e:
         ingest_file(con, src)
     assert str(src) in str(e.value)
+    # the pipes DuckDB never opened, or left when it failed: their feeders released
+    assert threading.active_count() == threads
     assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     con.close()
