@@ -23,13 +23,15 @@ EXACT_DOUBLE_US = 2 ** 43
 # staged in batches (below), the derivation's sorts and joins spill to DuckDB's
 # temp directory beyond it (docs/benchmarks.md: peak RSS per trace size).
 MEMORY_CAP = 1 << 30
-# A trace is staged in batches of about this much JSON: memory stays bounded
-# whatever the trace's size (BATCH_ROWS: the same for the exact path). A batch
-# holds a multiple of DuckDB's threads in pieces (piece_plan), each no smaller
-# than MIN_PIECE_BYTES (nor larger than trace_json.PIECE_BYTES).
+# A trace is staged in batches of this much JSON, 4 pieces (BATCH_ROWS: the same
+# for the exact path): memory stays bounded whatever the trace's size. DuckDB's
+# JSON reader parses a piece on one thread; the batches held 3 pieces (a size test
+# that a piece a little over 128 MB failed), which kept 1.5 of 2 threads busy. On
+# more threads, smaller pieces would keep them busy, but pieces under 128 MB make
+# DuckDB rewrite part-filled row groups at the checkpoint (8 threads, 64 MB pieces:
+# a 358 MB database for the 1 GB trace instead of 188 MB).
 BATCH_BYTES = 512 << 20
 BATCH_ROWS = 1 << 20
-MIN_PIECE_BYTES = 16 << 20
 
 
 class CutInsideEvent(Exception):
@@ -82,17 +84,6 @@ def _read_pieces(con, files, numbers):
     _source_view(con, "_trace_json", numbers)
 
 
-def piece_plan(threads):
-    """(piece bytes, pieces per batch) for DuckDB running on `threads` threads. Its
-    JSON reader parses a piece on one thread, so a batch holds a multiple of the
-    threads in pieces, at least 4: the 3 pieces of 128 MB that a 512 MB batch held
-    before kept 1.5 of two threads busy (4 pieces: 1.7-1.9), and on 16 threads a
-    batch of 3 pieces would use 3 of them."""
-    n = threads * -(-4 // threads)
-    piece = min(trace_json.PIECE_BYTES, max(BATCH_BYTES // n, MIN_PIECE_BYTES))
-    return piece, max(1, BATCH_BYTES // piece)
-
-
 def _batches(pieces, per_batch):
     """The pieces (an iterable: they may still be being copied) in groups of
     per_batch, in order, each yielded once whole: each group is staged, numbered
@@ -119,6 +110,7 @@ def _stage_fast(con, tf, pieces):
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
     except duckdb.Error as e:    # the caller rolls back, the views with the rest
+        tf.settle(wait=False)        # a feeder's own error (the file got shorter) first
         msg = str(e).splitlines()[0]
         if isinstance(e, duckdb.InvalidInputException) and "JSON transform error" in msg and numbers == "double":
             raise NotAllNumbers() from None
@@ -171,7 +163,7 @@ class NeedsExact(Exception):
 
 
 def _fast_stages(con, tf):
-    for group in _batches(tf.iter_pieces(), tf.batch_pieces):
+    for group in _batches(tf.iter_pieces(), max(1, BATCH_BYTES // trace_json.PIECE_BYTES)):
         _stage_fast(con, tf, group)
         tf.settle()
         if _needs_exact(con):
@@ -386,9 +378,7 @@ class TraceReader(Reader):
 
     def prepare(self, con, path, fmt, work, options):
         hasher = hashlib.sha256()
-        piece_bytes, per_batch = piece_plan(scalar(con, "SELECT current_setting('threads')"))
-        tf = trace_json.split(path, work, hasher, piece_bytes)
-        tf.batch_pieces = per_batch
+        tf = trace_json.split(path, work, hasher)
         # A duplicate has the same size: only then wait for the hash before loading;
         # otherwise hashing an uncompressed file overlaps the parse. A compressed one
         # inflated while it loads has no size yet: the caller checks its hash after.

@@ -28,6 +28,7 @@ import json
 import os
 import queue
 import re
+import signal
 import sys
 import threading
 import warnings
@@ -78,7 +79,6 @@ class TraceFile:
     numbers: str = "double"
     rejoin: bool = False
     iteration_marker: str = None
-    batch_pieces: int = 4          # pieces staged together (trace.piece_plan)
 
     def wait_hash(self):
         if self.copier is not None and self.inflating:
@@ -104,7 +104,7 @@ class TraceFile:
     def iter_pieces(self):
         """The pieces in order, each as soon as it is whole (for an uncompressed file
         not yet copied, named pipes the kernel feeds from the file: _Pipes)."""
-        if self.copier is not None and self.spans is not None and _Pipes.usable():
+        if self.copier is not None and self.spans is not None and _Pipes.usable() and _Pipes.fit(self.workdir):
             self.stop_pipes()
             self.pipes = _Pipes(self.path, self.workdir, self.spans)
             yield from self.pipes.iter()
@@ -113,10 +113,11 @@ class TraceFile:
         else:
             yield from self.piece_list
 
-    def settle(self):
-        """The pieces handed out were read: their feeders' errors, if any."""
+    def settle(self, wait=True):
+        """The pieces handed out were read: their feeders' errors, if any (without
+        wait: of the feeders already ended, as after DuckDB failed)."""
         if self.pipes is not None:
-            self.pipes.settle()
+            self.pipes.settle() if wait else self.pipes.reap()
 
     def stop_pipes(self):
         if self.pipes is not None:
@@ -467,17 +468,22 @@ class _PieceFeed:
 _KERNEL_SPLICE = [True]        # False once a filesystem refused splice (EINVAL: no splice_read)
 
 
-def _splice(src_fd, out, n, pos):
-    """Up to n bytes of src from pos into the pipe out, by the kernel where it can."""
+def _write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _splice(src_fd, out_fd, n, pos):
+    """Up to n bytes of src from pos into the pipe out_fd, by the kernel where it can."""
     if _KERNEL_SPLICE[0]:
         try:
-            return os.splice(src_fd, out.fileno(), n, offset_src=pos)
+            return os.splice(src_fd, out_fd, n, offset_src=pos)
         except OSError as e:
             if e.errno not in _NO_KERNEL_COPY:
                 raise
             _KERNEL_SPLICE[0] = False
     data = os.pread(src_fd, min(n, CHUNK), pos)
-    out.write(data)
+    _write_all(out_fd, data)
     return len(data)
 
 
@@ -485,76 +491,110 @@ class _Pipes:
     """The pieces of an uncompressed file as named pipes, each fed by a thread with
     the kernel's splice from the file (page cache) as DuckDB reads it: nothing is
     written to disk. Copying a 10 GB trace into piece files slowed the first third
-    of its parse (docs/benchmarks.md). A pipe is made when the load asks for it."""
+    of its parse (docs/benchmarks.md). A pipe is made when the load asks for it.
+
+    The file is opened once, here (a file renamed or replaced meanwhile is still the
+    one that was split); a feeder opens its pipe before anything can fail, so DuckDB,
+    waiting to open it, always gets at least an end of file (then an error: settle)."""
     STEP = 8 << 20             # bytes per splice call: a stop is seen between them
 
     @staticmethod
     @functools.cache
     def usable():
-        return hasattr(os, "mkfifo") and hasattr(os, "splice")
+        return hasattr(os, "mkfifo") and hasattr(os, "splice") and hasattr(signal, "pthread_sigmask")
+
+    @staticmethod
+    def fit(workdir):
+        """Whether workdir's filesystem holds named pipes (vfat, some FUSE ones do not:
+        the pieces are then copied into files)."""
+        probe = os.path.join(workdir, "pipe-probe")
+        try:
+            os.mkfifo(probe, 0o600)
+        except OSError:
+            return False
+        os.unlink(probe)
+        return True
 
     def __init__(self, path, workdir, spans):
-        self.path, self.workdir, self.spans = path, workdir, spans
+        self.workdir, self.spans = workdir, spans
         self.live, self.stopped = [], False
+        self.path, self.src = path, os.open(path, os.O_RDONLY)
 
     def iter(self):
         for k, (pos, end) in enumerate(self.spans):
-            self._reap()
+            self.reap()
             pipe = os.path.join(self.workdir, f"pipe-{k:05d}.json")
-            if os.path.lexists(pipe):
-                os.unlink(pipe)
+            _unlink(pipe)
             os.mkfifo(pipe, 0o600)
             t = _Thread(self._feed, (pipe, k > 0, pos, end, k + 1 < len(self.spans)))
-            t.start()
             self.live.append((pipe, t))
+            t.start()
             yield pipe
 
     def settle(self):
         """After DuckDB read every pipe handed out: wait for their feeders; raise
         a feeder's error."""
-        self._reap(wait=True)
+        self.reap(wait=True)
 
-    def _reap(self, wait=False):
+    def reap(self, wait=False):
         """Forget the pipes fed whole; raise a feeder's error."""
         for pipe, t in list(self.live):
             if wait:
                 t.join()
             if not t.is_alive():
                 self.live.remove((pipe, t))
-                os.unlink(pipe)
+                _unlink(pipe)
                 if t.error is not None:
                     raise t.error
 
     def _feed(self, pipe, opened, pos, end, closed):
-        with open(self.path, "rb") as src, open(pipe, "wb", buffering=0) as out:  # waits for the reader
+        # signals are the main thread's; an early close by DuckDB is EPIPE here, not SIGPIPE
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM})
+        out = os.open(pipe, os.O_WRONLY)         # waits for the reader
+        try:
             if opened:
-                out.write(b"[")
+                _write_all(out, b"[")
             while pos < end and not self.stopped:
-                n = _splice(src.fileno(), out, min(self.STEP, end - pos), pos)
+                n = _splice(self.src, out, min(self.STEP, end - pos), pos)
                 if n == 0:
                     raise IngestError(self.path, "the file got shorter while it was being loaded")
                 pos += n
             if closed and not self.stopped:
-                out.write(b"]")
+                _write_all(out, b"]")
+        finally:
+            os.close(out)
 
     def stop(self):
         """Release every feeder: one still waiting for its reader, or blocked on a
         pipe nobody reads any more (a failed load), gets a reader that drains it."""
         self.stopped = True
-        for pipe, t in self.live:
-            if t.is_alive():
-                fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
-                try:
-                    while t.is_alive():
-                        try:
-                            os.read(fd, 1 << 20)
-                        except BlockingIOError:
-                            pass
-                        t.join(0.01)
-                finally:
-                    os.close(fd)
-            os.unlink(pipe)
-        self.live = []
+        try:
+            while self.live:
+                pipe, t = self.live[-1]
+                if t.is_alive():
+                    fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+                    try:
+                        while t.is_alive():
+                            try:
+                                os.read(fd, 1 << 20)
+                            except BlockingIOError:
+                                pass
+                            t.join(0.01)
+                    finally:
+                        os.close(fd)
+                self.live.pop()
+                _unlink(pipe)
+        finally:
+            if self.src is not None:
+                os.close(self.src)
+                self.src = None
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _copier(path, workdir, spans):

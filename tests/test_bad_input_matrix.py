@@ -171,6 +171,46 @@ def test_cross_filesystem_temp_dir_falls_back_to_a_user_space_copy(fresh_db, tmp
     assert trace_json._KERNEL_COPY == [False]
 
 
+def test_a_tmpdir_without_named_pipes_copies_the_pieces(fresh_db, tmp_path, amp_doc, monkeypatch):
+    """mkfifo refused (vfat, some FUSE filesystems): the pieces are copied into files."""
+    import errno
+
+    def eperm(*a, **k):
+        raise OSError(errno.EPERM, "Operation not permitted")
+    monkeypatch.setattr(os, "mkfifo", eperm)
+    p = write(tmp_path, "plain.json", gzip.decompress(AMP_TRACE.read_bytes()))
+    r = ingest_file(fresh_db, p)
+    assert r.status == "loaded"
+    assert scalar(fresh_db, "SELECT n_events FROM runs WHERE run = ?", [r.run]) == len(amp_doc["traceEvents"])
+
+
+def test_a_feeder_that_fails_is_an_error_not_a_hang(fresh_db, tmp_path, amp_doc, monkeypatch):
+    """A read of the trace failing under one pipe (EIO on its third piece): DuckDB,
+    waiting on that pipe, gets an end of file, and the ingest one error naming the
+    file; nothing loaded, no feeder left."""
+    import errno
+    import threading
+    monkeypatch.setattr(trace_json, "PIECE_BYTES", 64 << 10)
+    monkeypatch.setattr(trace_json, "TAIL", 16 << 10)
+    splice = trace_json._splice
+
+    def failing(src, out, n, pos):
+        if pos > (160 << 10):
+            raise OSError(errno.EIO, "Input/output error")
+        return splice(src, out, n, pos)
+    monkeypatch.setattr(trace_json, "_splice", failing)
+    p = write(tmp_path, "plain.json", gzip.decompress(AMP_TRACE.read_bytes()))
+    threads = threading.active_count()
+    got = []
+    t = threading.Thread(target=lambda: got.append(pytest.raises(IngestError, ingest_file, fresh_db, p)), daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), "the ingest hangs"
+    assert got and "input/output error" in str(got[0].value) and str(p) in str(got[0].value)
+    assert threading.active_count() == threads
+    assert scalar(fresh_db, "SELECT count(*) FROM runs") == 0
+
+
 def test_a_filesystem_without_splice_feeds_the_pipes_from_user_space(fresh_db, tmp_path, amp_doc, monkeypatch):
     """splice fails with EINVAL where the file's filesystem cannot splice (some FUSE
     and network ones): the pipes are fed through user space, the same events load."""
