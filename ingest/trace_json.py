@@ -309,9 +309,55 @@ def _cuts(fd, start, end, piece_bytes):
 
 
 # copy_file_range fails across filesystems (tmpfs $TMPDIR: EXDEV) and on some
-# kernels and filesystems: the copy then goes through user space.
+# kernels and filesystems, splice where a filesystem cannot (EINVAL): the bytes
+# then go through user space, for the rest of the process.
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
 _KERNEL_COPY = [hasattr(os, "copy_file_range")]
+_KERNEL_SPLICE = [True]
+STEP = 8 << 20             # bytes per call: a stop is seen between them
+
+
+def _kernel_copy(src_fd, out_fd, n, pos):
+    return os.copy_file_range(src_fd, out_fd, n, pos)
+
+
+def _kernel_splice(src_fd, out_fd, n, pos):
+    return os.splice(src_fd, out_fd, n, offset_src=pos)
+
+
+def _write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _move(kernel, by_kernel, src_fd, out_fd, n, pos):
+    """Up to n bytes of src from pos to out_fd, by kernel(...) while by_kernel[0]
+    holds, else through user space; 0 at the end of src."""
+    if by_kernel[0]:
+        try:
+            return kernel(src_fd, out_fd, n, pos)
+        except OSError as e:
+            if e.errno not in _NO_KERNEL_COPY:
+                raise
+            by_kernel[0] = False
+    data = os.pread(src_fd, min(n, CHUNK), pos)
+    _write_all(out_fd, data)
+    return len(data)
+
+
+def _write_piece(path, src_fd, out_fd, spans, k, kernel, by_kernel, stopped=lambda: False):
+    """Piece k of an uncompressed file's event array into out_fd: '[' after a cut,
+    the span's bytes (no bytes through Python where the kernel can), ']' before a cut."""
+    pos, end = spans[k]
+    if k:
+        _write_all(out_fd, b"[")
+    while pos < end and not stopped():
+        n = _move(kernel, by_kernel, src_fd, out_fd, min(STEP, end - pos), pos)
+        if n == 0:
+            raise IngestError(path, "the file got shorter while it was being loaded")
+        pos += n
+    if k + 1 < len(spans) and not stopped():
+        _write_all(out_fd, b"]")
 
 
 def _piece_path(workdir, k):
@@ -373,32 +419,6 @@ class _Pieces:
         except Exception:
             if exc[0] is None:
                 raise
-
-
-def _copy_range(src_fd, out, pos, end):
-    """Kernel-side copy of src[pos:end] to the end of the file object out (no bytes
-    through Python where the kernel can)."""
-    out.flush()
-    while pos < end:
-        try:
-            n = os.copy_file_range(src_fd, out.fileno(), end - pos, pos) if _KERNEL_COPY[0] else 0
-        except OSError as e:
-            if e.errno not in _NO_KERNEL_COPY:
-                raise
-            _KERNEL_COPY[0] = False       # another filesystem (EXDEV), or not supported
-            n = 0
-        if n == 0:
-            if _KERNEL_COPY[0]:
-                break                     # end of the source
-            while pos < end:              # through user space
-                data = os.pread(src_fd, min(CHUNK, end - pos), pos)
-                if not data:
-                    break
-                out.write(data)
-                pos += len(data)
-            out.flush()
-            break
-        pos += n
 
 
 class _PieceFeed:
@@ -465,28 +485,6 @@ class _PieceFeed:
         self._thread.join()
 
 
-_KERNEL_SPLICE = [True]        # False once a filesystem refused splice (EINVAL: no splice_read)
-
-
-def _write_all(fd, data):
-    while data:
-        data = data[os.write(fd, data):]
-
-
-def _splice(src_fd, out_fd, n, pos):
-    """Up to n bytes of src from pos into the pipe out_fd, by the kernel where it can."""
-    if _KERNEL_SPLICE[0]:
-        try:
-            return os.splice(src_fd, out_fd, n, offset_src=pos)
-        except OSError as e:
-            if e.errno not in _NO_KERNEL_COPY:
-                raise
-            _KERNEL_SPLICE[0] = False
-    data = os.pread(src_fd, min(n, CHUNK), pos)
-    _write_all(out_fd, data)
-    return len(data)
-
-
 class _Pipes:
     """The pieces of an uncompressed file as named pipes, each fed by a thread with
     the kernel's splice from the file (page cache) as DuckDB reads it: nothing is
@@ -496,8 +494,6 @@ class _Pipes:
     The file is opened once, here (a file renamed or replaced meanwhile is still the
     one that was split); a feeder opens its pipe before anything can fail, so DuckDB,
     waiting to open it, always gets at least an end of file (then an error: settle)."""
-    STEP = 8 << 20             # bytes per splice call: a stop is seen between them
-
     @staticmethod
     @functools.cache
     def usable():
@@ -521,12 +517,12 @@ class _Pipes:
         self.path, self.src = path, os.open(path, os.O_RDONLY)
 
     def iter(self):
-        for k, (pos, end) in enumerate(self.spans):
+        for k in range(len(self.spans)):
             self.reap()
             pipe = os.path.join(self.workdir, f"pipe-{k:05d}.json")
             _unlink(pipe)
             os.mkfifo(pipe, 0o600)
-            t = _Thread(self._feed, (pipe, k > 0, pos, end, k + 1 < len(self.spans)))
+            t = _Thread(self._feed, (pipe, k))
             self.live.append((pipe, t))
             t.start()
             yield pipe
@@ -547,20 +543,13 @@ class _Pipes:
                 if t.error is not None:
                     raise t.error
 
-    def _feed(self, pipe, opened, pos, end, closed):
+    def _feed(self, pipe, k):
         # signals are the main thread's; an early close by DuckDB is EPIPE here, not SIGPIPE
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE, signal.SIGINT, signal.SIGTERM})
         out = os.open(pipe, os.O_WRONLY)         # waits for the reader
         try:
-            if opened:
-                _write_all(out, b"[")
-            while pos < end and not self.stopped:
-                n = _splice(self.src, out, min(self.STEP, end - pos), pos)
-                if n == 0:
-                    raise IngestError(self.path, "the file got shorter while it was being loaded")
-                pos += n
-            if closed and not self.stopped:
-                _write_all(out, b"]")
+            _write_piece(self.path, self.src, out, self.spans, k, _kernel_splice, _KERNEL_SPLICE,
+                         lambda: self.stopped)
         finally:
             os.close(out)
 
@@ -601,16 +590,12 @@ def _copier(path, workdir, spans):
     """A _PieceFeed copying the spans (byte ranges) of an uncompressed file."""
     def work(publish, stopped):
         with open(path, "rb") as src:
-            for k, (pos, end) in enumerate(spans):
+            for k in range(len(spans)):
                 if stopped():
                     return
                 piece = _piece_path(workdir, k)
                 with open(piece, "wb") as out:
-                    if k:
-                        out.write(b"[")
-                    _copy_range(src.fileno(), out, pos, end)
-                    if k + 1 < len(spans):
-                        out.write(b"]")
+                    _write_piece(path, src.fileno(), out.fileno(), spans, k, _kernel_copy, _KERNEL_COPY)
                 publish(piece)
     return _PieceFeed(work)
 

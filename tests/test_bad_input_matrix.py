@@ -192,13 +192,13 @@ def test_a_feeder_that_fails_is_an_error_not_a_hang(fresh_db, tmp_path, amp_doc,
     import threading
     monkeypatch.setattr(trace_json, "PIECE_BYTES", 64 << 10)
     monkeypatch.setattr(trace_json, "TAIL", 16 << 10)
-    splice = trace_json._splice
+    splice = trace_json._kernel_splice
 
     def failing(src, out, n, pos):
         if pos > (160 << 10):
             raise OSError(errno.EIO, "Input/output error")
         return splice(src, out, n, pos)
-    monkeypatch.setattr(trace_json, "_splice", failing)
+    monkeypatch.setattr(trace_json, "_kernel_splice", failing)
     p = write(tmp_path, "plain.json", gzip.decompress(AMP_TRACE.read_bytes()))
     threads = threading.active_count()
     got = []
