@@ -110,7 +110,7 @@ def _stage_fast(con, tf, pieces):
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
     except duckdb.Error as e:    # the caller rolls back, the views with the rest
-        tf.settle(wait=False)        # a feeder's own error (the file got shorter) first
+        tf.abandon_pipes()           # a feeder's own error (the file got shorter) first
         msg = str(e).splitlines()[0]
         if isinstance(e, duckdb.InvalidInputException) and "JSON transform error" in msg and numbers == "double":
             raise NotAllNumbers() from None

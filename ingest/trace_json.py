@@ -113,11 +113,17 @@ class TraceFile:
         else:
             yield from self.piece_list
 
-    def settle(self, wait=True):
-        """The pieces handed out were read: their feeders' errors, if any (without
-        wait: of the feeders already ended, as after DuckDB failed)."""
+    def settle(self):
+        """The pieces handed out were read: their feeders' errors, if any."""
         if self.pipes is not None:
-            self.pipes.settle() if wait else self.pipes.reap()
+            self.pipes.settle()
+
+    def abandon_pipes(self):
+        """DuckDB failed on the pipes: release their feeders; a feeder's own error
+        (the file got shorter, a read error), if any, is the cause."""
+        if self.pipes is not None:
+            pipes, self.pipes = self.pipes, None
+            pipes.abandon()
 
     def stop_pipes(self):
         if self.pipes is not None:
@@ -518,7 +524,7 @@ class _Pipes:
 
     def iter(self):
         for k in range(len(self.spans)):
-            self.reap()
+            self._reap()
             pipe = os.path.join(self.workdir, f"pipe-{k:05d}.json")
             _unlink(pipe)
             os.mkfifo(pipe, 0o600)
@@ -530,9 +536,9 @@ class _Pipes:
     def settle(self):
         """After DuckDB read every pipe handed out: wait for their feeders; raise
         a feeder's error."""
-        self.reap(wait=True)
+        self._reap(wait=True)
 
-    def reap(self, wait=False):
+    def _reap(self, wait=False):
         """Forget the pipes fed whole; raise a feeder's error."""
         for pipe, t in list(self.live):
             if wait:
@@ -542,6 +548,15 @@ class _Pipes:
                 _unlink(pipe)
                 if t.error is not None:
                     raise t.error
+
+    def abandon(self):
+        """stop(), then raise the first feeder's own error (not the broken pipe a
+        failed DuckDB left it): it can end just after DuckDB saw its pipe's end."""
+        threads = [t for _, t in self.live]
+        self.stop()
+        for t in threads:
+            if t.error is not None and not isinstance(t.error, BrokenPipeError):
+                raise t.error
 
     def _feed(self, pipe, k):
         # signals are the main thread's; an early close by DuckDB is EPIPE here, not SIGPIPE
