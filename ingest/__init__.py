@@ -216,47 +216,57 @@ def _skipped(con, reader, path, old, pair_with, options, caught):
     return result
 
 
+@contextmanager
+def _args_in_zstd(con):
+    """A database made before events.args was declared USING COMPRESSION zstd gets
+    zstd for everything this ingest writes, as then: DuckDB's own choice for args
+    (dictionary + FSST) writes slower and 4x larger (schema/tables/core.sql)."""
+    old = "USING COMPRESSION" not in scalar(
+        con, "SELECT sql FROM duckdb_tables() WHERE table_name = 'events' AND schema_name = 'main'")
+    if old:
+        con.execute("SET force_compression = 'zstd'")
+    try:
+        yield
+    finally:
+        if old:
+            con.execute("RESET force_compression")
+
+
 def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
     result = IngestResult(path, None, reader.kind, "loaded")
-    # zstd for everything written by this ingest: measured on a 1 GB trace, it writes
-    # 1.3 s faster than DuckDB's per-column choice and makes a smaller file.
-    con.execute("SET force_compression = 'zstd'")
-    try:
-        with reader.loading(con, prep):       # restored after the rollback
-            with transaction(con, path):
-                if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
-                    _check_same_content(con, prep)
-                    raise IngestError(path, f"run {run!r} already exists with other content")
-                result.run = _unique_run(con, name)
-                for attempt in range(3):      # a trace: double -> text numbers, pieces -> joined
-                    try:
-                        fields = reader.load(con, prep, result.run)
-                        break
-                    except Reload:            # the fast path cannot read it: load it the slow way
-                        if attempt == 2:
-                            raise
-                        con.rollback()
-                        con.begin()
-                        reader.reload(prep, work)
+    with _args_in_zstd(con), reader.loading(con, prep):       # restored after the rollback
+        with transaction(con, path):
+            if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
                 _check_same_content(con, prep)
-                fields["metadata"] = _with_format(fields.get("metadata"), prep.format)
-                if reader.kind == "trace":
-                    from tracedb.jobs import assign
-                    assign(con, path, fields, job=options.get("job"), rank=options.get("rank"),
-                           require_rank=options.get("require_rank", False))
-                _register(con, result.run, reader.kind, path, prep.digest(), content_bytes=prep.content_bytes,
-                          paired_run=pair_with, **fields)
-                if pair_with is not None:
-                    result.pairing = _pair(con, reader, path, result.run, pair_with, options)
-                noun = {"ncu": "kernels", "power": "samples", "calibration": "points"}.get(reader.kind, "events")
-                done = [("info", f"loaded as a {reader.kind} run: {fields.get('n_events') or 0} {noun} "
-                                 f"({prep.format}, {prep.content_bytes} bytes of content)")]
-                if pair_with is not None:
-                    done.append(("info", _pairing_line(pair_with, result.pairing)))
-                result.warnings = [m for _, m in _warning_lines(path, caught)]
-                _log(con, result.run, path, done + _warning_lines(path, caught))
-    finally:
-        con.execute("RESET force_compression")
+                raise IngestError(path, f"run {run!r} already exists with other content")
+            result.run = _unique_run(con, name)
+            for attempt in range(3):      # a trace: double -> text numbers, pieces -> joined
+                try:
+                    fields = reader.load(con, prep, result.run)
+                    break
+                except Reload:            # the fast path cannot read it: load it the slow way
+                    if attempt == 2:
+                        raise
+                    con.rollback()
+                    con.begin()
+                    reader.reload(prep, work)
+            _check_same_content(con, prep)
+            fields["metadata"] = _with_format(fields.get("metadata"), prep.format)
+            if reader.kind == "trace":
+                from tracedb.jobs import assign
+                assign(con, path, fields, job=options.get("job"), rank=options.get("rank"),
+                       require_rank=options.get("require_rank", False))
+            _register(con, result.run, reader.kind, path, prep.digest(), content_bytes=prep.content_bytes,
+                      paired_run=pair_with, **fields)
+            if pair_with is not None:
+                result.pairing = _pair(con, reader, path, result.run, pair_with, options)
+            noun = {"ncu": "kernels", "power": "samples", "calibration": "points"}.get(reader.kind, "events")
+            done = [("info", f"loaded as a {reader.kind} run: {fields.get('n_events') or 0} {noun} "
+                             f"({prep.format}, {prep.content_bytes} bytes of content)")]
+            if pair_with is not None:
+                done.append(("info", _pairing_line(pair_with, result.pairing)))
+            result.warnings = [m for _, m in _warning_lines(path, caught)]
+            _log(con, result.run, path, done + _warning_lines(path, caught))
     return result
 
 

@@ -251,6 +251,33 @@ def test_memory_cap_while_loading_and_lifted_after(tmp_path, monkeypatch):
     con.close()
 
 
+def test_args_stored_in_zstd_and_an_older_database_keeps_zstd_for_the_ingest(tmp_path, monkeypatch):
+    """events.args is declared zstd (the rest left to DuckDB: a dictionary for the
+    names); a database whose events table predates that gets zstd for the whole
+    ingest (force_compression) as before, and the setting is undone after."""
+    con = db.connect(tmp_path / "z.duckdb")
+    seen = []
+    real = trace.load
+
+    def spy(con_, tf, run):
+        seen.append(con_.execute("SELECT current_setting('force_compression')").fetchone()[0])
+        return real(con_, tf, run)
+    monkeypatch.setattr(trace, "load", spy)
+    ingest_file(con, TRACES[0])
+    con.execute("CHECKPOINT")
+    stored = dict(con.execute("SELECT column_name, string_agg(DISTINCT compression, ',') FROM pragma_storage_info('events') "
+                              "WHERE segment_type <> 'VALIDITY' AND column_name IN ('args', 'name') GROUP BY ALL").fetchall())
+    assert stored == {"args": "ZSTD", "name": "DICT_FSST"}
+    assert seen == ["auto"]
+    ddl = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = 'events'").fetchone()[0]
+    con.execute("DROP TABLE events")                      # the table an older tracedb made
+    con.execute(ddl.replace(" USING COMPRESSION ZSTD", ""))
+    ingest_file(con, TRACES[1])
+    assert seen[-1] == "zstd"
+    assert con.execute("SELECT current_setting('force_compression')").fetchone()[0] == "auto"
+    con.close()
+
+
 def test_exact_path_in_batches_loads_as_in_one(tmp_path, monkeypatch):
     """A cut-off bare array (read by the exact path) of a real trace, staged in
     batches of 1,000 events, loads the same events, kernels, iterations and threads

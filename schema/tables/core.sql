@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS events (
     stream       BIGINT,                     -- `args.stream`, or N of a `"stream N"` tid
     device       BIGINT,                     -- `args.device`
     flow_id      VARCHAR,                    -- `id` of flow events (s/f)
-    args         JSON                        -- all args as written
+    args         JSON USING COMPRESSION zstd -- all args as written (zstd: docs/benchmarks.md says why)
 );
 
 -- GPU activity (kernels, memcpy, memset) of traces and of ncu reports.
