@@ -127,12 +127,39 @@ def _views_digest():
     return hashlib.sha256("".join(sql_text("schema", n) for n in VIEW_FILES).encode()).hexdigest()[:16]
 
 
+# The one column declared with a compression (schema/tables/core.sql; why:
+# docs/benchmarks.md), and the schema_info key saying a database's events table has it.
+ARGS_ZSTD = " USING COMPRESSION zstd"
+ARGS_ZSTD_KEY = "events.args compression"
+
+
+def _args_zstd_fits(con):
+    """True when events does not exist yet and both this DuckDB and the file's storage
+    format know zstd for strings (DuckDB 1.2 on): DuckDB rejects the declaration on an
+    older format even where CREATE TABLE IF NOT EXISTS would do nothing."""
+    if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                   "AND schema_name = 'main' AND table_name = 'events'"):
+        return False
+    storage = scalar(con, "SELECT tags['storage_version'] FROM duckdb_databases() "
+                          "WHERE database_name = current_database()") or ""
+    return all(_version(v) >= (1, 2) for v in (duckdb.__version__, storage))
+
+
+def _version(text):
+    m = re.match(r"v?(\d+)\.(\d+)", text or "")
+    return (int(m[1]), int(m[2])) if m else (0, 0)
+
+
 def apply_schema(con):
     """Tables, migrations, seed rows and views (idempotent)."""
+    args_zstd = _args_zstd_fits(con)
     for name in TABLE_FILES:
         if name.endswith("migrate.sql"):
             _migrate_settings(con)
-        run_script(con, sql_text("schema", name))
+        text = sql_text("schema", name)
+        run_script(con, text if args_zstd else text.replace(ARGS_ZSTD, ""))
+    if args_zstd:
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, 'zstd')", [ARGS_ZSTD_KEY])
     apply_seeds(con)
     for name in VIEW_FILES:
         run_script(con, sql_text("schema", name))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from tracedb.db import rows, scalar
+from tracedb.db import ARGS_ZSTD_KEY, rows, scalar
 from tracedb.ingest.errors import IngestError, database_error
 from tracedb.ingest.registry import Reload, detect
 from tracedb.ingest.source import check_readable
@@ -218,17 +218,18 @@ def _skipped(con, reader, path, old, pair_with, options, caught):
 
 @contextmanager
 def _args_in_zstd(con):
-    """A database made before events.args was declared USING COMPRESSION zstd gets
-    zstd for everything this ingest writes, as then: DuckDB's own choice for args
-    (dictionary + FSST) writes slower and 4x larger (schema/tables/core.sql)."""
-    old = "USING COMPRESSION" not in scalar(
-        con, "SELECT sql FROM duckdb_tables() WHERE table_name = 'events' AND schema_name = 'main'")
-    if old:
+    """A database whose events table is not declared with zstd for args (made before
+    that, or in a storage format without it: db.apply_schema) gets zstd for
+    everything this ingest writes, as it did then: DuckDB's own choice for args
+    (dictionary + FSST) writes slower and 4x larger. A setting of the user's stays."""
+    force = (scalar(con, "SELECT value FROM schema_info WHERE key = ?", [ARGS_ZSTD_KEY]) != "zstd"
+             and scalar(con, "SELECT current_setting('force_compression')") == "auto")
+    if force:
         con.execute("SET force_compression = 'zstd'")
     try:
         yield
     finally:
-        if old:
+        if force:
             con.execute("RESET force_compression")
 
 

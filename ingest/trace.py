@@ -290,7 +290,7 @@ def load(con, tf, run):
         warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n[0]} events)")
     with status("linking kernels, launches, ops and iterations"):
         # One batch: the derivation scans it uncompressed (~0.3 s less on 2.7 M events
-        # than the zstd columns of events); several: the run's events in the table.
+        # than the compressed columns of events); several: the run's events in the table.
         con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS " +
                     ("SELECT * FROM _staged_events" if n[1] == 1 else
                      "SELECT * FROM events WHERE run = getvariable('tracedb_run')"))

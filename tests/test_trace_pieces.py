@@ -253,9 +253,10 @@ def test_memory_cap_while_loading_and_lifted_after(tmp_path, monkeypatch):
 
 def test_args_stored_in_zstd_and_an_older_database_keeps_zstd_for_the_ingest(tmp_path, monkeypatch):
     """events.args is declared zstd (the rest left to DuckDB: a dictionary for the
-    names); a database whose events table predates that gets zstd for the whole
-    ingest (force_compression) as before, and the setting is undone after."""
-    con = db.connect(tmp_path / "z.duckdb")
+    names); a database whose events table predates that, or whose storage format has
+    no zstd (DuckDB 1.0's, which rejects the declaration), opens and gets zstd for
+    the whole ingest (force_compression) as before; a user's own setting stays."""
+    import duckdb
     seen = []
     real = trace.load
 
@@ -263,6 +264,7 @@ def test_args_stored_in_zstd_and_an_older_database_keeps_zstd_for_the_ingest(tmp
         seen.append(con_.execute("SELECT current_setting('force_compression')").fetchone()[0])
         return real(con_, tf, run)
     monkeypatch.setattr(trace, "load", spy)
+    con = db.connect(tmp_path / "z.duckdb")
     ingest_file(con, TRACES[0])
     con.execute("CHECKPOINT")
     stored = dict(con.execute("SELECT column_name, string_agg(DISTINCT compression, ',') FROM pragma_storage_info('events') "
@@ -272,9 +274,25 @@ def test_args_stored_in_zstd_and_an_older_database_keeps_zstd_for_the_ingest(tmp
     ddl = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = 'events'").fetchone()[0]
     con.execute("DROP TABLE events")                      # the table an older tracedb made
     con.execute(ddl.replace(" USING COMPRESSION ZSTD", ""))
+    con.execute("DELETE FROM schema_info WHERE key = ?", [db.ARGS_ZSTD_KEY])
     ingest_file(con, TRACES[1])
     assert seen[-1] == "zstd"
     assert con.execute("SELECT current_setting('force_compression')").fetchone()[0] == "auto"
+    con.execute("SET force_compression = 'uncompressed'")     # the user's: left alone
+    ingest_file(con, TRACES[2])
+    assert seen[-1] == "uncompressed"
+    assert con.execute("SELECT current_setting('force_compression')").fetchone()[0] == "uncompressed"
+    con.close()
+    # DuckDB 1.0's storage format: no zstd declared, and the file opens again
+    old = tmp_path / "v1.duckdb"
+    duckdb.connect(str(old), config={"storage_compatibility_version": "v1.0.0"}).close()
+    for _ in range(2):
+        con = db.connect(old)
+        assert "USING COMPRESSION" not in con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = 'events'").fetchone()[0]
+        con.close()
+    con = db.connect(old)
+    ingest_file(con, TRACES[0])
+    assert seen[-1] == "zstd" and con.execute("SELECT count(*) FROM events").fetchone()[0] > 0
     con.close()
 
 
