@@ -10,6 +10,7 @@ import hashlib
 import os
 import re
 import sys
+from contextlib import contextmanager
 from importlib import resources
 
 import duckdb
@@ -125,6 +126,19 @@ def apply_seeds(con):
 
 def _views_digest():
     return hashlib.sha256("".join(sql_text("schema", n) for n in VIEW_FILES).encode()).hexdigest()[:16]
+
+
+@contextmanager
+def setting(con, name, value):
+    """DuckDB's setting `name` at value for the block, then back to its default
+    (RESET); None leaves it as it is. Outside a transaction (no SET in an aborted one)."""
+    if value is not None:
+        con.execute(f"SET {name} = {sql_literal(value)}")
+    try:
+        yield
+    finally:
+        if value is not None:
+            con.execute(f"RESET {name}")
 
 
 # The one column declared with a compression (schema/tables/core.sql; why:

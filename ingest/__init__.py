@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from tracedb.db import ARGS_ZSTD_KEY, rows, scalar
+from tracedb.db import ARGS_ZSTD_KEY, rows, scalar, setting
 from tracedb.ingest.errors import IngestError, database_error
 from tracedb.ingest.registry import Reload, detect
 from tracedb.ingest.source import check_readable
@@ -224,13 +224,8 @@ def _args_in_zstd(con):
     (dictionary + FSST) writes slower and 4x larger. A setting of the user's stays."""
     force = (scalar(con, "SELECT value FROM schema_info WHERE key = ?", [ARGS_ZSTD_KEY]) != "zstd"
              and scalar(con, "SELECT current_setting('force_compression')") == "auto")
-    if force:
-        con.execute("SET force_compression = 'zstd'")
-    try:
+    with setting(con, "force_compression", "zstd" if force else None):
         yield
-    finally:
-        if force:
-            con.execute("RESET force_compression")
 
 
 def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):

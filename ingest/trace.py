@@ -1,6 +1,7 @@
 """Load one Chrome-trace JSON file (PyTorch/Kineto, TensorFlow/JAX XProf) as a run."""
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -10,7 +11,7 @@ from contextlib import contextmanager
 import duckdb
 import pyarrow as pa
 
-from tracedb.db import run_script, scalar, sql_literal, sql_text
+from tracedb.db import run_script, scalar, setting, sql_literal, sql_text
 from tracedb.ingest import trace_json
 from tracedb.ingest.errors import IngestError, database_error
 from tracedb.ingest.registry import Prepared, Reader, Reload
@@ -88,13 +89,8 @@ def _batches(pieces, per_batch):
     """The pieces (an iterable: they may still be being copied) in groups of
     per_batch, in order, each yielded once whole: each group is staged, numbered
     and inserted before the next, so memory stays bounded."""
-    group = []
-    for p in pieces:
-        group.append(p)
-        if len(group) == per_batch:
-            yield group
-            group = []
-    if group:
+    pieces = iter(pieces)
+    while group := list(itertools.islice(pieces, per_batch)):
         yield group
 
 
@@ -190,13 +186,8 @@ def memory_cap(con, content_bytes):
     m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", old or "")
     cap = MEMORY_CAP
     lower = old == _default_memory_limit() and m is not None and float(m[1]) * _UNITS[m[2]] > cap
-    if lower:
-        con.execute(f"SET memory_limit = '{int(cap)}B'")
-    try:
+    with setting(con, "memory_limit", f"{int(cap)}B" if lower else None):
         yield
-    finally:
-        if lower:
-            con.execute("RESET memory_limit")
 
 
 def _needs_exact(con):

@@ -33,6 +33,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -526,7 +527,7 @@ class _Pipes:
         for k in range(len(self.spans)):
             self._reap()
             pipe = os.path.join(self.workdir, f"pipe-{k:05d}.json")
-            _unlink(pipe)
+            Path(pipe).unlink(missing_ok=True)
             os.mkfifo(pipe, 0o600)
             t = _Thread(self._feed, (pipe, k))
             self.live.append((pipe, t))
@@ -545,7 +546,7 @@ class _Pipes:
                 t.join()
             if not t.is_alive():
                 self.live.remove((pipe, t))
-                _unlink(pipe)
+                Path(pipe).unlink(missing_ok=True)
                 if t.error is not None:
                     raise t.error
 
@@ -587,18 +588,11 @@ class _Pipes:
                     finally:
                         os.close(fd)
                 self.live.pop()
-                _unlink(pipe)
+                Path(pipe).unlink(missing_ok=True)
         finally:
             if self.src is not None:
                 os.close(self.src)
                 self.src = None
-
-
-def _unlink(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _copier(path, workdir, spans):

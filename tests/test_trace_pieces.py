@@ -225,29 +225,38 @@ def test_malformed_trace_in_pieces_is_a_clear_error(tmp_path, monkeypatch):
     con.close()
 
 
-def test_memory_cap_while_loading_and_lifted_after(tmp_path, monkeypatch):
-    con = db.connect(tmp_path / "m.duckdb")
-    default = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-    seen = []
-    real = trace.load
+def setting(con, name):
+    return con.execute(f"SELECT current_setting('{name}')").fetchone()[0]
+
+
+def setting_while_loading(monkeypatch, name):
+    """The list of the DuckDB setting's values each trace load ran under (trace.load spied)."""
+    seen, real = [], trace.load
 
     def spy(con_, tf, run):
-        seen.append(con_.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        seen.append(setting(con_, name))
         return real(con_, tf, run)
     monkeypatch.setattr(trace, "load", spy)
+    return seen
+
+
+def test_memory_cap_while_loading_and_lifted_after(tmp_path, monkeypatch):
+    con = db.connect(tmp_path / "m.duckdb")
+    default = setting(con, "memory_limit")
+    seen = setting_while_loading(monkeypatch, "memory_limit")
     ingest_file(con, TRACES[0])
     assert seen == ["1.0 GiB"] != [default]         # capped at 1 GiB while loading (the trace is smaller)
-    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == default
+    assert setting(con, "memory_limit") == default
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2}, nonsense]}')
     with pytest.raises(IngestError):
         ingest_file(con, bad)
-    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == default
+    assert setting(con, "memory_limit") == default
     # a limit the user set is theirs: left as it is
     con.execute("SET memory_limit = '3GB'")
-    mine = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    mine = setting(con, "memory_limit")
     ingest_file(con, TRACES[1])
-    assert seen[-1] == mine and con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == mine
+    assert seen[-1] == mine and setting(con, "memory_limit") == mine
     con.close()
 
 
@@ -257,13 +266,7 @@ def test_args_stored_in_zstd_and_an_older_database_keeps_zstd_for_the_ingest(tmp
     no zstd (DuckDB 1.0's, which rejects the declaration), opens and gets zstd for
     the whole ingest (force_compression) as before; a user's own setting stays."""
     import duckdb
-    seen = []
-    real = trace.load
-
-    def spy(con_, tf, run):
-        seen.append(con_.execute("SELECT current_setting('force_compression')").fetchone()[0])
-        return real(con_, tf, run)
-    monkeypatch.setattr(trace, "load", spy)
+    seen = setting_while_loading(monkeypatch, "force_compression")
     con = db.connect(tmp_path / "z.duckdb")
     ingest_file(con, TRACES[0])
     con.execute("CHECKPOINT")
@@ -277,11 +280,11 @@ def test_args_stored_in_zstd_and_an_older_database_keeps_zstd_for_the_ingest(tmp
     con.execute("DELETE FROM schema_info WHERE key = ?", [db.ARGS_ZSTD_KEY])
     ingest_file(con, TRACES[1])
     assert seen[-1] == "zstd"
-    assert con.execute("SELECT current_setting('force_compression')").fetchone()[0] == "auto"
+    assert setting(con, "force_compression") == "auto"
     con.execute("SET force_compression = 'uncompressed'")     # the user's: left alone
     ingest_file(con, TRACES[2])
     assert seen[-1] == "uncompressed"
-    assert con.execute("SELECT current_setting('force_compression')").fetchone()[0] == "uncompressed"
+    assert setting(con, "force_compression") == "uncompressed"
     con.close()
     # DuckDB 1.0's storage format: no zstd declared, and the file opens again
     old = tmp_path / "v1.duckdb"
