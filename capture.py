@@ -137,8 +137,9 @@ class Capture:
         from torch.profiler import ProfilerActivity, profile, schedule
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         trace = self.path(".pt.trace.json.gz")
-        if os.path.exists(trace):
-            os.remove(trace)
+        for old in (trace, self.path("_ncu_raw.csv"), self.path("_ncu.ncu-rep")):    # an earlier capture's
+            if os.path.exists(old):
+                os.remove(old)
         self._trace = trace
         self._prof = profile(activities=acts, schedule=schedule(wait=self.wait, warmup=self.warmup,
                                                                 active=self.steps, repeat=1),
@@ -230,29 +231,64 @@ def manifest(out):
     path = os.path.join(out, MANIFEST)
     if not os.path.exists(path):
         raise CaptureError(f"{out}: no {MANIFEST}: the command did not run a tracedb.capture(...) block to its end")
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path) as f:
+            m = json.load(f)
+    except (OSError, ValueError) as e:
+        raise CaptureError(f"{out}: {MANIFEST} is not a capture manifest: {e}") from None
+    if not (isinstance(m, dict) and isinstance(m.get("name"), str) and isinstance(m.get("files"), dict)):
+        raise CaptureError(f"{out}: {MANIFEST} is not a capture manifest (no name and files)")
+    return m
+
+
+def is_folder(path):
+    """Whether path is a capture folder (it holds the manifest a capture writes)."""
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, MANIFEST))
+
+
+def folder_files(out, ncu=True):
+    """The files of a capture folder to load, trace first: [(path, iteration)], where
+    iteration is the step an ncu report profiled (its match is held to it), else None.
+    A file may have been gzipped since (FILE.gz). The ncu report (with ncu) is the
+    `--ncu` pass's raw CSV, or its .ncu-rep when there is no CSV."""
+    m = manifest(out)
+    files = m["files"]
+    if not isinstance(files.get("trace"), str):
+        raise CaptureError(f"{out}: the profiler wrote no trace (did the active steps run?)")
+
+    def present(name):
+        path = os.path.join(out, name)
+        return next((p for p in (path, path + ".gz") if os.path.exists(p)), None)
+
+    found = [(present(files[k]) if isinstance(files.get(k), str) else None, None) for k in ("trace", "power", "host")]
+    if found[0][0] is None:
+        raise CaptureError(f"{out}: its trace {files['trace']} is missing")
+    if ncu:
+        found.append((present(m["name"] + "_ncu_raw.csv") or present(m["name"] + "_ncu.ncu-rep"), m.get("ncu_step")))
+    return [(p, it) for p, it in found if p]
+
+
+def note_batch_size(con, out, trace_run):
+    """The manifest's batch size on the trace run, where Kineto dropped the capture's metadata."""
+    batch_size = manifest(out).get("batch_size")
+    if batch_size is not None:
+        con.execute("""UPDATE runs SET metadata = json_merge_patch(metadata, json_object('batch_size', ?))
+                       WHERE run = ? AND metadata->>'batch_size' IS NULL""", [str(batch_size), trace_run])
 
 
 def load_capture(out):
     """Ingest a capture folder's trace, NVML log and host log (and the ncu report
-    when there is one) into OUT/tracedb.duckdb; returns {kind: run}."""
+    when there is one) into OUT/tracedb.duckdb, paired; returns {kind: run}."""
     from tracedb import db
     from tracedb.ingest import ingest_file
-    m = manifest(out)
-    files = m["files"]
-    if not files.get("trace"):
-        raise CaptureError(f"{out}: the profiler wrote no trace (did the active steps run?)")
+    files = folder_files(out, ncu=False)     # the --ncu pass loads its report itself (ncu_capture.py)
     con = db.connect(os.path.join(out, DB_NAME))
     try:
-        runs = {"trace": ingest_file(con, os.path.join(out, files["trace"])).run}
-        if m.get("batch_size") is not None:     # when Kineto dropped the capture's metadata
-            con.execute("""UPDATE runs SET metadata = json_merge_patch(metadata, json_object('batch_size', ?))
-                           WHERE run = ? AND metadata->>'batch_size' IS NULL""",
-                        [str(m["batch_size"]), runs["trace"]])
-        for kind in ("power", "host"):
-            if files.get(kind) and os.path.exists(os.path.join(out, files[kind])):
-                runs[kind] = ingest_file(con, os.path.join(out, files[kind]), pair_with=runs["trace"]).run
+        runs = {"trace": ingest_file(con, files[0][0]).run}
+        note_batch_size(con, out, runs["trace"])
+        for path, iteration in files[1:]:
+            r = ingest_file(con, path, pair_with=runs["trace"], options={"iteration": iteration})
+            runs[r.kind] = r.run
     finally:
         con.close()
     return runs

@@ -72,7 +72,7 @@ def cmd_ingest(args):
                "start_ns": args.start_ns, "interval_ms": args.interval_ms,
                "iterations_from": args.iterations_from}
     from tracedb.jobs import ingest_groups
-    try:     # a directory is one job of its rank traces (tracedb/jobs.py)
+    try:     # a capture folder is its files; another directory one job of its rank traces (jobs.py)
         groups = ingest_groups(args.paths, job=args.job, rank=args.rank)
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -103,10 +103,20 @@ def cmd_ingest(args):
 
 def _ingest_paths(con, args, options, groups):
     from tracedb import autopair
+    from tracedb.capture import note_batch_size
     failed = 0
     items = [(f, t) for files, t in groups for f in files]
     kinds = {p: autopair.pairs(p) for p, _ in items}
     command_traces = []        # trace runs of this command: the ncu reports and power logs pair with them
+    capture_traces = {}        # capture folder -> its trace run: the folder's logs and report pair with it
+    folders = {p: t.get("capture") for p, t in items}
+
+    def trace_landed(r, counts=True):
+        if counts:
+            command_traces.append(r.run)
+        if folders.get(r.path):
+            capture_traces[folders[r.path]] = r.run
+            note_batch_size(con, folders[r.path], r.run)
     parallel = _traces_for_workers(items, args)
     if parallel:        # several traces: parsed across cores, then the files that pair with them
         from tracedb.ingest.parallel import ingest_traces
@@ -118,18 +128,21 @@ def _ingest_paths(con, args, options, groups):
                 failed += 1
                 return
             _print_loaded(con, r.path, r)
-            if r.status == "loaded":
-                command_traces.append(r.run)
+            trace_landed(r, counts=r.status == "loaded")
         ingest_traces(con, parallel, jobs=args.jobs, report=landed, options=options)
         items = [it for it in items if it not in parallel]
     for path, trace in sorted(items, key=lambda it: kinds[it[0]] is not None):     # traces first
+        trace = dict(trace)
+        folder = trace.pop("capture", None)
         pair_with, why = args.pair_with, None
-        if kinds[path] and pair_with is None:
+        if kinds[path] and pair_with is None and folder in capture_traces:
+            pair_with, why = capture_traces[folder], "the trace of its capture folder"
+        elif kinds[path] and pair_with is None:
             pair_with, why = autopair.before(con, command_traces)
         try:
             r = ingest_file(con, path, run=args.run, pair_with=pair_with, options={**options, **trace})
             if r.kind == "trace":
-                command_traces.append(r.run)
+                trace_landed(r)
         except IngestError as e:
             print(f"tracedb: error: {e}", file=sys.stderr)
             failed += 1
@@ -484,9 +497,10 @@ def parser():
                         help="table: print kernel names whole (default: template arguments elided)")
 
     sp = sub.add_parser("ingest", help="load traces, ncu reports, power logs, calibrations "
-                                       "(a directory: every trace in it, as the ranks of one job)")
+                                       "(a capture folder: its trace and the logs paired with it; another directory: "
+                                       "every trace in it, as the ranks of one job)")
     sp.add_argument("paths", nargs="+", metavar="PATH", help="files to load (format detected from the content), "
-                    "or directories of rank traces")
+                    "capture folders, or directories of rank traces")
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
     sp.add_argument("--jobs", type=int, help="trace files parsed in parallel worker processes "

@@ -68,14 +68,22 @@ def assign(con, path, fields, job=None, rank=None, require_rank=False):
 
 def ingest_groups(paths, job=None, rank=None):
     """What `tracedb ingest PATH...` loads: (files, trace options) groups, in order.
-    A directory is one job (named by --job or the directory) of its trace files,
+    A capture folder (tracedb capture's, with its capture.json) is its files, each
+    a group naming the folder (and, for the ncu report, the step it profiled). Any
+    other directory is one job (named by --job or the directory) of its trace files,
     each of which must have a rank, and its runs are named JOB.FILE (ddp.rank0);
     files are loaded as given."""
     if rank is not None and (len(paths) > 1 or any(os.path.isdir(p) for p in paths)):
         raise ValueError("--rank gives the rank of a single trace file; give one file")
+    from tracedb.capture import CaptureError, folder_files, is_folder
     groups = []
     for p in paths:
-        if os.path.isdir(p):
+        if is_folder(p):     # a capture folder: its trace, then the logs and report paired with it
+            try:
+                groups += [([f], {"capture": p, "iteration": it}) for f, it in folder_files(p)]
+            except CaptureError as e:
+                raise IngestError(p, str(e).removeprefix(f"{p}: ")) from None
+        elif os.path.isdir(p):
             files = trace_files(p)
             if not files:
                 raise IngestError(p, "directory holds no trace files")

@@ -4,6 +4,9 @@ and the system-metric reports checked against the raw files."""
 import csv
 import gzip
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +14,6 @@ import pytest
 from conftest import DATA, raw_trace
 from tracedb import charts, db, reports
 from tracedb.db import rows, scalar
-from tracedb.ingest import ingest_file
-from tracedb.match import match
 
 CAP = DATA / "capture_h100"
 BATCHES = (32, 64, 128)
@@ -39,17 +40,78 @@ def found(d, stem):
 
 @pytest.fixture(scope="module")
 def cap(tmp_path_factory):
-    con = db.connect(tmp_path_factory.mktemp("cap") / "c.duckdb")
-    for b in BATCHES:
-        d, m = files(b)
-        run = ingest_file(con, d / m["files"]["trace"]).run
-        ingest_file(con, found(d, m["files"]["power"]), pair_with=run)
-        ingest_file(con, found(d, m["files"]["host"]), pair_with=run)
-    d, m = files(64)
-    n = ingest_file(con, found(d, "resnet18_bs64_ncu_raw.csv")).run
-    match(con, "resnet18_bs64", n, iteration=m["ncu_step"])
+    """The three capture folders loaded as a user loads them: `tracedb ingest DIR...`
+    (each folder's logs and ncu report paired with its own trace)."""
+    path = tmp_path_factory.mktemp("cap") / "c.duckdb"
+    done = tracedb("ingest", *(str(CAP / f"resnet18_bs{b}") for b in BATCHES), "--db", str(path))
+    assert done.returncode == 0, done.stderr
+    con = db.connect(path)
     yield con
     con.close()
+
+
+def tracedb(*args):
+    return subprocess.run([sys.executable, "-m", "tracedb.cli", *args], capture_output=True, text=True)
+
+
+def test_each_folder_pairs_its_own_files_and_the_ncu_report_its_step(cap):
+    pairs = rows(cap, "SELECT run, kind, paired_run FROM runs WHERE kind <> 'trace' ORDER BY run")
+    expected = sorted([(f"resnet18_bs{b}_{k}", k, f"resnet18_bs{b}") for b in BATCHES for k in ("host", "power")]
+                      + [("resnet18_bs64_ncu_raw", "ncu", "resnet18_bs64")])
+    assert pairs == expected
+    _, m = files(64)
+    ncu_kernels = scalar(cap, "SELECT count(*) FROM kernels WHERE run = 'resnet18_bs64_ncu_raw'")
+    step_kernels = scalar(cap, "SELECT count(*) FROM kernels WHERE run = 'resnet18_bs64' AND kind = 'kernel' AND iteration = ?",
+                          [m["ncu_step"]])
+    matched = rows(cap, "SELECT DISTINCT k.iteration, count(*) OVER () FROM matches x "
+                        "JOIN kernels k ON k.run = x.trace_run AND k.kernel_id = x.trace_kernel_id")
+    assert ncu_kernels == step_kernels == 425 and matched == [(m["ncu_step"], 425)]
+    assert rows(cap, "SELECT trace_run, iteration, matched FROM match_runs") == [("resnet18_bs64", m["ncu_step"], 425)]
+
+
+def test_folders_parsed_in_parallel_pair_the_same_way(tmp_path):
+    path = tmp_path / "p.duckdb"
+    for _ in range(2):       # the second time every file is skipped, and the pairs stay
+        done = tracedb("ingest", str(CAP / "resnet18_bs64"), str(CAP / "resnet18_bs32"), "--jobs", "2", "--db", str(path))
+        assert done.returncode == 0, done.stderr
+    con = db.connect(path)
+    try:
+        assert rows(con, "SELECT run, paired_run FROM runs WHERE kind <> 'trace' ORDER BY run") == sorted(
+            [(f"resnet18_bs{b}_{k}", f"resnet18_bs{b}") for b in (32, 64) for k in ("host", "power")]
+            + [("resnet18_bs64_ncu_raw", "resnet18_bs64")])
+        assert rows(con, "SELECT trace_run, iteration, matched FROM match_runs") == [
+            ("resnet18_bs64", files(64)[1]["ncu_step"], 425)]
+    finally:
+        con.close()
+
+
+def test_load_capture_pairs_the_folder_into_its_own_database(tmp_path):
+    from tracedb.capture import DB_NAME, load_capture
+    d = tmp_path / "resnet18_bs32"
+    shutil.copytree(CAP / "resnet18_bs32", d)
+    assert load_capture(str(d)) == {"trace": "resnet18_bs32", "power": "resnet18_bs32_power",
+                                    "host": "resnet18_bs32_host"}
+    con = db.connect(d / DB_NAME)
+    try:
+        assert rows(con, "SELECT run, paired_run FROM runs WHERE kind <> 'trace' ORDER BY run") == [
+            ("resnet18_bs32_host", "resnet18_bs32"), ("resnet18_bs32_power", "resnet18_bs32")]
+        assert json.loads(scalar(con, "SELECT metadata FROM runs WHERE run = 'resnet18_bs32'"))["batch_size"] == "32"
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("manifest, says", [
+    ('{"name": 1', "capture.json is not a capture manifest: Expecting"),
+    ("[1]", "capture.json is not a capture manifest (no name and files)"),
+    (None, "its trace resnet18_bs32.pt.trace.json.gz is missing"),
+])
+def test_a_broken_capture_folder_is_one_line_naming_it(tmp_path, manifest, says):
+    d = tmp_path / "broken"
+    d.mkdir()
+    (d / "capture.json").write_text(manifest or (CAP / "resnet18_bs32" / "capture.json").read_text())
+    done = tracedb("ingest", str(d), "--db", str(tmp_path / "x.duckdb"))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"tracedb: error: {d}: {says}") and len(done.stderr.splitlines()) == 1
 
 
 def q(con, name, **params):
