@@ -165,7 +165,20 @@ def _version(text):
 
 
 def apply_schema(con):
-    """Tables, migrations, seed rows and views (idempotent)."""
+    """Tables, migrations, seed rows and views (idempotent), in one transaction: one
+    commit (one WAL flush) instead of one per statement (about 150), and a failure
+    leaves the file as it was. The views are replaced only when this version's differ
+    from the file's (schema_info 'views'): binding them is most of an open's time."""
+    con.begin()
+    try:
+        _apply_schema(con)
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+
+
+def _apply_schema(con):
     args_zstd = _args_zstd_fits(con)
     for name in TABLE_FILES:
         if name.endswith("migrate.sql"):
@@ -175,11 +188,15 @@ def apply_schema(con):
     if args_zstd:
         con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, 'zstd')", [ARGS_ZSTD_KEY])
     apply_seeds(con)
-    for name in VIEW_FILES:
-        run_script(con, sql_text("schema", name))
-    _apply_comments(con)
-    con.execute("INSERT OR REPLACE INTO schema_info VALUES ('version', ?)", [SCHEMA_VERSION])
-    con.execute("INSERT OR REPLACE INTO schema_info VALUES ('views', ?)", [_views_digest()])
+    _apply_table_comments(con)
+    stored = dict(rows(con, "SELECT key, value FROM schema_info WHERE key IN ('version', 'views')"))
+    if stored != {"version": SCHEMA_VERSION, "views": _views_digest()}:     # else they are these already
+        for name in VIEW_FILES:
+            run_script(con, sql_text("schema", name))
+        from tracedb.docgen import view_comment_sql
+        con.execute(view_comment_sql())          # the views were just replaced, comments and all
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('version', ?)", [SCHEMA_VERSION])
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('views', ?)", [_views_digest()])
 
 
 def shadow_stale_views(con):
@@ -200,18 +217,14 @@ def shadow_stale_views(con):
                             .replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
 
 
-def _apply_comments(con):
-    """The DDL's column comments on the tables (when they changed), and the views'
-    docs on the views (every time: the views were just replaced, comments and all)."""
-    from tracedb.docgen import comment_sql, view_comment_sql
+def _apply_table_comments(con):
+    """The DDL's column comments on the tables, when they changed."""
+    from tracedb.docgen import comment_sql
     text = comment_sql()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     if scalar(con, "SELECT value FROM schema_info WHERE key = 'comments'") != digest:
         con.execute(text)
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('comments', ?)", [digest])
-    con.begin()                      # one commit: one WAL flush of a file, not one per view
-    con.execute(view_comment_sql())
-    con.commit()
 
 
 # The storage format a new database is written in: DuckDB 2.0 writes a format by
@@ -233,10 +246,14 @@ def connect(path, read_only=False, wait_s=0.0, say=None):
     con = open_waiting(lambda: duckdb.connect(path, read_only=read_only, config=config), path, wait_s, say)
     if not sys.stderr.isatty():       # DuckDB's own bar would land in redirected output
         con.execute("SET enable_progress_bar = false")
-    if not read_only:
-        apply_schema(con)
-    else:
-        shadow_stale_views(con)
+    try:
+        if not read_only:
+            apply_schema(con)
+        else:
+            shadow_stale_views(con)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 

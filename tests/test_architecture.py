@@ -1,5 +1,6 @@
 """The seams of the architecture: one reader registry, settings as seed data,
 docs generated from the headers and DDL, the lake derived from the reports' SQL."""
+import duckdb
 import gzip
 import json
 import re
@@ -269,3 +270,52 @@ def test_read_only_open_of_older_views_reads_this_versions(tmp_path):
     raw = duckdb.connect(str(path), read_only=True)
     assert "event_id" in cols(raw)
     raw.close()
+
+
+def test_a_write_open_replaces_the_views_only_when_they_are_another_versions(tmp_path):
+    """Binding every view was most of an open's time (0.3 s): a database whose views
+    are this version's keeps them as they are (here one changed by hand stays);
+    another schema version's are all replaced."""
+    path = tmp_path / "views.duckdb"
+
+    def views_on_reopen():      # as DuckDB renders them from the file
+        con = db.connect(path)
+        con.close()
+        con = duckdb.connect(str(path), read_only=True)
+        found = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+        con.close()
+        return found
+
+    con = db.connect(path)
+    ingest_file(con, AMP_TRACE)
+    con.close()
+    first = views_on_reopen()
+    con = duckdb.connect(str(path))
+    con.execute("CREATE OR REPLACE VIEW flop_pass_spans AS SELECT 1 AS changed")
+    con.close()
+    kept = views_on_reopen()
+    assert kept.keys() == first.keys() and len(first) > 40
+    assert "changed" in kept["flop_pass_spans"]
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE schema_info SET value = 'older' WHERE key = 'version'")
+    con.close()
+    assert views_on_reopen()["flop_pass_spans"] == first["flop_pass_spans"]
+    con = db.connect(path)
+    assert reports.run(con, "flops_by_op", {}).num_rows > 10
+    assert con.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone()[0] == db.SCHEMA_VERSION
+    con.close()
+
+
+def test_the_schema_is_applied_in_one_transaction(tmp_path, monkeypatch):
+    """One commit for the whole schema (not one WAL flush per statement), so a failure
+    part way leaves a new file without half a schema."""
+    def fail(con):
+        assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'events'").fetchone()[0] == 1
+        raise RuntimeError("seeds failed")
+    monkeypatch.setattr(db, "apply_seeds", fail)
+    path = tmp_path / "half.duckdb"
+    with pytest.raises(RuntimeError, match="seeds failed"):
+        db.connect(path)
+    con = duckdb.connect(str(path))
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE NOT internal").fetchone()[0] == 0
+    con.close()
