@@ -138,8 +138,9 @@ class Capture:
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         trace = self.path(".pt.trace.json.gz")
         for old in (trace, self.path("_ncu_raw.csv"), self.path("_ncu.ncu-rep")):    # an earlier capture's
-            if os.path.exists(old):
-                os.remove(old)
+            for p in (old, old + ".gz"):
+                if os.path.exists(p):
+                    os.remove(p)
         self._trace = trace
         self._prof = profile(activities=acts, schedule=schedule(wait=self.wait, warmup=self.warmup,
                                                                 active=self.steps, repeat=1),

@@ -135,7 +135,12 @@ def _ingest_paths(con, args, options, groups):
         trace = dict(trace)
         folder = trace.pop("capture", None)
         pair_with, why = args.pair_with, None
-        if kinds[path] and pair_with is None and folder in capture_traces:
+        if folder and kinds[path]:       # the folder's own trace, never another (nor --pair-with's)
+            if folder not in capture_traces:
+                print(f"tracedb: error: {path}: not loaded: the trace of its capture folder did not load",
+                      file=sys.stderr)
+                failed += 1
+                continue
             pair_with, why = capture_traces[folder], "the trace of its capture folder"
         elif kinds[path] and pair_with is None:
             pair_with, why = autopair.before(con, command_traces)

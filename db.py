@@ -15,7 +15,10 @@ from importlib import resources
 
 import duckdb
 
-SCHEMA_VERSION = "3"
+# The schema's version in schema_info: a write open replaces the views and macros
+# when it differs (4: the first to skip them when current, so a writer older than
+# that, which keeps stamping 3 with its own views, makes this version replace them).
+SCHEMA_VERSION = "4"
 TABLE_FILES = ("tables/core.sql", "tables/settings.sql", "tables/migrate.sql")
 VIEW_FILES = ("views/base.sql", "views/ncu.sql", "views/utilization.sql", "views/energy.sql",
               "views/queues.sql", "views/trace_kernels.sql", "views/flops.sql", "views/distributed.sql",
@@ -124,6 +127,17 @@ def apply_seeds(con):
         con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, ?)", [key, digest])
 
 
+def _views_present(con):
+    """Every view and macro of VIEW_FILES is in the file (none dropped since)."""
+    names = set()
+    for name in VIEW_FILES:
+        names.update(re.findall(r"CREATE OR REPLACE (?:VIEW|MACRO) (\w+)", sql_text("schema", name)))
+    found = {r[0] for r in rows(con, "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() "
+                                     "UNION SELECT function_name FROM duckdb_functions() "
+                                     "WHERE database_name = current_database() AND function_type LIKE '%macro'")}
+    return names <= found
+
+
 def _views_digest():
     return hashlib.sha256("".join(sql_text("schema", n) for n in VIEW_FILES).encode()).hexdigest()[:16]
 
@@ -190,7 +204,7 @@ def _apply_schema(con):
     apply_seeds(con)
     _apply_table_comments(con)
     stored = dict(rows(con, "SELECT key, value FROM schema_info WHERE key IN ('version', 'views')"))
-    if stored != {"version": SCHEMA_VERSION, "views": _views_digest()}:     # else they are these already
+    if stored != {"version": SCHEMA_VERSION, "views": _views_digest()} or not _views_present(con):
         for name in VIEW_FILES:
             run_script(con, sql_text("schema", name))
         from tracedb.docgen import view_comment_sql

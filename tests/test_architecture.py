@@ -297,9 +297,17 @@ def test_a_write_open_replaces_the_views_only_when_they_are_another_versions(tmp
     assert kept.keys() == first.keys() and len(first) > 40
     assert "changed" in kept["flop_pass_spans"]
     con = duckdb.connect(str(path))
-    con.execute("UPDATE schema_info SET value = 'older' WHERE key = 'version'")
+    con.execute("UPDATE schema_info SET value = '3' WHERE key = 'version'")     # what older writers stamp
     con.close()
     assert views_on_reopen()["flop_pass_spans"] == first["flop_pass_spans"]
+    con = duckdb.connect(str(path))
+    con.execute("DROP VIEW trace_kernels")
+    con.execute("DROP MACRO energy_at")
+    con.close()
+    assert views_on_reopen().keys() == first.keys()        # a dropped view (or macro) is put back
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT count(*) FROM duckdb_functions() WHERE function_name = 'energy_at'").fetchone()[0] == 1
+    con.close()
     con = db.connect(path)
     assert reports.run(con, "flops_by_op", {}).num_rows > 10
     assert con.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone()[0] == db.SCHEMA_VERSION

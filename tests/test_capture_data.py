@@ -100,6 +100,26 @@ def test_load_capture_pairs_the_folder_into_its_own_database(tmp_path):
         con.close()
 
 
+def test_a_folder_whose_trace_fails_pairs_nothing_with_another_folders_trace(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(CAP / "resnet18_bs64", a)
+    shutil.copytree(CAP / "resnet18_bs32", b)
+    trace = a / "resnet18_bs64.pt.trace.json.gz"
+    trace.write_bytes(trace.read_bytes()[:100_000])          # cut off
+    done = tracedb("ingest", str(a), str(b), "--db", str(tmp_path / "x.duckdb"))
+    assert done.returncode == 1
+    errors = done.stderr.splitlines()
+    assert errors[0].startswith(f"tracedb: error: {trace}: truncated")
+    assert errors[1:] == [f"tracedb: error: {a / f}: not loaded: the trace of its capture folder did not load"
+                          for f in ("resnet18_bs64_power.csv", "resnet18_bs64_host.csv", "resnet18_bs64_ncu_raw.csv.gz")]
+    con = db.connect(tmp_path / "x.duckdb")
+    try:
+        assert rows(con, "SELECT run, paired_run FROM runs ORDER BY run") == [
+            ("resnet18_bs32", None), ("resnet18_bs32_host", "resnet18_bs32"), ("resnet18_bs32_power", "resnet18_bs32")]
+    finally:
+        con.close()
+
+
 @pytest.mark.parametrize("manifest, says", [
     ('{"name": 1', "capture.json is not a capture manifest: Expecting"),
     ("[1]", "capture.json is not a capture manifest (no name and files)"),
