@@ -127,15 +127,23 @@ def apply_seeds(con):
         con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, ?)", [key, digest])
 
 
-def _views_present(con):
-    """Every view and macro of VIEW_FILES is in the file (none dropped since)."""
+def _views_current(con, macros=True):
+    """The file's views and macros are this version's: its schema version and digest
+    of them are this version's, and no view (with macros: nor macro) was dropped
+    since. Listing the macros takes 50 ms (duckdb_functions() lists every built-in):
+    a write open checks them, a read-only one (every report) the views alone."""
+    stored = dict(rows(con, "SELECT key, value FROM schema_info WHERE key IN ('version', 'views')"))
+    if stored != {"version": SCHEMA_VERSION, "views": _views_digest()}:
+        return False
+    kinds = "VIEW|MACRO" if macros else "VIEW"
     names = set()
     for name in VIEW_FILES:
-        names.update(re.findall(r"CREATE OR REPLACE (?:VIEW|MACRO) (\w+)", sql_text("schema", name)))
-    found = {r[0] for r in rows(con, "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() "
-                                     "UNION SELECT function_name FROM duckdb_functions() "
-                                     "WHERE database_name = current_database() AND function_type LIKE '%macro'")}
-    return names <= found
+        names.update(re.findall(rf"CREATE OR REPLACE (?:{kinds}) (\w+)", sql_text("schema", name)))
+    found = "SELECT view_name FROM duckdb_views() WHERE database_name = current_database()"
+    if macros:
+        found += (" UNION SELECT function_name FROM duckdb_functions() "
+                  "WHERE database_name = current_database() AND function_type LIKE '%macro'")
+    return names <= {r[0] for r in rows(con, found)}
 
 
 def _views_digest():
@@ -203,8 +211,7 @@ def _apply_schema(con):
         con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, 'zstd')", [ARGS_ZSTD_KEY])
     apply_seeds(con)
     _apply_table_comments(con)
-    stored = dict(rows(con, "SELECT key, value FROM schema_info WHERE key IN ('version', 'views')"))
-    if stored != {"version": SCHEMA_VERSION, "views": _views_digest()} or not _views_present(con):
+    if not _views_current(con):
         for name in VIEW_FILES:
             run_script(con, sql_text("schema", name))
         from tracedb.docgen import view_comment_sql
@@ -215,15 +222,14 @@ def _apply_schema(con):
 
 def shadow_stale_views(con):
     """On a read-only connection to a database whose views another tracedb version
-    wrote, this version's views and macros as temporary ones, which DuckDB finds
-    before the stored ones: the reports then read the views they were written
-    for (a stale view gives old numbers, or a missing column), and the file is
-    not touched."""
+    wrote, or that lacks one (_views_current, the write open's check too), this
+    version's views and macros as temporary ones, which DuckDB finds before the
+    stored ones: the reports then read the views they were written for (a stale
+    view gives old numbers, or a missing column), and the file is not touched."""
     try:
-        stored = scalar(con, "SELECT value FROM schema_info WHERE key = 'views'")
+        if _views_current(con, macros=False):
+            return
     except duckdb.CatalogException:          # not a tracedb database: nothing to shadow
-        return
-    if stored == _views_digest():
         return
     for name in VIEW_FILES:
         text = sql_text("schema", name)

@@ -327,3 +327,26 @@ def test_the_schema_is_applied_in_one_transaction(tmp_path, monkeypatch):
     con = duckdb.connect(str(path))
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE NOT internal").fetchone()[0] == 0
     con.close()
+
+
+def test_read_only_open_shadows_views_an_older_writer_left_under_this_versions_digest(tmp_path):
+    """A tracedb older than the schema version 4 writes its own views, stamps 3 and
+    leaves the views digest as it was: a read-only open must not take them for this
+    version's (nor a file with a view dropped)."""
+    path = tmp_path / "older_writer.duckdb"
+    con = db.connect(path)
+    ingest_file(con, AMP_TRACE)
+    con.close()
+    raw = duckdb.connect(str(path))
+    raw.execute("CREATE OR REPLACE VIEW flop_pass_spans AS SELECT 1 AS stale")
+    raw.execute("UPDATE schema_info SET value = '3' WHERE key = 'version'")
+    raw.close()
+    ro = db.connect(path, read_only=True)
+    assert "event_id" in [r[0] for r in ro.execute("DESCRIBE flop_pass_spans").fetchall()]
+    ro.close()
+    con = db.connect(path)              # a write open puts this version's back
+    con.execute("DROP VIEW trace_kernels")
+    con.close()
+    ro = db.connect(path, read_only=True)
+    assert ro.execute("SELECT count(*) FROM trace_kernels").fetchone()[0] > 0
+    ro.close()
