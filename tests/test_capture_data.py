@@ -4,6 +4,7 @@ and the system-metric reports checked against the raw files."""
 import csv
 import gzip
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,16 @@ def tracedb(*args):
     return subprocess.run([sys.executable, "-m", "tracedb.cli", *args], capture_output=True, text=True)
 
 
+def ncu_raw(batch):
+    """(kernels, step) of a folder's ncu raw CSV, read apart from tracedb: its kernel
+    rows, and the tracedb_step_N range ncu's --nvtx column names for all of them."""
+    with gzip.open(CAP / f"resnet18_bs{batch}" / f"resnet18_bs{batch}_ncu_raw.csv.gz", "rt") as f:
+        kernels = [r for r in csv.DictReader(f) if r["ID"].isdigit()]
+    steps = {int(s) for r in kernels for s in re.findall(r"tracedb_step_(\d+)", " ".join(r.values()))}
+    assert len(steps) == 1
+    return len(kernels), steps.pop()
+
+
 def test_each_folder_pairs_its_own_files_and_the_ncu_report_its_step(cap):
     pairs = rows(cap, "SELECT run, kind, paired_run FROM runs WHERE kind <> 'trace' ORDER BY run")
     expected = sorted([(f"resnet18_bs{b}_{k}", k, f"resnet18_bs{b}") for b in BATCHES for k in ("host", "power")]
@@ -65,8 +76,10 @@ def test_each_folder_pairs_its_own_files_and_the_ncu_report_its_step(cap):
                           [m["ncu_step"]])
     matched = rows(cap, "SELECT DISTINCT k.iteration, count(*) OVER () FROM matches x "
                         "JOIN kernels k ON k.run = x.trace_run AND k.kernel_id = x.trace_kernel_id")
-    assert ncu_kernels == step_kernels == 425 and matched == [(m["ncu_step"], 425)]
-    assert rows(cap, "SELECT trace_run, iteration, matched FROM match_runs") == [("resnet18_bs64", m["ncu_step"], 425)]
+    n, step = ncu_raw(64)
+    assert step == m["ncu_step"] and n == 425
+    assert ncu_kernels == step_kernels == n and matched == [(step, n)]
+    assert rows(cap, "SELECT trace_run, iteration, matched FROM match_runs") == [("resnet18_bs64", step, n)]
 
 
 def test_folders_parsed_in_parallel_pair_the_same_way(tmp_path):
@@ -79,8 +92,8 @@ def test_folders_parsed_in_parallel_pair_the_same_way(tmp_path):
         assert rows(con, "SELECT run, paired_run FROM runs WHERE kind <> 'trace' ORDER BY run") == sorted(
             [(f"resnet18_bs{b}_{k}", f"resnet18_bs{b}") for b in (32, 64) for k in ("host", "power")]
             + [("resnet18_bs64_ncu_raw", "resnet18_bs64")])
-        assert rows(con, "SELECT trace_run, iteration, matched FROM match_runs") == [
-            ("resnet18_bs64", files(64)[1]["ncu_step"], 425)]
+        n, step = ncu_raw(64)
+        assert rows(con, "SELECT trace_run, iteration, matched FROM match_runs") == [("resnet18_bs64", step, n)]
     finally:
         con.close()
 
