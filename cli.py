@@ -249,6 +249,8 @@ def _trace_notes(con, path, run):
 
 def _match_line(m):
     it = "the whole run" if m["iteration"] is None else f"iteration {m['iteration']}"
+    if m["iteration"] is not None and m.get("nvtx_step") == m["iteration"]:
+        it += " (the step ncu's NVTX ranges name)"
     pct = 100.0 * m["matched"] / m["ncu_kernels"] if m["ncu_kernels"] else 0.0
     return (f"matched {m['matched']} of {m['ncu_kernels']} ncu kernels ({pct:.1f}%) with the "
             f"{m['trace_kernels']} kernels of {m['trace_run']} {it} in {m['seconds']:.2f} s "

@@ -6,8 +6,9 @@ pair is left to assign (a handful of rounds); schema/match/finish.sql stores
 them in `matches` and a summary in `match_runs`.
 """
 import time
+import warnings
 
-from tracedb.db import run_script, scalar, sql_text
+from tracedb.db import rows, run_script, scalar, sql_text
 
 MAX_ROUNDS = 20
 WINDOW = 16
@@ -19,6 +20,18 @@ class MatchError(Exception):
 
 def _kind(con, run):
     return scalar(con, "SELECT kind FROM runs WHERE run = ?", [run])
+
+
+def nvtx_step(con, ncu_run):
+    """The training step that ncu's NVTX ranges name for every kernel of ncu_run, or
+    None. A raw CSV exported with `--nvtx` has a column for each kind of range: the
+    push/pop ranges (torch.cuda.nvtx.range_push, ProfilerStep#N under emit_nvtx) and
+    the start/end ranges (`tracedb capture --ncu` limits ncu to tracedb_step_N, N
+    being the ProfilerStep number). ncu's values go to counters as text. One N named
+    by every kernel is the step profiled; ranges that name none, or several, say
+    nothing."""
+    found = rows(con, sql_text("schema", "match/nvtx_step.sql"), {"ncu_run": ncu_run})
+    return found[0][0] if found else None
 
 
 def match(con, trace_run, ncu_run, iteration=None, whole_run=False, window=WINDOW):
@@ -40,9 +53,18 @@ def match_in_transaction(con, trace_run, ncu_run, iteration=None, whole_run=Fals
         raise MatchError(f"{trace_run!r} is not a trace run in this database")
     if _kind(con, ncu_run) != "ncu":
         raise MatchError(f"{ncu_run!r} is not an ncu run in this database")
-    if iteration is not None and not scalar(
-            con, "SELECT 1 FROM iterations WHERE run = ? AND iteration = ?", [trace_run, iteration]):
+    def has(step):
+        return bool(scalar(con, "SELECT count(*) FROM iterations WHERE run = ? AND iteration = ?",
+                           [trace_run, step]))
+
+    if iteration is not None and not has(iteration):
         raise MatchError(f"{trace_run!r} has no iteration {iteration}")
+    step = None if whole_run else nvtx_step(con, ncu_run)
+    if step is not None and iteration is None and has(step):
+        iteration = step            # the step ncu profiled, not the steady one: identical steps match alike
+    elif step is not None and iteration is not None and step != iteration:
+        warnings.warn(f"{ncu_run}: ncu's NVTX ranges name step {step}, but iteration {iteration} "
+                      f"of {trace_run} was asked for; matched with iteration {iteration}")
     params = {"trace_run": trace_run, "ncu_run": ncu_run, "iteration": iteration,
               "whole_run": bool(whole_run), "window": int(window)}
     t0 = time.perf_counter()
@@ -59,4 +81,4 @@ def match_in_transaction(con, trace_run, ncu_run, iteration=None, whole_run=Fals
             "candidates", "seconds"]
     row = con.execute(f"SELECT {', '.join(cols)} FROM match_runs WHERE trace_run = ? AND ncu_run = ?",
                       [trace_run, ncu_run]).fetchall()[0]
-    return dict(zip(cols, row))
+    return dict(zip(cols, row), nvtx_step=step)

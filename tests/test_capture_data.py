@@ -98,6 +98,58 @@ def test_folders_parsed_in_parallel_pair_the_same_way(tmp_path):
         con.close()
 
 
+def loose(tmp_path, ncu_csv, *more):
+    """The bs64 trace and an ncu CSV given as files (no capture folder, no step told):
+    (database, the ingest's stdout)."""
+    path = tmp_path / "loose.duckdb"
+    d, _ = files(64)
+    done = tracedb("ingest", str(d / "resnet18_bs64.pt.trace.json.gz"), str(ncu_csv), *more, "--db", str(path))
+    assert done.returncode == 0, done.stderr
+    return db.connect(path), done.stdout
+
+
+def test_an_ncu_report_given_as_a_file_is_matched_with_the_step_its_nvtx_ranges_name(tmp_path):
+    """Without a step, the matcher took the steady iteration: for this report of step 5 of
+    identical steps, iteration 3, every kernel paired with the wrong launch. ncu's --nvtx
+    column names the step; here it is read from the raw CSV apart from tracedb."""
+    n, step = ncu_raw(64)
+    con, out = loose(tmp_path, CAP / "resnet18_bs64" / "resnet18_bs64_ncu_raw.csv.gz")
+    try:
+        steady = scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = 'resnet18_bs64' AND steady")
+        assert steady != step                  # the old default would have been wrong here
+        assert rows(con, "SELECT iteration, matched FROM match_runs") == [(step, n)]
+        assert rows(con, "SELECT DISTINCT k.iteration FROM matches x JOIN kernels k "
+                         "ON k.run = x.trace_run AND k.kernel_id = x.trace_kernel_id") == [(step,)]
+    finally:
+        con.close()
+    assert f"iteration {step} (the step ncu's NVTX ranges name)" in out
+    db_path = tmp_path / "loose.duckdb"
+    told = tracedb("match", "resnet18_bs64", "resnet18_bs64_ncu_raw", "--iteration", str(steady), "--db", str(db_path))
+    assert told.returncode == 0 and f"iteration {steady} in" in told.stdout     # asked for: obeyed, with a warning
+    assert f"ncu's NVTX ranges name step {step}, but iteration {steady} of resnet18_bs64 was asked for" in told.stderr
+
+
+@pytest.mark.parametrize("change", ["another step", "no range"])
+def test_nvtx_ranges_that_do_not_name_one_step_for_every_kernel_say_nothing(tmp_path, change):
+    """The real CSV with its first kernel put in step 4's range, or in no range: the
+    report names no one step, so the steady iteration, as before."""
+    with gzip.open(CAP / "resnet18_bs64" / "resnet18_bs64_ncu_raw.csv.gz", "rt") as f:
+        lines = f.read().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.startswith('"0",'))
+    ranged = '" ""5:<default domain>:tracedb_step_5:none:none:none:none:none:none"" "'
+    assert lines[first].count(ranged) == 1
+    lines[first] = lines[first].replace(ranged, ranged.replace("step_5", "step_4") if change == "another step" else '""')
+    changed = tmp_path / "changed_ncu_raw.csv"
+    changed.write_text("".join(lines))
+    con, out = loose(tmp_path, changed)
+    try:
+        steady = scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = 'resnet18_bs64' AND steady")
+        assert rows(con, "SELECT iteration FROM match_runs") == [(steady,)]
+    finally:
+        con.close()
+    assert "NVTX" not in out
+
+
 def test_load_capture_pairs_the_folder_into_its_own_database(tmp_path):
     from tracedb.capture import DB_NAME, load_capture
     d = tmp_path / "resnet18_bs32"
