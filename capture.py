@@ -270,8 +270,13 @@ def folder_files(out, ncu=True):
 
 
 def note_batch_size(con, out, trace_run):
-    """The manifest's batch size on the trace run, where Kineto dropped the capture's metadata."""
-    batch_size = manifest(out).get("batch_size")
+    """The manifest's batch size on the trace run, where Kineto dropped the capture's
+    metadata. A manifest gone or broken since the folder was read (the trace is
+    already loaded) only leaves the batch size out."""
+    try:
+        batch_size = manifest(out).get("batch_size")
+    except CaptureError:
+        return
     if batch_size is not None:
         con.execute("""UPDATE runs SET metadata = json_merge_patch(metadata, json_object('batch_size', ?))
                        WHERE run = ? AND metadata->>'batch_size' IS NULL""", [str(batch_size), trace_run])

@@ -165,6 +165,32 @@ def test_load_capture_pairs_the_folder_into_its_own_database(tmp_path):
         con.close()
 
 
+def test_a_manifest_gone_after_the_trace_loaded_leaves_only_the_batch_size_out(tmp_path):
+    """The CLI notes the manifest's batch size once the folder's trace landed; a
+    manifest deleted or broken meanwhile was a CaptureError there, outside the ingest's
+    one-line errors (a traceback)."""
+    from tracedb.capture import MANIFEST, note_batch_size
+    d = tmp_path / "resnet18_bs32"
+    shutil.copytree(CAP / "resnet18_bs32", d)
+    con = db.connect(tmp_path / "m.duckdb")
+    try:
+        trace = found(d, "resnet18_bs32.pt.trace.json")
+        from tracedb.ingest import ingest_file
+        run = ingest_file(con, str(trace)).run
+        con.execute("""UPDATE runs SET metadata = json_merge_patch(metadata, '{"batch_size": null}')
+                       WHERE run = ?""", [run])       # as where Kineto dropped the capture's metadata
+        (d / MANIFEST).write_text("{not json")
+        note_batch_size(con, str(d), run)
+        (d / MANIFEST).unlink()
+        note_batch_size(con, str(d), run)
+        assert scalar(con, "SELECT metadata->>'batch_size' FROM runs WHERE run = ?", [run]) is None
+        shutil.copy(CAP / "resnet18_bs32" / MANIFEST, d / MANIFEST)
+        note_batch_size(con, str(d), run)
+        assert scalar(con, "SELECT metadata->>'batch_size' FROM runs WHERE run = ?", [run]) == "32"
+    finally:
+        con.close()
+
+
 def test_a_folder_whose_trace_fails_pairs_nothing_with_another_folders_trace(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(CAP / "resnet18_bs64", a)
