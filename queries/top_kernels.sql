@@ -5,7 +5,7 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration INTEGER = NULL: iteration (the steady one when absent)
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every kernel of the run); the steady one when absent
 --   limit INTEGER = 20: rows per run
 -- columns:
 --   run VARCHAR: trace run
@@ -25,11 +25,17 @@
 -- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization
-    WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))
+    WHERE ($run IS NULL OR run = $run)
+      AND (($iteration IS NULL AND steady) OR $iteration = 'all'
+           OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))
 ), k AS (
     SELECT k.run, k.iteration, k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
     FROM kernels k JOIN it USING (run, iteration) JOIN kernel_layers l USING (run, kernel_id)
     WHERE k.kind = 'kernel'
+    UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
+    SELECT k.run, CAST(NULL AS INTEGER), k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
+    FROM kernels k JOIN kernel_layers l USING (run, kernel_id)
+    WHERE k.kind = 'kernel' AND $iteration = 'all' AND k.run IN (SELECT run FROM it)
 ), g AS (
     SELECT k.run, k.iteration, k.name, count(*) AS launches, sum(k.dur_ns) AS total_ns,
            avg(k.dur_ns) AS mean_ns, mode(k.op_name) AS op_name, mode(k.layer_type) AS layer_type,
@@ -45,4 +51,4 @@ SELECT run, iteration, name, launches, CAST(total_ns AS BIGINT) AS total_ns, rou
        round(100.0 * n / e, 3) AS tc_issue_pct
 FROM g
 QUALIFY row_number() OVER (PARTITION BY run, iteration ORDER BY total_ns DESC, name) <= $limit
-ORDER BY run, iteration, total_ns DESC;
+ORDER BY run, iteration NULLS LAST, total_ns DESC, name;

@@ -8,7 +8,7 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration INTEGER = NULL: iteration (the steady one when absent)
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every GPU activity of the run); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration
@@ -26,21 +26,29 @@
 -- engines: duckdb, spark
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization
-    WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))
+    WHERE ($run IS NULL OR run = $run)
+      AND (($iteration IS NULL AND steady) OR $iteration = 'all'
+           OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))
+), ka AS (          -- the iterations asked for; with iteration=all, the whole trace too (iteration NULL)
+    SELECT k.run, k.iteration, k.kernel_id, k.dur_ns FROM kernels k JOIN it USING (run, iteration)
+    UNION ALL
+    SELECT run, CAST(NULL AS INTEGER), kernel_id, dur_ns FROM kernels
+    WHERE $iteration = 'all' AND run IN (SELECT run FROM it)
 ), act AS (
     SELECT k.run, k.iteration, l.layer_type, count(*) AS activities, sum(k.dur_ns) AS time_ns
-    FROM kernels k JOIN it USING (run, iteration) JOIN kernel_layers l USING (run, kernel_id)
+    FROM ka k JOIN kernel_layers l USING (run, kernel_id)
     GROUP BY ALL
 ), lv AS (
-    SELECT run, iteration, layer_type, count(*) AS matched_kernels,
-           sum(smsp_cycles_elapsed) AS e, sum(smsp_cycles_active) AS a, sum(smsp_issue_active) AS i,
-           sum(tc_cycles_active) AS c, sum(tc_inst) AS n
-    FROM kernel_levels JOIN it USING (run, iteration) GROUP BY ALL
+    SELECT k.run, k.iteration, l.layer_type, count(*) AS matched_kernels,
+           sum(l.smsp_cycles_elapsed) AS e, sum(l.smsp_cycles_active) AS a, sum(l.smsp_issue_active) AS i,
+           sum(l.tc_cycles_active) AS c, sum(l.tc_inst) AS n
+    FROM ka k JOIN kernel_levels l ON l.run = k.run AND l.kernel_id = k.kernel_id GROUP BY ALL
 )
-SELECT run, iteration, layer_type, activities, CAST(time_ns AS BIGINT) AS time_ns,
-       round(100.0 * time_ns / sum(time_ns) OVER (PARTITION BY run, iteration), 2) AS time_share_pct,
+SELECT act.run, act.iteration, act.layer_type, activities, CAST(time_ns AS BIGINT) AS time_ns,
+       round(100.0 * time_ns / sum(time_ns) OVER (PARTITION BY act.run, act.iteration), 2) AS time_share_pct,
        coalesce(matched_kernels, 0) AS matched_kernels,
        round(100.0 * a / e, 2) AS smsp_active_pct, round(100.0 * i / e, 2) AS issue_slot_pct,
        round(100.0 * c / e, 3) AS tc_active_pct, round(100.0 * n / e, 3) AS tc_issue_pct
-FROM act LEFT JOIN lv USING (run, iteration, layer_type)
-ORDER BY run, iteration, time_ns DESC;
+FROM act LEFT JOIN lv ON lv.run = act.run AND lv.iteration IS NOT DISTINCT FROM act.iteration
+                     AND lv.layer_type = act.layer_type
+ORDER BY act.run, act.iteration NULLS LAST, time_ns DESC, act.layer_type;

@@ -2,6 +2,7 @@
 batch 32, 64 and 128; batch 64 with --ncu), ingested as the capture ingests it,
 and the system-metric reports checked against the raw files."""
 import csv
+from decimal import Decimal
 import gzip
 import json
 import re
@@ -344,6 +345,31 @@ def test_occupancy_with_ncu_achieved_against_the_csv(cap):
         assert got[lt]["ncu_achieved_occupancy_pct"] == pytest.approx(w[lt] / t[lt])
         assert got[lt]["ncu_achieved_occupancy_pct"] <= got[lt]["ncu_theoretical_occupancy_pct"] + 1e-9
     assert sum(x["matched_kernels"] for x in got.values()) == len(pairs)
+
+
+@pytest.mark.parametrize("report", ["top_kernels", "utilization_by_layer"])
+def test_per_iteration_reports_give_every_step_and_the_whole_trace(cap, report):
+    """iteration=all on a trace of three steps (the contract of per-iteration reports):
+    each step's rows as iteration=N gives them, then the whole trace (iteration NULL)
+    over every GPU event of the raw JSON (here all inside the steps; the fp32 fixture's
+    kernels outside them: tests/test_utilization.py)."""
+    run = "resnet18_bs64"
+    params = {"run": run, **({"limit": "1000"} if report == "top_kernels" else {})}
+    t = reports.run(cap, report, {**params, "iteration": "all"}).to_pylist()
+    steps = [s for (s,) in rows(cap, "SELECT iteration FROM iterations WHERE run = ? ORDER BY 1", [run])]
+    assert len(steps) == 3 and sorted({r["iteration"] for r in t if r["iteration"] is not None}) == steps
+    for s in steps:
+        assert [r for r in t if r["iteration"] == s] == reports.run(cap, report, {**params, "iteration": str(s)}).to_pylist()
+    doc = raw_trace(found(CAP / run, f"{run}.pt.trace.json"))
+    gpu = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    if report == "top_kernels":
+        gpu = [e for e in gpu if e["cat"] == "kernel"]
+    count = "launches" if report == "top_kernels" else "activities"
+    time = "total_ns" if report == "top_kernels" else "time_ns"
+    whole = [r for r in t if r["iteration"] is None]
+    assert t[-len(whole):] == whole
+    assert sum(r[count] for r in whole) == len(gpu) == sum(r[count] for r in t if r["iteration"] is not None)
+    assert sum(r[time] for r in whole) == sum(round(Decimal(str(e["dur"])) * 1000) for e in gpu)
 
 
 def test_charts_of_the_capture(cap, tmp_path):

@@ -1,6 +1,7 @@
 """Multi-level utilization reports and charts, against independent computations
 from the raw trace JSON and the raw ncu CSV."""
 import xml.etree.ElementTree as ET
+from decimal import Decimal
 
 import pytest
 
@@ -147,6 +148,48 @@ def test_top_kernels(util_db):
     t = reports.run(util_db, "top_kernels", {"run": AMP, "limit": "5"}).to_pylist()
     assert [(r["name"], r["total_ns"]) for r in t] == want
     assert t[0]["issue_slot_pct"] is not None
+
+
+def test_top_kernels_of_every_iteration_and_the_whole_trace(util_db):
+    """iteration=all (the contract of per-iteration reports): each iteration's rows as
+    iteration=N gives them, then the whole trace (iteration NULL): every kernel event
+    of the raw JSON, inside an iteration or not (the fp32 trace has 3 outside)."""
+    doc = raw_trace(AMP_TRACE.with_name(FP32 + ".json.gz"))
+    t = reports.run(util_db, "top_kernels", {"run": FP32, "limit": "5", "iteration": "all"}).to_pylist()
+    steps = sorted(ref.iterations(doc))
+    assert [r["iteration"] for r in t] == [s for s in steps for _ in range(5)] + [None] * 5
+    for s in steps:
+        assert [r for r in t if r["iteration"] == s] == \
+            reports.run(util_db, "top_kernels", {"run": FP32, "limit": "5", "iteration": str(s)}).to_pylist()
+    by_name, launches = {}, {}
+    for _, e in ref.gpu_events(doc):
+        if ref.GPU_CATS[e["cat"]] == "kernel":
+            by_name[e["name"]] = by_name.get(e["name"], 0) + int(Decimal(str(e["dur"])) * 1000)
+            launches[e["name"]] = launches.get(e["name"], 0) + 1
+    inside = sum(sum(1 for _, k, _ in ref.iteration_activities(doc, s) if k == "kernel") for s in steps)
+    assert sum(launches.values()) > inside
+    want = sorted(by_name.items(), key=lambda x: (-x[1], x[0]))[:5]
+    whole = [r for r in t if r["iteration"] is None]
+    assert [(r["name"], r["total_ns"], r["launches"]) for r in whole] == [(n, d, launches[n]) for n, d in want]
+    assert whole[0]["time_share_pct"] == round(100 * want[0][1] / sum(by_name.values()), 2)
+
+
+def test_layer_breakdown_of_every_iteration_and_the_whole_trace(util_db):
+    doc = raw_trace(AMP_TRACE)
+    t = reports.run(util_db, "utilization_by_layer", {"run": AMP, "iteration": "all"}).to_pylist()
+    steps = sorted(ref.iterations(doc))
+    for s in steps:
+        assert [r for r in t if r["iteration"] == s] == \
+            reports.run(util_db, "utilization_by_layer", {"run": AMP, "iteration": str(s)}).to_pylist()
+    whole = [r for r in t if r["iteration"] is None]
+    assert t[-len(whole):] == whole                         # the whole trace last
+    events = [e for _, e in ref.gpu_events(doc)]
+    assert sum(r["activities"] for r in whole) == len(events)
+    assert sum(r["time_ns"] for r in whole) == sum(int(Decimal(str(e["dur"])) * 1000) for e in events)
+    assert sum(r["matched_kernels"] for r in whole) == len(matched_ids(util_db))
+    conv = next(r for r in whole if r["layer_type"] == "convolution")
+    one = next(r for r in t if r["iteration"] == 2 and r["layer_type"] == "convolution")
+    assert conv["issue_slot_pct"] == one["issue_slot_pct"]   # ncu measured iteration 2 alone
 
 
 def test_compare_runs(util_db):
