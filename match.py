@@ -53,15 +53,20 @@ def match_in_transaction(con, trace_run, ncu_run, iteration=None, whole_run=Fals
         raise MatchError(f"{trace_run!r} is not a trace run in this database")
     if _kind(con, ncu_run) != "ncu":
         raise MatchError(f"{ncu_run!r} is not an ncu run in this database")
-    def has(step):
-        return bool(scalar(con, "SELECT count(*) FROM iterations WHERE run = ? AND iteration = ?",
-                           [trace_run, step]))
-
-    if iteration is not None and not has(iteration):
+    if iteration is not None and not scalar(
+            con, "SELECT count(*) FROM iterations WHERE run = ? AND iteration = ?", [trace_run, iteration]):
         raise MatchError(f"{trace_run!r} has no iteration {iteration}")
     step = None if whole_run else nvtx_step(con, ncu_run)
-    if step is not None and iteration is None and has(step):
-        iteration = step            # the step ncu profiled, not the steady one: identical steps match alike
+    if step is not None and iteration is None:
+        # the step ncu profiled, not the steady one (identical steps match alike), where the
+        # trace numbers its iterations as the NVTX ranges do (ProfilerStep#N); iterations
+        # numbered by --iterations-from count from 0 and say nothing of step N
+        if scalar(con, "SELECT count(*) FROM iterations WHERE run = ? AND iteration = ? AND name = ?",
+                  [trace_run, step, f"ProfilerStep#{step}"]):
+            iteration = step
+        else:
+            warnings.warn(f"{ncu_run}: ncu's NVTX ranges name step {step}, which {trace_run} does not number "
+                          f"as ProfilerStep#{step}; matched with its steady iteration (--iteration N picks one)")
     elif step is not None and iteration is not None and step != iteration:
         warnings.warn(f"{ncu_run}: ncu's NVTX ranges name step {step}, but iteration {iteration} "
                       f"of {trace_run} was asked for; matched with iteration {iteration}")

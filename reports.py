@@ -176,6 +176,27 @@ def get(name):
     return report
 
 
+def _iteration(report, p, value):
+    """An iteration value as the report takes it: a step number or `all` (any case); a
+    header with choices (steady | all | N) checks its own. A VARCHAR parameter would
+    otherwise pass 3.5 or ALL to the SQL (a conversion error, or 3.5 read as 4). A
+    report that lists every iteration by default takes `all` as no value (None); the
+    two that read one iteration at a time refuse it."""
+    v = str(value).strip()
+    if p.choices:
+        return v.lower()
+    if v.lower() == "all":
+        if p.type.upper() == "VARCHAR":
+            return "all"
+        if re.search(r"\(all\b[^)]*when absent\)", p.doc):
+            return None
+        raise ReportError(f"report {report.name} reads one iteration at a time: --param iteration=N, "
+                          "or none for the steady one (docs/reports.md says why it has no iteration=all)")
+    if re.fullmatch(r"-?\d+", v):
+        return v
+    raise ReportError(f"report {report.name}: parameter iteration must be an iteration number or all, got {value!r}")
+
+
 def bound_params(report, given):
     """Parameter values for a run of the report: defaults, then given (converted)."""
     known = {p.name: p for p in report.params}
@@ -188,6 +209,11 @@ def bound_params(report, given):
                           f"(it takes: {', '.join(known)})")
     values = {p.name: p.default for p in report.params}
     for k, v in given.items():
+        if k == "iteration":
+            v = _iteration(report, known[k], v)
+            if v is None:
+                values[k] = None
+                continue
         values[k] = _convert(v, known[k].type, k)
         if known[k].choices and values[k] not in known[k].choices \
                 and not ("N" in known[k].choices and re.fullmatch(r"-?\d+", str(values[k]))):   # N: any integer

@@ -8,7 +8,7 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all with a power log when absent)
---   iteration INTEGER = NULL: iteration (the steady one when absent)
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: from the first iteration's start to the last one's end); the steady one when absent
 --   start_ns BIGINT = NULL: window start on the trace's timeline, ns (with end_ns, instead of an iteration)
 --   end_ns BIGINT = NULL: window end, ns
 --   power_run VARCHAR = NULL: power log to use when the trace has several
@@ -16,7 +16,7 @@
 --   idle_power_w DOUBLE = NULL: idle power to use instead of the log's
 -- columns:
 --   run VARCHAR: trace run
---   iteration INTEGER: iteration (NULL for a start_ns/end_ns window)
+--   iteration INTEGER: iteration (NULL for a start_ns/end_ns window, and for the whole trace with iteration=all)
 --   power_run VARCHAR: power log used
 --   gpu INTEGER: GPU index
 --   window_ns BIGINT: window duration, ns
@@ -35,16 +35,24 @@ WITH win AS (
     SELECT run, iteration, 'iteration' AS label, start_ns AS s, end_ns AS e
     FROM iteration_utilization JOIN iterations USING (run, iteration)
     WHERE $start_ns IS NULL AND ($run IS NULL OR run = $run)
-      AND (iteration = $iteration OR ($iteration IS NULL AND steady))
+      AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
+           -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
+           ELSE iteration = CAST($iteration AS INTEGER) END
+    UNION ALL       -- iteration=all: the whole trace, first iteration start to last iteration end
+    SELECT run, NULL, 'trace', min(start_ns), max(end_ns)
+    FROM iterations
+    WHERE $start_ns IS NULL AND CASE WHEN $iteration = 'all' THEN true ELSE false END AND ($run IS NULL OR run = $run)
+      AND run IN (SELECT run FROM iteration_utilization)
+    GROUP BY run
     UNION ALL
     SELECT run, NULL, 'window', $start_ns, $end_ns FROM runs
     WHERE $start_ns IS NOT NULL AND kind = 'trace' AND ($run IS NULL OR run = $run)
 ), en AS (
     SELECT * FROM energy_of_windows('win', $power_run, $gpu)
 ), n AS (
-    SELECT en.run, en.s, count(p.ts_ns) AS samples
+    SELECT en.run, en.label, en.s, en.e, count(p.ts_ns) AS samples
     FROM en LEFT JOIN power p ON p.run = en.power_run AND p.gpu = en.gpu AND p.ts_ns BETWEEN en.ps AND en.pe
-    GROUP BY en.run, en.s
+    GROUP BY en.run, en.label, en.s, en.e
 )
 SELECT run, iteration, power_run, gpu, e - s AS window_ns,
        energy_counter_j, energy_integrated_j, energy_counter_j - energy_integrated_j AS difference_j,
@@ -63,5 +71,5 @@ SELECT run, iteration, power_run, gpu, e - s AS window_ns,
               || CAST(round(power_period_ns / 1e6) AS BIGINT) || ' ms): the integral interpolates between readings' END,
          'aligned: ' || method || ' (' || alignment || ')',
          'idle power: ' || CASE WHEN $idle_power_w IS NOT NULL THEN 'given' ELSE idle_source END) AS note
-FROM en JOIN n USING (run, s)
-ORDER BY run, s;
+FROM en JOIN n USING (run, label, s, e)
+ORDER BY run, iteration NULLS LAST, s;

@@ -9,13 +9,13 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all with a power log when absent)
---   iteration INTEGER = NULL: iteration (the steady one when absent)
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration, then the whole trace as iteration NULL: every activity from the first iteration's start to the last one's end); the steady one when absent
 --   group_by VARCHAR = 'kernel': one of kernel | layer: a row per activity, or per layer type
 --   power_run VARCHAR = NULL: power log to use when the trace has several
 --   gpu INTEGER = NULL: GPU index in the log
 -- columns:
 --   run VARCHAR: trace run
---   iteration INTEGER: iteration
+--   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)
 --   layer_type VARCHAR: layer type (layer_rules)
 --   kernel_id BIGINT: activity (NULL when group_by=layer)
 --   name VARCHAR: activity name (NULL when group_by=layer)
@@ -29,12 +29,24 @@
 --   trace_power_pairs: a power log aligned with the run (tracedb ingest LOG --pair-with RUN)
 WITH it AS (
     SELECT run, iteration, start_ns, end_ns FROM iteration_utilization JOIN iterations USING (run, iteration)
-    WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))
+    WHERE ($run IS NULL OR run = $run)
+      AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
+           -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
+           ELSE iteration = CAST($iteration AS INTEGER) END
+), whole AS (       -- iteration=all: the whole trace (iteration NULL), first iteration start to last end
+    SELECT run, CAST(NULL AS INTEGER) AS iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM it WHERE CASE WHEN $iteration = 'all' THEN true ELSE false END GROUP BY run
 ), win AS (
     SELECT k.run, k.iteration, CAST(k.kernel_id AS VARCHAR) AS label, k.ts_ns AS s, k.ts_ns + k.dur_ns AS e
     FROM kernels k JOIN it USING (run, iteration) WHERE k.dur_ns > 0
     UNION ALL
+    SELECT k.run, NULL, CAST(k.kernel_id AS VARCHAR), k.ts_ns, k.ts_ns + k.dur_ns
+    FROM kernels k JOIN whole w ON w.run = k.run
+    WHERE k.dur_ns > 0 AND k.ts_ns >= w.start_ns AND k.ts_ns < w.end_ns
+    UNION ALL
     SELECT run, iteration, 'iteration', start_ns, end_ns FROM it
+    UNION ALL
+    SELECT run, iteration, 'iteration', start_ns, end_ns FROM whole
 ), en AS (
     SELECT * FROM energy_of_windows('win', $power_run, $gpu)
 ), k AS (
@@ -52,8 +64,8 @@ WITH it AS (
     SELECT run, iteration, layer_type, NULL, NULL, count(*), sum(dur), sum(energy_j), any_value(idle_power_w)
     FROM k WHERE $group_by = 'layer' GROUP BY run, iteration, layer_type
 )
-SELECT run, iteration, layer_type, kernel_id, name, activities, CAST(dur AS BIGINT) AS dur_ns, energy_j,
+SELECT rows_.run, rows_.iteration, layer_type, kernel_id, name, activities, CAST(dur AS BIGINT) AS dur_ns, energy_j,
        energy_j - idle_power_w * dur / 1e9 AS dynamic_j, energy_j / (dur / 1e9) AS mean_power_w,
        100.0 * energy_j / it_j AS energy_share_pct
-FROM rows_ JOIN total USING (run, iteration)
-ORDER BY run, iteration, energy_j DESC, layer_type, kernel_id;
+FROM rows_ JOIN total ON total.run = rows_.run AND total.iteration IS NOT DISTINCT FROM rows_.iteration
+ORDER BY rows_.run, rows_.iteration NULLS LAST, energy_j DESC, layer_type, kernel_id;

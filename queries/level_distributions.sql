@@ -10,10 +10,10 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration INTEGER = NULL: iteration (the steady one when absent)
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every matched kernel of the run); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run
---   iteration INTEGER: iteration
+--   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)
 --   layer_type VARCHAR: layer type by layer_rules, or all
 --   level VARCHAR: smsp_active | issue_slot | tc_active | tc_issue | tc_issue_bound | tc_active_bound
 --   kernels BIGINT: matched kernels with a value for the level
@@ -30,9 +30,15 @@
 -- engines: duckdb
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization
-    WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))
+    WHERE ($run IS NULL OR run = $run)
+      AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
+           -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
+           ELSE iteration = CAST($iteration AS INTEGER) END
 ), k AS (
     SELECT kl.* FROM kernel_levels kl JOIN it USING (run, iteration)
+    UNION ALL       -- iteration=all: the whole trace (iteration NULL)
+    SELECT * REPLACE (CAST(NULL AS INTEGER) AS iteration) FROM kernel_levels
+    WHERE CASE WHEN $iteration = 'all' THEN true ELSE false END AND run IN (SELECT run FROM it)
 ), v AS (
     SELECT run, iteration, layer_type, lv.level, lv.ord, lv.num, lv.den
     FROM k, LATERAL (VALUES
@@ -59,4 +65,4 @@ SELECT run, iteration, layer_type, level, count(*) AS kernels,
        max(100.0 * num / den) AS max_pct
 FROM g
 GROUP BY run, iteration, layer_type, level, ord
-ORDER BY run, iteration, layer_type = 'all' DESC, layer_type, ord;
+ORDER BY run, iteration NULLS LAST, layer_type = 'all' DESC, layer_type, ord;

@@ -6,10 +6,10 @@
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every kernel of the run); the steady one when absent
---   limit INTEGER = 20: rows per run
+--   limit INTEGER = 20: rows per run and iteration
 -- columns:
 --   run VARCHAR: trace run
---   iteration INTEGER: iteration
+--   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)
 --   name VARCHAR: kernel name
 --   launches BIGINT: launches in the iteration
 --   total_ns BIGINT: summed duration, ns
@@ -26,8 +26,9 @@
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization
     WHERE ($run IS NULL OR run = $run)
-      AND (($iteration IS NULL AND steady) OR $iteration = 'all'
-           OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))
+      AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
+           -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
+           ELSE iteration = CAST($iteration AS INTEGER) END
 ), k AS (
     SELECT k.run, k.iteration, k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
     FROM kernels k JOIN it USING (run, iteration) JOIN kernel_layers l USING (run, kernel_id)
@@ -35,7 +36,7 @@ WITH it AS (
     UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
     SELECT k.run, CAST(NULL AS INTEGER), k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
     FROM kernels k JOIN kernel_layers l USING (run, kernel_id)
-    WHERE k.kind = 'kernel' AND $iteration = 'all' AND k.run IN (SELECT run FROM it)
+    WHERE k.kind = 'kernel' AND CASE WHEN $iteration = 'all' THEN true ELSE false END AND k.run IN (SELECT run FROM it)
 ), g AS (
     SELECT k.run, k.iteration, k.name, count(*) AS launches, sum(k.dur_ns) AS total_ns,
            avg(k.dur_ns) AS mean_ns, mode(k.op_name) AS op_name, mode(k.layer_type) AS layer_type,

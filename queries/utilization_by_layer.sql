@@ -11,7 +11,7 @@
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every GPU activity of the run); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run
---   iteration INTEGER: iteration
+--   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)
 --   layer_type VARCHAR: layer type
 --   activities BIGINT: kernels, memcpy and memset of this type
 --   time_ns BIGINT: their summed duration in the trace, ns
@@ -27,13 +27,14 @@
 WITH it AS (
     SELECT run, iteration FROM iteration_utilization
     WHERE ($run IS NULL OR run = $run)
-      AND (($iteration IS NULL AND steady) OR $iteration = 'all'
-           OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))
+      AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
+           -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
+           ELSE iteration = CAST($iteration AS INTEGER) END
 ), ka AS (          -- the iterations asked for; with iteration=all, the whole trace too (iteration NULL)
     SELECT k.run, k.iteration, k.kernel_id, k.dur_ns FROM kernels k JOIN it USING (run, iteration)
     UNION ALL
     SELECT run, CAST(NULL AS INTEGER), kernel_id, dur_ns FROM kernels
-    WHERE $iteration = 'all' AND run IN (SELECT run FROM it)
+    WHERE CASE WHEN $iteration = 'all' THEN true ELSE false END AND run IN (SELECT run FROM it)
 ), act AS (
     SELECT k.run, k.iteration, l.layer_type, count(*) AS activities, sum(k.dur_ns) AS time_ns
     FROM ka k JOIN kernel_layers l USING (run, kernel_id)

@@ -106,7 +106,7 @@ def loose(tmp_path, ncu_csv, *more):
     d, _ = files(64)
     done = tracedb("ingest", str(d / "resnet18_bs64.pt.trace.json.gz"), str(ncu_csv), *more, "--db", str(path))
     assert done.returncode == 0, done.stderr
-    return db.connect(path), done.stdout
+    return db.connect(path), done.stdout + done.stderr
 
 
 def test_an_ncu_report_given_as_a_file_is_matched_with_the_step_its_nvtx_ranges_name(tmp_path):
@@ -130,16 +130,20 @@ def test_an_ncu_report_given_as_a_file_is_matched_with_the_step_its_nvtx_ranges_
     assert f"ncu's NVTX ranges name step {step}, but iteration {steady} of resnet18_bs64 was asked for" in told.stderr
 
 
-@pytest.mark.parametrize("change", ["another step", "no range"])
+@pytest.mark.parametrize("change", ["another step", "no range", "a step the trace lacks"])
 def test_nvtx_ranges_that_do_not_name_one_step_for_every_kernel_say_nothing(tmp_path, change):
     """The real CSV with its first kernel put in step 4's range, or in no range: the
-    report names no one step, so the steady iteration, as before."""
+    report names no one step, so the steady iteration, as before. Every kernel in step
+    9's range, which the trace (ProfilerStep#3-5) lacks: the steady one, with a warning."""
     with gzip.open(CAP / "resnet18_bs64" / "resnet18_bs64_ncu_raw.csv.gz", "rt") as f:
         lines = f.read().splitlines(keepends=True)
     first = next(i for i, line in enumerate(lines) if line.startswith('"0",'))
     ranged = '" ""5:<default domain>:tracedb_step_5:none:none:none:none:none:none"" "'
     assert lines[first].count(ranged) == 1
-    lines[first] = lines[first].replace(ranged, ranged.replace("step_5", "step_4") if change == "another step" else '""')
+    if change == "a step the trace lacks":
+        lines = [line.replace("tracedb_step_5", "tracedb_step_9") for line in lines]
+    else:
+        lines[first] = lines[first].replace(ranged, ranged.replace("step_5", "step_4") if change == "another step" else '""')
     changed = tmp_path / "changed_ncu_raw.csv"
     changed.write_text("".join(lines))
     con, out = loose(tmp_path, changed)
@@ -148,7 +152,11 @@ def test_nvtx_ranges_that_do_not_name_one_step_for_every_kernel_say_nothing(tmp_
         assert rows(con, "SELECT iteration FROM match_runs") == [(steady,)]
     finally:
         con.close()
-    assert "NVTX" not in out
+    if change == "a step the trace lacks":
+        assert "ncu's NVTX ranges name step 9, which resnet18_bs64 does not number as ProfilerStep#9; " \
+               "matched with its steady iteration" in out
+    else:
+        assert "NVTX" not in out
 
 
 def test_load_capture_pairs_the_folder_into_its_own_database(tmp_path):
@@ -370,6 +378,76 @@ def test_per_iteration_reports_give_every_step_and_the_whole_trace(cap, report):
     assert t[-len(whole):] == whole
     assert sum(r[count] for r in whole) == len(gpu) == sum(r[count] for r in t if r["iteration"] is not None)
     assert sum(r[time] for r in whole) == sum(round(Decimal(str(e["dur"])) * 1000) for e in gpu)
+
+
+def test_utilization_levels_of_every_step_and_the_steps_together(cap):
+    """iteration=all: each step as iteration=N gives it, then the steps together:
+    their times summed, the counters of every matched kernel (ncu profiled step 5
+    alone: its 425 kernels, a third of the kernel time), levels scaled by the steps'
+    GPU utilization."""
+    run = "resnet18_bs64"
+    t = reports.run(cap, "utilization_levels", {"run": run, "iteration": "all", "batch_size": "64"}).to_pylist()
+    per, whole = t[:-1], t[-1]
+    assert [r["iteration"] for r in per] == [3, 4, 5] and whole["iteration"] is None
+    for r in per:
+        assert r == reports.run(cap, "utilization_levels", {"run": run, "iteration": str(r["iteration"]),
+                                                             "batch_size": "64"}).to_pylist()[0]
+    for col in ("total_ns", "kernel_busy_ns", "kernel_sum_ns", "gpu_event_sum_ns", "matched_kernels"):
+        assert whole[col] == sum(r[col] for r in per), col
+    n, step = ncu_raw(64)
+    assert whole["matched_kernels"] == n and [r["iteration"] for r in per if r["matched_kernels"]] == [step]
+    one = next(r for r in per if r["iteration"] == step)
+    for col in ("smsp_cycles_elapsed", "smsp_cycles_active", "smsp_issue_cycles", "tc_active_cycles", "tc_inst",
+                "smsp_active_pct", "issue_slot_pct", "tc_active_pct", "tc_issue_pct", "tc_issue_bound_pct",
+                "tc_active_bound_pct"):
+        assert whole[col] == one[col], col
+    util = 100 * whole["kernel_busy_ns"] / whole["total_ns"]
+    assert whole["gpu_util_pct"] == round(util, 2)
+    assert whole["issue_slot_pct_iter"] == round(util * whole["smsp_issue_cycles"] / whole["smsp_cycles_elapsed"], 2)
+    kernel_ns = {i: v for i, v in rows(cap, "SELECT iteration, sum(dur_ns) FROM kernels WHERE run = ? AND kind = 'kernel' "
+                                            "GROUP BY 1", [run])}
+    assert whole["matched_time_pct"] == round(100 * kernel_ns[step] / sum(kernel_ns.values()), 2)
+    assert whole["samples_per_s"] == pytest.approx(64 * 3 / (whole["total_ns"] / 1e9))
+    assert whole["note"].startswith("every iteration (3) together; counters cover 33.")
+
+
+def test_energy_of_every_step_and_the_whole_trace(cap):
+    """iteration=all of energy_summary and kernel_energy: each step as iteration=N gives
+    it, then the whole trace (iteration NULL): the window from the first step's start to
+    the last one's end, which the window parameters give alike."""
+    run = "resnet18_bs64"
+    t = reports.run(cap, "energy_summary", {"run": run, "iteration": "all"}).to_pylist()
+    assert [r["iteration"] for r in t] == [3, 4, 5, None]
+    for r in t[:-1]:
+        assert r == reports.run(cap, "energy_summary", {"run": run, "iteration": str(r["iteration"])}).to_pylist()[0]
+    s, e = rows(cap, "SELECT min(start_ns), max(end_ns) FROM iterations WHERE run = ?", [run])[0]
+    window = reports.run(cap, "energy_summary", {"run": run, "start_ns": str(s), "end_ns": str(e)}).to_pylist()[0]
+    assert t[-1] == {**window, "iteration": None} and t[-1]["window_ns"] == e - s
+    assert t[-1]["energy_integrated_j"] >= sum(r["energy_integrated_j"] for r in t[:-1])   # the gaps between steps too
+    k = reports.run(cap, "kernel_energy", {"run": run, "iteration": "all", "group_by": "layer"}).to_pylist()
+    for it in (3, 4, 5):
+        assert [r for r in k if r["iteration"] == it] == reports.run(
+            cap, "kernel_energy", {"run": run, "iteration": str(it), "group_by": "layer"}).to_pylist()
+    whole = {r["layer_type"]: r for r in k if r["iteration"] is None}
+    for layer, r in whole.items():
+        steps = [x for x in k if x["layer_type"] == layer and x["iteration"] is not None]
+        assert r["activities"] == sum(x["activities"] for x in steps) and r["dur_ns"] == sum(x["dur_ns"] for x in steps)
+        assert r["energy_j"] == pytest.approx(sum(x["energy_j"] for x in steps))
+        assert r["energy_share_pct"] == pytest.approx(100 * r["energy_j"] / t[-1]["energy_integrated_j"])
+
+
+def test_level_distributions_of_the_whole_trace_are_every_matched_kernel(cap):
+    """ncu profiled step 5 and the steady step is 3: the whole trace's distributions
+    (iteration NULL) hold every matched kernel, the raw CSV's 425, not the steady step's
+    none; step 5's rows hold them too, and are what iteration=5 gives."""
+    run = "resnet18_bs64"
+    steady = scalar(cap, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
+    t = reports.run(cap, "level_distributions", {"run": run, "iteration": "all"}).to_pylist()
+    counts = {r["iteration"]: r["kernels"] for r in t if r["layer_type"] == "all" and r["level"] == "smsp_active"}
+    n, step = ncu_raw(64)
+    assert steady != step and counts == {step: n, None: n}
+    assert [r for r in t if r["iteration"] == step] == \
+        reports.run(cap, "level_distributions", {"run": run, "iteration": str(step)}).to_pylist()
 
 
 def test_charts_of_the_capture(cap, tmp_path):

@@ -100,6 +100,15 @@ def test_level_distributions_per_layer(amp_db, ncu_ref):
     # per layer: the layers' kernel counts add up to all kernels
     layers = [r for r in t if r["layer_type"] != "all" and r["level"] == "smsp_active"]
     assert len(layers) >= 3 and sum(r["kernels"] for r in layers) == allk["smsp_active"]["kernels"]
+    # iteration=all: the step's rows, then the whole trace (iteration NULL): every matched
+    # kernel, here the same ones (ncu measured the one step), so the same distributions
+    every = reports.run(amp_db, "level_distributions", {"run": AMP, "iteration": "all"}).to_pylist()
+    assert [r for r in every if r["iteration"] is not None] == t
+    whole = [r for r in every if r["iteration"] is None]
+    assert every[-len(whole):] == whole and len(whole) == len(t)
+    for a, b in zip(whole, t):
+        assert a["kernels"] == b["kernels"] and a["level"] == b["level"] and a["layer_type"] == b["layer_type"]
+        assert a["cycle_weighted_mean_pct"] == pytest.approx(b["cycle_weighted_mean_pct"])
 
 
 # --- METHOD section 7: shared-memory units, the offset, calibration spread -----------

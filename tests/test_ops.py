@@ -110,7 +110,7 @@ def test_ops_default_is_the_steady_iteration_and_a_missing_one_is_an_error(ops_d
     assert rows and {r["iteration"] for r in rows} == {steady}
     with pytest.raises(reports.ReportError, match="has no iteration 99 .its iterations: 2"):
         reports.run(ops_db, "ops", {"run": run, "iteration": "99"})
-    with pytest.raises(reports.ReportError, match="iteration must be a number or all"):
+    with pytest.raises(reports.ReportError, match="iteration must be an iteration number or all"):
         reports.run(ops_db, "ops", {"run": run, "iteration": "steady"})
 
 

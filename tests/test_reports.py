@@ -63,6 +63,45 @@ def test_report_errors_are_clear(fixture_db):
         reports.run(fixture_db, "gpu_utilization", {"batch_size": "many"})
     with pytest.raises(ReportError, match="no run named"):
         reports.run(fixture_db, "gpu_utilization", {"run": "ghost"})
+    # an iteration is a step number or all, whatever the parameter's SQL type: a VARCHAR
+    # parameter once passed 3.5 on (DuckDB read it as 4) and ALL or x to a conversion error
+    for name in ("top_kernels", "kernel_utilization", "time_breakdown"):
+        for bad in ("3.5", "x", "steady", ""):
+            with pytest.raises(ReportError, match=f"report {name}: parameter iteration must be an iteration number or all, got '{bad}'"):
+                reports.run(fixture_db, name, {"iteration": bad})
+    assert reports.run(fixture_db, "top_kernels", {"iteration": "ALL", "limit": "1"}).to_pylist() == \
+        reports.run(fixture_db, "top_kernels", {"iteration": "all", "limit": "1"}).to_pylist()
+    with pytest.raises(ReportError, match="report launch_queue reads one iteration at a time"):
+        reports.run(fixture_db, "launch_queue", {"iteration": "All"})
+
+
+PER_ITERATION = sorted(n for n, r in reports.all_reports().items()
+                       if r.param("iteration") is not None and r.param("iteration").type.upper() in ("INTEGER", "VARCHAR"))
+
+
+@pytest.mark.parametrize("name", PER_ITERATION)
+def test_iteration_all_is_every_iteration_or_says_why_not(name):
+    """The contract of per-iteration reports: iteration=all gives every iteration and a
+    whole-trace row (a VARCHAR parameter that says so), is the default of a report that
+    lists every iteration when none is asked for, or is refused in one line by the two
+    that read one iteration at a time."""
+    r = reports.get(name)
+    p = r.param("iteration")
+    if p.type.upper() == "VARCHAR":
+        assert "all" in p.doc, name
+    elif "when absent)" in p.doc and "(all" in p.doc:
+        assert reports.bound_params(r, {"iteration": "all"})["iteration"] is None
+    else:
+        assert name in ("launch_queue", "energy_breakdown"), name
+        with pytest.raises(ReportError, match=f"report {name} reads one iteration at a time"):
+            reports.bound_params(r, {"iteration": "all"})
+
+
+def test_iteration_all_where_every_iteration_is_the_default(fixture_db):
+    run = "cpu_async_lenet_bs64"
+    every = reports.run(fixture_db, "eager_phases", {"run": run}).to_pylist()
+    assert {r["iteration"] for r in every} == {0, 1}
+    assert reports.run(fixture_db, "eager_phases", {"run": run, "iteration": "all"}).to_pylist() == every
 
 
 def test_every_report_has_documented_header():

@@ -98,7 +98,7 @@ def test_memory_summary_iteration_convention_and_peaks(syn):
         assert r["batch_size"] == 16 and r["memory_events"] == len(inside)
     assert every[2]["samples_per_s"] == pytest.approx(16 * 2 / 1.9e-3)
     assert "batch about" in every[0]["note"]
-    with pytest.raises(reports.ReportError, match="iteration must be a number or all"):
+    with pytest.raises(reports.ReportError, match="iteration must be an iteration number or all"):
         q(syn, "memory_summary", iteration="steady")
 
 

@@ -279,10 +279,12 @@ def test_every_report_runs_on_every_fixture_run(util_db):
     CPU-only TensorFlow runs (no kernels, no power log) a clear 'needs ...'; the
     H100 run a clear 'no calibration' from energy_breakdown."""
     for name, rep in reports.all_reports().items():
-        for p in TRACES:
+        it = rep.param("iteration")
+        every = [{}] + ([{"iteration": "all"}] if it is not None and it.type.upper() == "VARCHAR" else [])
+        for p, params in [(p, params) for p in TRACES for params in every]:   # iteration=all: the same columns
             run = run_name(p)
             try:
-                t = reports.run(util_db, name, {"run": run} if rep.param("run") else {})
+                t = reports.run(util_db, name, {**params, **({"run": run} if rep.param("run") else {})})
             except reports.ReportError as e:
                 ok = ("needs ncu kernels matched" in str(e) and run != AMP) or \
                      ("needs GPU kernels" in str(e) and run.startswith("cpu_")) or \

@@ -75,13 +75,16 @@ LEFT JOIN kernel_layers l ON l.run = mk.run AND l.kernel_id = mk.kernel_id;
 --                               (trace_ncu_pairs); NULL when none is
 -- @column matched_kernels       the iteration's trace kernels matched to ncu_run's kernels
 --                               (rows of kernel_levels)
--- @column matched_time_pct      100 * summed duration of the matched kernels / kernel_sum_ns, %
+-- @column matched_ns            summed duration of the matched kernels, ns
+-- @column matched_time_pct      100 * matched_ns / kernel_sum_ns, %
 -- @column smsp_cycles_elapsed   E: SMSP elapsed cycles of the matched kernels
 -- @column smsp_cycles_active    A: SMSP active cycles of the matched kernels
 -- @column smsp_issue_cycles     I: SMSP issue cycles of the matched kernels (their smsp_issue_active)
 -- @column tc_active_cycles      C: tensor pipe active cycles of the matched kernels
 --                               (their tc_cycles_active)
 -- @column tc_inst               N: tensor pipe warp instructions of the matched kernels
+-- @column inst_issued           instructions issued by the matched kernels (smsp_inst_issued, else
+--                               smsp_issue_active, summed): the denominator of N/I
 -- @column smsp_active_pct       100 * A / E, %
 -- @column issue_slot_pct        100 * I / E, %
 -- @column tc_active_pct         100 * C / E, %
@@ -114,7 +117,7 @@ WITH c AS (
 ), lv AS (
     SELECT i.run, i.iteration, i.steady, i.total_ns, i.kernel_busy_ns, i.kernel_sum_ns, i.kernels,
            i.gpu_util_pct, i.gpu_event_sum_ns, i.gpu_event_busy_ns, i.gpu_event_util_pct,
-           p.ncu_run, p.matched_iteration, coalesce(c.matched, 0) AS matched_kernels,
+           p.ncu_run, p.matched_iteration, coalesce(c.matched, 0) AS matched_kernels, c.matched_ns,
            100.0 * c.matched_ns / nullif(i.kernel_sum_ns, 0) AS matched_time_pct,
            CASE WHEN c.n_e = c.matched THEN c.e END AS smsp_cycles_elapsed,
            CASE WHEN c.n_a = c.matched THEN c.a END AS smsp_cycles_active,
@@ -128,8 +131,8 @@ WITH c AS (
     LEFT JOIN c ON c.run = i.run AND c.iteration = i.iteration
 )
 SELECT run, iteration, steady, total_ns, kernel_busy_ns, kernel_sum_ns, kernels, gpu_util_pct,
-       gpu_event_sum_ns, gpu_event_busy_ns, gpu_event_util_pct, ncu_run, matched_kernels, matched_time_pct,
-       smsp_cycles_elapsed, smsp_cycles_active, smsp_issue_cycles, tc_active_cycles, tc_inst,
+       gpu_event_sum_ns, gpu_event_busy_ns, gpu_event_util_pct, ncu_run, matched_kernels, matched_ns, matched_time_pct,
+       smsp_cycles_elapsed, smsp_cycles_active, smsp_issue_cycles, tc_active_cycles, tc_inst, inst_issued,
        100.0 * smsp_cycles_active / smsp_cycles_elapsed AS smsp_active_pct,
        100.0 * smsp_issue_cycles / smsp_cycles_elapsed AS issue_slot_pct,
        100.0 * tc_active_cycles / smsp_cycles_elapsed AS tc_active_pct,
