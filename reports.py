@@ -211,9 +211,6 @@ def bound_params(report, given):
     for k, v in given.items():
         if k == "iteration":
             v = _iteration(report, known[k], v)
-            if v is None:
-                values[k] = None
-                continue
         values[k] = _convert(v, known[k].type, k)
         if known[k].choices and values[k] not in known[k].choices \
                 and not ("N" in known[k].choices and re.fullmatch(r"-?\d+", str(values[k]))):   # N: any integer

@@ -41,7 +41,7 @@ WITH win AS (
     UNION ALL       -- iteration=all: the whole trace, first iteration start to last iteration end
     SELECT run, NULL, 'trace', min(start_ns), max(end_ns)
     FROM iterations
-    WHERE $start_ns IS NULL AND CASE WHEN $iteration = 'all' THEN true ELSE false END AND ($run IS NULL OR run = $run)
+    WHERE $start_ns IS NULL AND $iteration = 'all' AND ($run IS NULL OR run = $run)
       AND run IN (SELECT run FROM iteration_utilization)
     GROUP BY run
     UNION ALL

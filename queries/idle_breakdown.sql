@@ -34,7 +34,7 @@ WITH it AS (
     FROM kernels k JOIN it USING (run, iteration) WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL
     UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
     SELECT run, CAST(NULL AS INTEGER), stream, kernel_id, ts_ns, dur_ns, launch_ts_ns
-    FROM kernels WHERE kind = 'kernel' AND ts_ns IS NOT NULL AND CASE WHEN $iteration = 'all' THEN true ELSE false END AND run IN (SELECT run FROM it)
+    FROM kernels WHERE kind = 'kernel' AND ts_ns IS NOT NULL AND $iteration = 'all' AND run IN (SELECT run FROM it)
 ), k AS (
     SELECT run, iteration, stream, kernel_id, ts_ns, ts_ns + dur_ns AS end_ns, launch_ts_ns,
            max(ts_ns + dur_ns) OVER (PARTITION BY run, iteration, stream ORDER BY ts_ns, kernel_id

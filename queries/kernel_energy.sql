@@ -35,7 +35,7 @@ WITH it AS (
            ELSE iteration = CAST($iteration AS INTEGER) END
 ), whole AS (       -- iteration=all: the whole trace (iteration NULL), first iteration start to last end
     SELECT run, CAST(NULL AS INTEGER) AS iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM it WHERE CASE WHEN $iteration = 'all' THEN true ELSE false END GROUP BY run
+    FROM it WHERE $iteration = 'all' GROUP BY run
 ), win AS (
     SELECT k.run, k.iteration, CAST(k.kernel_id AS VARCHAR) AS label, k.ts_ns AS s, k.ts_ns + k.dur_ns AS e
     FROM kernels k JOIN it USING (run, iteration) WHERE k.dur_ns > 0

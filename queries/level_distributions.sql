@@ -38,7 +38,7 @@ WITH it AS (
     SELECT kl.* FROM kernel_levels kl JOIN it USING (run, iteration)
     UNION ALL       -- iteration=all: the whole trace (iteration NULL)
     SELECT * REPLACE (CAST(NULL AS INTEGER) AS iteration) FROM kernel_levels
-    WHERE CASE WHEN $iteration = 'all' THEN true ELSE false END AND run IN (SELECT run FROM it)
+    WHERE $iteration = 'all' AND run IN (SELECT run FROM it)
 ), v AS (
     SELECT run, iteration, layer_type, lv.level, lv.ord, lv.num, lv.den
     FROM k, LATERAL (VALUES

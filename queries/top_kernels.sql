@@ -36,7 +36,7 @@ WITH it AS (
     UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
     SELECT k.run, CAST(NULL AS INTEGER), k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
     FROM kernels k JOIN kernel_layers l USING (run, kernel_id)
-    WHERE k.kind = 'kernel' AND CASE WHEN $iteration = 'all' THEN true ELSE false END AND k.run IN (SELECT run FROM it)
+    WHERE k.kind = 'kernel' AND $iteration = 'all' AND k.run IN (SELECT run FROM it)
 ), g AS (
     SELECT k.run, k.iteration, k.name, count(*) AS launches, sum(k.dur_ns) AS total_ns,
            avg(k.dur_ns) AS mean_ns, mode(k.op_name) AS op_name, mode(k.layer_type) AS layer_type,

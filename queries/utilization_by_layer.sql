@@ -34,7 +34,7 @@ WITH it AS (
     SELECT k.run, k.iteration, k.kernel_id, k.dur_ns FROM kernels k JOIN it USING (run, iteration)
     UNION ALL
     SELECT run, CAST(NULL AS INTEGER), kernel_id, dur_ns FROM kernels
-    WHERE CASE WHEN $iteration = 'all' THEN true ELSE false END AND run IN (SELECT run FROM it)
+    WHERE $iteration = 'all' AND run IN (SELECT run FROM it)
 ), act AS (
     SELECT k.run, k.iteration, l.layer_type, count(*) AS activities, sum(k.dur_ns) AS time_ns
     FROM ka k JOIN kernel_layers l USING (run, kernel_id)

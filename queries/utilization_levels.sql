@@ -61,14 +61,13 @@ WITH per AS (
            100.0 * sum(kernel_busy_ns) / nullif(sum(total_ns), 0) AS g, sum(gpu_event_sum_ns) AS gpu_event_sum_ns,
            any_value(ncu_run) AS ncu_run, count(*) AS iterations,
            CAST(sum(matched_kernels) AS BIGINT) AS matched_kernels, sum(matched_ns) AS matched_ns,
-           count(*) FILTER (WHERE matched_kernels > 0) AS m,
            CASE WHEN count(smsp_cycles_elapsed) = count(*) FILTER (WHERE matched_kernels > 0) THEN sum(smsp_cycles_elapsed) END AS e,
            CASE WHEN count(smsp_cycles_active) = count(*) FILTER (WHERE matched_kernels > 0) THEN sum(smsp_cycles_active) END AS a,
            CASE WHEN count(smsp_issue_cycles) = count(*) FILTER (WHERE matched_kernels > 0) THEN sum(smsp_issue_cycles) END AS i,
            CASE WHEN count(inst_issued) = count(*) FILTER (WHERE matched_kernels > 0) THEN sum(inst_issued) END AS ii,
            CASE WHEN count(tc_active_cycles) = count(*) FILTER (WHERE matched_kernels > 0) THEN sum(tc_active_cycles) END AS tc,
            CASE WHEN count(tc_inst) = count(*) FILTER (WHERE matched_kernels > 0) THEN sum(tc_inst) END AS tn
-    FROM per WHERE CASE WHEN $iteration = 'all' THEN true ELSE false END GROUP BY run
+    FROM per WHERE $iteration = 'all' GROUP BY run
 ), r AS (
     SELECT run, iteration, total_ns, kernel_busy_ns, kernel_sum_ns, gpu_util_pct, gpu_event_sum_ns,
            gpu_event_util_pct, ncu_run, matched_kernels, matched_time_pct, smsp_cycles_elapsed, smsp_cycles_active,
