@@ -86,7 +86,9 @@ class Capture:
 
     @property
     def ncu_step(self):
-        """The step Nsight Compute profiles: the last active one (warm, steady)."""
+        """The step Nsight Compute profiles unless the trace says otherwise: the last
+        active one (warm). `tracedb capture --ncu` profiles the trace's steady step
+        instead and writes that into the manifest (ncu_capture.profile_step)."""
         return self.total_steps - 1
 
     @property

@@ -27,7 +27,8 @@ def nvtx_step(con, ncu_run):
     None. A raw CSV exported with `--nvtx` has a column for each kind of range: the
     push/pop ranges (torch.cuda.nvtx.range_push, ProfilerStep#N under emit_nvtx) and
     the start/end ranges (`tracedb capture --ncu` limits ncu to tracedb_step_N, N
-    being the ProfilerStep number). ncu's values go to counters as text. One N named
+    being the ProfilerStep number); a .ncu-rep gives the same two columns
+    (ingest/ncu_rep_dump.py). ncu's values go to counters as text. One N named
     by every kernel is the step profiled; ranges that name none, or several, say
     nothing."""
     found = rows(con, sql_text("schema", "match/nvtx_step.sql"), {"ncu_run": ncu_run})

@@ -1,15 +1,18 @@
 """The Nsight Compute pass of `tracedb capture --ncu`: the script runs again under
-ncu, limited to the NVTX range of one steady step (capture.STEP_RANGE of the
-manifest's ncu_step), with exactly the counters tracedb's reports read
+ncu, limited to the NVTX range (capture.STEP_RANGE) of the step the reports
+analyze by default, the trace's steady iteration (profile_step), with exactly
+the counters tracedb's reports read
 (metric_sources, filtered to what this GPU's ncu knows), clocks left alone
 (--clock-control none). The report is exported to CSV (raw page, base units),
 ingested into the capture's database and matched with the trace's same step.
 """
+import json
 import os
 import shutil
 import subprocess
 
-from tracedb.capture import DB_NAME, ENV_DIR, ENV_NCU, CaptureError, manifest
+from tracedb.capture import DB_NAME, ENV_DIR, ENV_NCU, MANIFEST, STEP_RANGE, CaptureError, manifest
+from tracedb.db import scalar
 
 
 def find_ncu(ncu=None):
@@ -44,6 +47,29 @@ def choose(metrics, bases):
     return [m for m in metrics if m.split(".")[0] in bases]
 
 
+def profile_step(con, trace_run, m):
+    """The step for ncu: the trace's steady iteration, which the per-iteration reports
+    (and the HTML report) show by default, so they show its counters too. It is the
+    ProfilerStep number the NVTX range carries, where the trace numbers its steps so
+    and the step is an active one; else None."""
+    try:
+        active = range(int(m["wait"]) + int(m["warmup"]), int(m["ncu_step"]) + 1)   # ncu_step: the last active
+    except (KeyError, TypeError, ValueError):
+        return None
+    step = scalar(con, "SELECT s.iteration FROM iteration_steadiness s JOIN iterations i USING (run, iteration) "
+                       "WHERE s.run = ? AND s.steady AND i.name = 'ProfilerStep#' || s.iteration", [trace_run])
+    return step if step in active else None
+
+
+def note_step(out, m, step):
+    """The manifest with the step ncu profiles (ncu_step, ncu_range), written back:
+    ingesting the folder again matches the report with that step."""
+    m = dict(m, ncu_step=step, ncu_range=STEP_RANGE.format(step))
+    with open(os.path.join(out, MANIFEST), "w") as f:
+        json.dump(m, f, indent=1)
+    return m
+
+
 def command_line(ncu, metrics, nvtx_range, report_base, command):
     # "NAME": a start/end range of the default domain ("NAME/" would be a push/pop range)
     return [ncu, "--nvtx", "--nvtx-include", nvtx_range, "--clock-control", "none",
@@ -65,12 +91,16 @@ def run(out, command, ncu=None, say=print):
         if trace_run is None:
             raise CaptureError(f"{out}: the capture's database holds no trace run")
         metrics = choose(wanted_metrics(con), known_bases(ncu))
+        step = profile_step(con, trace_run[0], m)
+        why = "the trace's steady step" if step is not None else \
+            "the last active step: the trace names no steady ProfilerStep among the active ones"
+        m = note_step(out, m, m["ncu_step"] if step is None else step)
     finally:
         con.close()
     base = os.path.join(out, m["name"] + "_ncu")
     env = dict(os.environ, **{ENV_DIR: out, ENV_NCU: "1"})
     say(f"running the command again under Nsight Compute: the {len(metrics)} counters of metric_sources "
-        f"over NVTX range {m['ncu_range']} (a few minutes)")
+        f"over NVTX range {m['ncu_range']}, {why} (a few minutes)")
     done = subprocess.run(command_line(ncu, metrics, m["ncu_range"], base, command), env=env)
     if done.returncode != 0 or not os.path.exists(base + ".ncu-rep"):
         raise CaptureError(f"ncu exited with status {done.returncode} and wrote no {base}.ncu-rep")

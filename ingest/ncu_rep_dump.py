@@ -7,7 +7,10 @@ library and ncu_report only, never tracedb.
 
 usage: python ncu_rep_dump.py MODULE_DIR REPORT OUT_DIR
 writes OUT_DIR/identity.csv (kernel_id, name, context, stream, block_size,
-grid_size, device) and OUT_DIR/values.csv (kernel_id, metric, unit, value_text).
+grid_size, device) and OUT_DIR/values.csv (kernel_id, metric, unit, value_text);
+the NVTX ranges around a kernel (a report profiled with --nvtx) go to values.csv
+under the raw CSV export's two range columns, so the matcher reads the step from
+either form alike (schema/match/nvtx_step.sql).
 """
 import csv
 import os
@@ -23,6 +26,30 @@ def value_text(m, nr):
     if kind in (nr.IMetric.ValueKind_UINT32, nr.IMetric.ValueKind_UINT64):
         return str(m.as_uint64())
     return repr(m.as_double())
+
+
+# the columns `ncu --import --csv --page raw` gives the ranges of each kind
+PUSH_POP = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
+START_END = "Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
+
+
+def nvtx_columns(act):
+    """[(column, text)] of the NVTX ranges open around the kernel, each as DOMAIN:NAME,
+    space-separated; none when the report has no NVTX state. Only a hint for the
+    matcher: any error reading it leaves it out, never the kernel."""
+    try:
+        state = act.nvtx_state()
+        if state is None:
+            return []
+        push_pop, start_end = [], []
+        for d in state.domains():
+            info = state.domain_by_id(d)
+            domain = info.name() or "<default domain>"
+            push_pop += [f"{domain}:{n}" for n in info.push_pop_ranges()]
+            start_end += [f"{domain}:{n}" for n in info.start_end_ranges()]
+    except Exception:       # noqa: BLE001 -- a module without the NVTX interface
+        return []
+    return [(c, " ".join(v)) for c, v in ((PUSH_POP, push_pop), (START_END, start_end)) if v]
 
 
 def main(module_dir, report, out_dir):
@@ -48,6 +75,8 @@ def main(module_dir, report, out_dir):
                     text = value_text(m, nr)
                     metrics[name] = text
                     vals.writerow([kid, name, m.unit() or "", text])
+                for column, text in nvtx_columns(act):
+                    vals.writerow([kid, column, "", text])
 
                 def dims(p):
                     return "({}, {}, {})".format(*(metrics.get(f"launch__{p}_dim_{c}") or "1" for c in "xyz"))

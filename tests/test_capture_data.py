@@ -175,6 +175,92 @@ def test_load_capture_pairs_the_folder_into_its_own_database(tmp_path):
         con.close()
 
 
+def steady_step(trace):
+    """The steady step of a raw trace, apart from tracedb (METHOD.md section 2): the first
+    ProfilerStep whose marker lasts within 5% of the median of the later ones'."""
+    marks = ref.iterations(raw_trace(trace))
+    durs = [(k, e - s) for k, (s, e) in sorted(marks.items(), key=lambda kv: kv[1][0])]
+    for i, (k, d) in enumerate(durs):
+        later = sorted(x for _, x in durs[i + 1:]) or [d]
+        mid = len(later) // 2
+        median = later[mid] if len(later) % 2 else (later[mid - 1] + later[mid]) / 2
+        if abs(d - median) <= 0.05 * median:
+            return k
+
+
+@pytest.mark.parametrize("batch", BATCHES)
+def test_the_ncu_pass_profiles_the_trace_s_steady_step(cap, tmp_path, batch):
+    """`tracedb capture --ncu` had ncu profile the last active step (5) while the reports
+    show the steady one (3) by default: NULL levels there. It now profiles the steady
+    step, computed here from the raw trace's ProfilerStep markers, and writes it into
+    the manifest, whose folder then pairs the report with it."""
+    from tracedb.capture import folder_files, manifest
+    from tracedb.ncu_capture import note_step, profile_step
+    d, m = files(batch)
+    want = steady_step(found(d, f"resnet18_bs{batch}.pt.trace.json"))
+    assert want in range(m["wait"] + m["warmup"], m["ncu_step"] + 1)
+    step = profile_step(cap, f"resnet18_bs{batch}", m)
+    assert step == want
+    if batch == 64:
+        assert step == 3 != m["ncu_step"]        # the committed capture: ncu profiled step 5
+    # a steady step outside the active ones, or no manifest schedule: no step (the last active one is kept)
+    assert profile_step(cap, f"resnet18_bs{batch}", dict(m, warmup=want)) is None
+    assert profile_step(cap, f"resnet18_bs{batch}", {k: v for k, v in m.items() if k != "wait"}) is None
+    out = tmp_path / d.name
+    shutil.copytree(d, out)
+    (out / f"resnet18_bs{batch}_ncu_raw.csv").write_text("stand-in")    # where the ncu pass writes its CSV
+    written = note_step(str(out), m, step)
+    assert manifest(str(out)) == written == dict(m, ncu_step=step, ncu_range=f"tracedb_step_{step}")
+    assert folder_files(str(out))[-1] == (str(out / f"resnet18_bs{batch}_ncu_raw.csv"), step)
+
+
+def test_a_capture_whose_ncu_pass_profiled_the_steady_step_shows_its_levels_by_default(tmp_path):
+    """tests/data/capture_h100_ncu: `tracedb capture --ncu` on the H100 after the change.
+    The step ncu profiled (its CSV's NVTX column, read here) is the trace's steady step
+    (from the raw ProfilerStep markers), so the default utilization_levels (no
+    iteration) has every kernel's counters: summed here from the raw CSV."""
+    d = DATA / "capture_h100_ncu" / "resnet18_bs64"
+    m = json.loads((d / "capture.json").read_text())
+    with gzip.open(d / "resnet18_bs64_ncu_raw.csv.gz", "rt") as f:
+        header, _units, *data = list(csv.reader(f))
+    steps = {int(s) for r in data for s in re.findall(r"tracedb_step_(\d+)", " ".join(r))}
+    want = steady_step(d / "resnet18_bs64.pt.trace.json.gz")
+    assert steps == {want} and m["ncu_step"] == want and m["ncu_range"] == f"tracedb_step_{want}"
+    path = tmp_path / "s.duckdb"
+    done = tracedb("ingest", str(d), "--db", str(path))
+    assert done.returncode == 0, done.stderr
+    con = db.connect(path)
+    try:
+        assert rows(con, "SELECT trace_run, iteration, matched, ncu_kernels FROM match_runs") == [
+            ("resnet18_bs64", want, len(data), len(data))]
+        (lv,) = reports.run(con, "utilization_levels", {"run": "resnet18_bs64"}).to_pylist()
+    finally:
+        con.close()
+    elapsed = ref.ncu_counters(header, data, "smsp__cycles_elapsed.sum")
+    issue = ref.ncu_counters(header, data, "smsp__issue_active.sum")
+    assert lv["iteration"] == want and lv["matched_kernels"] == len(data) == 425
+    assert lv["smsp_cycles_elapsed"] == pytest.approx(sum(elapsed.values()))
+    assert lv["issue_slot_pct"] == pytest.approx(100 * sum(issue.values()) / sum(elapsed.values()), abs=0.01)
+
+
+def test_the_ncu_pass_keeps_the_last_active_step_where_the_trace_numbers_no_profiler_steps(tmp_path):
+    """Iterations counted from an annotation (--iterations-from) are not ProfilerStep#N:
+    their numbers say nothing of the NVTX step ranges."""
+    from tracedb.ncu_capture import profile_step
+    d, m = files(32)
+    path = tmp_path / "i.duckdb"
+    done = tracedb("ingest", str(found(d, "resnet18_bs32.pt.trace.json")), "--iterations-from", "Optimizer.step#SGD.step",
+                   "--db", str(path))
+    assert done.returncode == 0, done.stderr
+    con = db.connect(path)
+    try:
+        steady = scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = 'resnet18_bs32' AND steady")
+        assert steady is not None
+        assert profile_step(con, "resnet18_bs32", dict(m, wait=0, warmup=0)) is None
+    finally:
+        con.close()
+
+
 def test_a_manifest_gone_after_the_trace_loaded_leaves_only_the_batch_size_out(tmp_path):
     """The CLI notes the manifest's batch size once the folder's trace landed; a
     manifest deleted or broken meanwhile was a CaptureError there, outside the ingest's

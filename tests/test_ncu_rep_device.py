@@ -50,3 +50,32 @@ def test_ncu_rep_and_its_csv_export_load_the_same(fresh_db, tmp_path):
     for (k1, m1, v1, u1), (k2, m2, v2, u2) in zip(a, b):
         assert (k1, m1, u1) == (k2, m2, u2)
         assert v1 == pytest.approx(v2, rel=1e-6), (k1, m1)
+
+
+STEPS = """
+import torch
+x = torch.randn(256, 256, device="cuda")
+for n in range(3):
+    r = torch.cuda.nvtx.range_start(f"tracedb_step_{n}")
+    (x @ x).relu_().sum().item()
+    torch.cuda.nvtx.range_end(r)
+"""
+
+
+def test_ncu_rep_gives_its_nvtx_step_like_the_csv(fresh_db, tmp_path):
+    """A report profiled with --nvtx names the step of its kernels in either form: the
+    raw CSV's range columns, and the ranges ncu_report gives (ncu_rep_dump.nvtx_columns)."""
+    from tracedb.match import nvtx_step
+    script = tmp_path / "steps.py"
+    script.write_text(STEPS)
+    base = tmp_path / "steps"
+    subprocess.run(["ncu", "--nvtx", "--nvtx-include", "tracedb_step_1", "--metrics", "gpu__time_duration.sum",
+                    "-f", "-o", str(base), "python3", str(script)], check=True, capture_output=True)
+    csv = tmp_path / "steps_raw.csv"
+    with open(csv, "w") as f:
+        subprocess.run(["ncu", "--import", f"{base}.ncu-rep", "--csv", "--page", "raw", "--print-units", "base"],
+                       stdout=f, check=True)
+    r1, r2 = ingest_file(fresh_db, f"{base}.ncu-rep"), ingest_file(fresh_db, csv)
+    n = "SELECT count(*) FROM kernels WHERE run = ?"
+    assert rows(fresh_db, n, [r1.run]) == rows(fresh_db, n, [r2.run]) and rows(fresh_db, n, [r1.run])[0][0] >= 2
+    assert nvtx_step(fresh_db, r1.run) == nvtx_step(fresh_db, r2.run) == 1

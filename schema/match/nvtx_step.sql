@@ -1,5 +1,6 @@
 -- Kernel matching, before step 1: the training step an ncu report profiled, read
--- from the NVTX ranges of a raw CSV exported with --nvtx (match.nvtx_step). ncu
+-- from the NVTX ranges of a report profiled with --nvtx, raw CSV or .ncu-rep
+-- (ingest/ncu_rep_dump.py writes the CSV's columns; match.nvtx_step). ncu
 -- gives each kind of range a column ("thread Domain:Push/Pop_Range:...",
 -- "Id:Domain:Start/Stop_Range:...") holding every range around the kernel; the load
 -- keeps them in counters as text. A range named tracedb_step_N (tracedb capture
