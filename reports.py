@@ -181,7 +181,7 @@ def _iteration(report, p, value):
     header with choices (steady | all | N) checks its own. A VARCHAR parameter would
     otherwise pass 3.5 or ALL to the SQL (a conversion error, or 3.5 read as 4). A
     report that lists every iteration by default takes `all` as no value (None); the
-    two that read one iteration at a time refuse it."""
+    one that reads one iteration at a time (energy_breakdown) refuses it."""
     v = str(value).strip()
     if p.choices:
         return v.lower()

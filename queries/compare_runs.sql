@@ -3,7 +3,8 @@
 --   vs amp, eager vs compiled, batch sizes): time, GPU utilization, the
 --   utilization levels scaled to the iteration, and ratios to a baseline run.
 --   samples_per_s needs each run's batch size: give them as batch_sizes in the
---   order of runs, or one batch_size for all.
+--   order of runs, or one batch_size for all; a run given none uses the batch
+--   size it recorded (view run_batch_size).
 -- parameters:
 --   runs VARCHAR = NULL: comma-separated trace runs (every trace run with iterations when absent)
 --   baseline VARCHAR = NULL: run the ratios refer to (the first of runs when absent)
@@ -34,7 +35,8 @@ WITH wanted AS (
     SELECT run, row_number() OVER (ORDER BY run), NULL FROM (SELECT DISTINCT run FROM iterations)
     WHERE $runs IS NULL
 ), u AS (
-    SELECT w.pos, u.*, coalesce(w.bs, $batch_size) AS bs FROM wanted w JOIN iteration_utilization u USING (run)
+    SELECT w.pos, u.*, coalesce(w.bs, $batch_size, rb.batch_size) AS bs
+    FROM wanted w JOIN iteration_utilization u USING (run) LEFT JOIN run_batch_size rb USING (run)
     WHERE u.steady
 ), b AS (
     SELECT * FROM u WHERE run = coalesce($baseline, (SELECT run FROM u ORDER BY pos LIMIT 1))

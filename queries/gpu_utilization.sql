@@ -9,7 +9,7 @@
 --   of the median of the iterations after it (view iteration_steadiness).
 -- parameters:
 --   run VARCHAR = NULL: run to report on (all runs when absent)
---   batch_size INTEGER = NULL: samples per iteration; gives samples_per_s
+--   batch_size INTEGER = NULL: samples per iteration; gives samples_per_s (default: the batch size the run recorded, view run_batch_size)
 -- columns:
 --   run VARCHAR: run name
 --   iteration INTEGER: step number
@@ -23,13 +23,13 @@
 --   idle_ns BIGINT: total_ns - kernel_busy_ns, ns
 --   gpu_util_pct DOUBLE: 100 * kernel_busy_ns / total_ns, %
 --   steady BOOLEAN: true on the run's steady iteration
---   samples_per_s DOUBLE: batch_size / total time, samples/s (NULL without batch_size)
+--   samples_per_s DOUBLE: batch_size / total time, samples/s (NULL without a batch size)
 -- requires:
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
 SELECT run, iteration, total_ns, kernel_busy_ns, kernel_sum_ns, gpu_event_sum_ns, gpu_event_busy_ns,
        gpu_event_util_pct, kernels, idle_ns, gpu_util_pct, steady,
-       CAST($batch_size AS DOUBLE) / (total_ns / 1e9) AS samples_per_s
-FROM iteration_gpu_time
+       CAST(coalesce($batch_size, b.batch_size) AS DOUBLE) / (total_ns / 1e9) AS samples_per_s
+FROM iteration_gpu_time LEFT JOIN run_batch_size b USING (run)
 WHERE $run IS NULL OR run = $run
 ORDER BY run, iteration;

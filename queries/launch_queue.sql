@@ -7,11 +7,11 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration INTEGER = NULL: iteration (the steady one when absent)
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the window from the first iteration's start to the last one's end, with every kernel of the run, in a step or not, and the GPU idle of their union); the steady one when absent
 --   series BOOLEAN = false: the step series (one row per change) instead of the summary
 -- columns:
 --   run VARCHAR: trace run
---   iteration INTEGER: iteration
+--   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)
 --   stream BIGINT: CUDA stream
 --   ts_ns BIGINT: series: time of the change, ns
 --   queued BIGINT: series: kernels waiting from ts_ns on
@@ -23,60 +23,88 @@
 -- requires:
 --   kernels: GPU kernels
 -- engines: duckdb, spark
-WITH it AS (
+WITH it AS (     -- the windows: the iterations asked for; with iteration=all also the whole trace
     SELECT run, iteration, start_ns, end_ns FROM iteration_utilization JOIN iterations USING (run, iteration)
-    WHERE ($run IS NULL OR run = $run) AND (iteration = $iteration OR ($iteration IS NULL AND steady))
-), k AS (
+    WHERE ($run IS NULL OR run = $run)
+      AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
+               ELSE iteration = CAST($iteration AS INTEGER) END
+    UNION ALL
+    SELECT run, NULL, min(start_ns), max(end_ns) FROM iterations
+    WHERE $iteration = 'all' AND ($run IS NULL OR run = $run)
+    GROUP BY run
+), k AS (        -- each window's kernels: its iteration's, or for the whole trace every kernel of the run
     SELECT k.run, k.iteration, k.stream, least(k.launch_end_ns, k.ts_ns) AS q_in, k.ts_ns AS q_out
     FROM kernels k JOIN it USING (run, iteration)
     WHERE k.kind = 'kernel' AND k.launch_end_ns IS NOT NULL
-), ch AS (
-    SELECT run, iteration, stream, t, sum(d) AS d FROM (
-        SELECT run, iteration, stream, q_in AS t, 1 AS d FROM k UNION ALL
-        SELECT run, iteration, stream, q_out, -1 FROM k UNION ALL
-        SELECT it.run, it.iteration, s.stream, it.start_ns, 0 FROM it JOIN (SELECT DISTINCT run, iteration, stream FROM k) s USING (run, iteration) UNION ALL
-        SELECT it.run, it.iteration, s.stream, it.end_ns, 0 FROM it JOIN (SELECT DISTINCT run, iteration, stream FROM k) s USING (run, iteration))
+    UNION ALL
+    SELECT run, NULL, stream, least(launch_end_ns, ts_ns), ts_ns
+    FROM kernels
+    WHERE $iteration = 'all' AND kind = 'kernel' AND launch_end_ns IS NOT NULL AND run IN (SELECT run FROM it)
+), streams AS (
+    SELECT DISTINCT run, iteration, stream FROM k
+), busy AS (     -- the GPU's kernel busy intervals: each iteration's; for the whole trace the union of every kernel
+    SELECT run, iteration, start_ns, end_ns FROM kernel_busy_intervals
+    WHERE CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN true
+               ELSE iteration = CAST($iteration AS INTEGER) END     -- a constant reaches the kernels' scan
+    UNION ALL
+    SELECT run, NULL, min(s), max(e) FROM (
+        SELECT *, sum(CASE WHEN s > prev_e THEN 1 ELSE 0 END)
+                      OVER (PARTITION BY run ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+        FROM (SELECT run, ts_ns AS s, ts_ns + dur_ns AS e,
+                     max(ts_ns + dur_ns) OVER (PARTITION BY run ORDER BY ts_ns, ts_ns + dur_ns
+                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
+              FROM kernels
+              WHERE $iteration = 'all' AND kind = 'kernel' AND ts_ns IS NOT NULL AND run IN (SELECT run FROM it)))
+    GROUP BY run, island
+), ch AS (        -- each stream's queue changes (d), the GPU's busy state changes (b) and the
+                 -- window's ends, netted per time; q marks the times of the queue's own series
+    SELECT run, iteration, stream, t, sum(d) AS d, sum(b) AS b, bool_or(q) AS q FROM (
+        SELECT run, iteration, stream, q_in AS t, 1 AS d, 0 AS b, true AS q FROM k UNION ALL
+        SELECT run, iteration, stream, q_out, -1, 0, true FROM k UNION ALL
+        SELECT it.run, it.iteration, s.stream, it.start_ns, 0, 0, true
+        FROM it JOIN streams s ON s.run = it.run AND s.iteration IS NOT DISTINCT FROM it.iteration UNION ALL
+        SELECT it.run, it.iteration, s.stream, it.end_ns, 0, 0, true
+        FROM it JOIN streams s ON s.run = it.run AND s.iteration IS NOT DISTINCT FROM it.iteration UNION ALL
+        SELECT s.run, s.iteration, s.stream, x.start_ns, 0, 1, false
+        FROM busy x JOIN streams s ON s.run = x.run AND s.iteration IS NOT DISTINCT FROM x.iteration UNION ALL
+        SELECT s.run, s.iteration, s.stream, x.end_ns, 0, -1, false
+        FROM busy x JOIN streams s ON s.run = x.run AND s.iteration IS NOT DISTINCT FROM x.iteration)
     GROUP BY ALL
-), st AS (
-    SELECT run, iteration, stream, t AS ts_ns,
-           CAST(sum(d) OVER (PARTITION BY run, iteration, stream ORDER BY t ROWS UNBOUNDED PRECEDING) AS BIGINT) AS queued,
+), st AS (       -- one sweep (a range join of empty stretches with busy intervals would pair every
+                 -- stretch of the whole trace with every busy interval)
+    SELECT run, iteration, stream, t AS ts_ns, q,
+           CAST(sum(d) OVER w AS BIGINT) AS queued, sum(b) OVER w AS running,
            lead(t) OVER (PARTITION BY run, iteration, stream ORDER BY t) AS next_t
     FROM ch
-), seg AS (       -- each constant stretch, cut where GPU busy intervals start or end
-    SELECT st.*, it.start_ns, it.end_ns FROM st JOIN it USING (run, iteration)
+    WINDOW w AS (PARTITION BY run, iteration, stream ORDER BY t ROWS UNBOUNDED PRECEDING)
+), seg AS (      -- each stretch where neither the queue nor the GPU's busy state changes, in its window
+    SELECT st.*, it.start_ns, it.end_ns FROM st JOIN it ON it.run = st.run AND it.iteration IS NOT DISTINCT FROM st.iteration
     WHERE next_t IS NOT NULL AND ts_ns >= it.start_ns AND next_t <= it.end_ns
-), idle AS (     -- queue-empty stretches minus their overlap with GPU busy intervals
-    SELECT run, iteration, stream, sum(len - busy) AS idle_ns FROM (
-        SELECT s.run, s.iteration, s.stream, s.ts_ns, any_value(s.next_t - s.ts_ns) AS len,
-               coalesce(sum(least(s.next_t, b.end_ns) - greatest(s.ts_ns, b.start_ns))
-                        FILTER (b.start_ns IS NOT NULL), 0) AS busy   -- least/greatest skip NULLs
-        FROM seg s LEFT JOIN kernel_busy_intervals b
-          ON b.run = s.run AND b.iteration = s.iteration AND b.start_ns < s.next_t AND b.end_ns > s.ts_ns
-         AND ($iteration IS NULL OR b.iteration = $iteration)   -- a constant reaches the kernels' scan
-        WHERE s.queued = 0
-        GROUP BY s.run, s.iteration, s.stream, s.ts_ns)
-    GROUP BY ALL
 ), summary AS (
     SELECT s.run, s.iteration, s.stream,
            sum(s.queued * (s.next_t - s.ts_ns)) / (any_value(s.end_ns) - any_value(s.start_ns)) AS mean_queued,
            max(s.queued) AS max_queued,
            100.0 * sum(s.next_t - s.ts_ns) FILTER (s.queued = 0) / (any_value(s.end_ns) - any_value(s.start_ns)) AS empty_pct,
-           any_value(s.end_ns) - any_value(s.start_ns) AS span
+           100.0 * coalesce(sum(s.next_t - s.ts_ns) FILTER (s.queued = 0 AND s.running = 0), 0)
+                 / (any_value(s.end_ns) - any_value(s.start_ns)) AS empty_gpu_idle_pct
     FROM seg s GROUP BY ALL
 ), p95 AS (      -- time-weighted: the smallest length at or above which 5% of the time is spent
     SELECT run, iteration, stream, min(queued) AS p95_queued FROM (
         SELECT run, iteration, stream, queued,
-               sum(next_t - ts_ns) OVER (PARTITION BY run, iteration, stream ORDER BY queued
-                                         RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-                 / sum(next_t - ts_ns) OVER (PARTITION BY run, iteration, stream) AS cum
-        FROM seg) WHERE cum >= 0.95 GROUP BY ALL
+               sum(len) OVER (PARTITION BY run, iteration, stream ORDER BY queued ROWS UNBOUNDED PRECEDING)
+                 / sum(len) OVER (PARTITION BY run, iteration, stream) AS cum
+        FROM (SELECT run, iteration, stream, queued, sum(next_t - ts_ns) AS len FROM seg GROUP BY ALL))
+    WHERE cum >= 0.95 GROUP BY ALL
 )
-SELECT run, iteration, stream, ts_ns, queued, NULL AS mean_queued, NULL AS p95_queued, NULL AS max_queued,
-       NULL AS empty_pct, NULL AS empty_gpu_idle_pct
-FROM st WHERE $series AND next_t IS NOT NULL
+SELECT q.run, q.iteration, q.stream, q.ts_ns, q.queued, NULL AS mean_queued, NULL AS p95_queued,
+       NULL AS max_queued, NULL AS empty_pct, NULL AS empty_gpu_idle_pct
+FROM st q JOIN (SELECT run, iteration, stream, max(ts_ns) AS last_ns FROM st WHERE q GROUP BY ALL) l
+  ON l.run = q.run AND l.iteration IS NOT DISTINCT FROM q.iteration AND l.stream = q.stream
+WHERE $series AND q.q AND q.ts_ns < l.last_ns        -- the queue's own changes but its last
 UNION ALL
 SELECT s.run, s.iteration, s.stream, NULL, NULL, round(s.mean_queued, 3), p.p95_queued, s.max_queued,
-       round(s.empty_pct, 2), round(100.0 * coalesce(i.idle_ns, 0) / s.span, 2)
-FROM summary s JOIN p95 p USING (run, iteration, stream) LEFT JOIN idle i USING (run, iteration, stream)
+       round(s.empty_pct, 2), round(s.empty_gpu_idle_pct, 2)
+FROM summary s
+JOIN p95 p ON p.run = s.run AND p.iteration IS NOT DISTINCT FROM s.iteration AND p.stream = s.stream
 WHERE NOT $series
-ORDER BY run, iteration, stream, ts_ns;
+ORDER BY run, iteration NULLS LAST, stream, ts_ns;

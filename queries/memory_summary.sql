@@ -58,11 +58,11 @@ WITH w AS (
            CAST(coalesce(s.before, s.first_inside) AS BIGINT) AS start_b,
            CAST(i.peak_alloc AS BIGINT) AS peak_alloc, CAST(i.peak_res AS BIGINT) AS peak_res,
            d.total_bytes, nv.used, i.n, w.iterations,
-           coalesce($batch_size, TRY_CAST(ru.metadata->>'batch_size' AS INTEGER)) AS batch_size
+           coalesce($batch_size, b.batch_size) AS batch_size
     FROM w
     JOIN inside i ON i.run = w.run AND i.iteration IS NOT DISTINCT FROM w.iteration
     JOIN start s ON s.run = w.run AND s.iteration IS NOT DISTINCT FROM w.iteration AND s.device = i.device
-    JOIN runs ru ON ru.run = w.run
+    LEFT JOIN run_batch_size b ON b.run = w.run
     LEFT JOIN trace_device_memory d ON d.run = w.run AND d.device = i.device
     LEFT JOIN nv ON nv.run = w.run AND nv.iteration IS NOT DISTINCT FROM w.iteration
 ), e AS (

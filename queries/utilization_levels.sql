@@ -11,7 +11,7 @@
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the iterations together, their times summed, so a GPU tail that runs into the next iteration counts in both, and the counters of all their matched kernels); the steady one when absent
---   batch_size INTEGER = NULL: samples per iteration, for samples_per_s
+--   batch_size INTEGER = NULL: samples per iteration, for samples_per_s (default: the batch size the run recorded, view run_batch_size)
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)
@@ -97,7 +97,7 @@ WITH per AS (
 )
 SELECT run, iteration, total_ns, kernel_busy_ns, kernel_sum_ns, round(gpu_util_pct, 2) AS gpu_util_pct,
        gpu_event_sum_ns, round(gpu_event_util_pct, 2) AS gpu_event_util_pct,
-       CAST($batch_size AS DOUBLE) * iterations / (total_ns / 1e9) AS samples_per_s,
+       CAST(coalesce($batch_size, b.batch_size) AS DOUBLE) * iterations / (total_ns / 1e9) AS samples_per_s,
        ncu_run, matched_kernels, round(matched_time_pct, 2) AS matched_time_pct,
        smsp_cycles_elapsed, smsp_cycles_active, smsp_issue_cycles, tc_active_cycles, tc_inst,
        round(smsp_active_pct, 2) AS smsp_active_pct, round(issue_slot_pct, 2) AS issue_slot_pct,
@@ -106,5 +106,5 @@ SELECT run, iteration, total_ns, kernel_busy_ns, kernel_sum_ns, round(gpu_util_p
        round(tc_active_pct_iter, 3) AS tc_active_pct_iter, round(tc_issue_pct_iter, 3) AS tc_issue_pct_iter,
        round(tc_issue_bound_pct, 3) AS tc_issue_bound_pct, round(tc_active_bound_pct, 3) AS tc_active_bound_pct,
        note
-FROM r
+FROM r LEFT JOIN run_batch_size b USING (run)
 ORDER BY run, iteration NULLS LAST;

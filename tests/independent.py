@@ -108,3 +108,43 @@ def ncu_counters(header, data, metric):
     """ncu ID -> value of `metric` from a base-units raw export (independent parse)."""
     i, k = header.index(metric), header.index("ID")
     return {int(r[k]): float(r[i].replace(",", "")) for r in data}
+
+
+def launch_queue(doc, start, end):
+    """stream -> (mean length, max length, % of [start, end) with the stream's queue empty
+    and no kernel running on any stream) of the launch queue over the window: every
+    kernel with its launch call waits from the call's end (or its own start, when
+    earlier) to its start. A sweep over the window, clipped to it."""
+    la = launches(doc)
+    waits, runs = {}, []
+    for _, g in gpu_events(doc):
+        if GPU_CATS[g["cat"]] != "kernel":
+            continue
+        st = ns(doc, g["ts"])
+        runs.append((st, st + int(Decimal(str(g["dur"])) * 1000)))
+        c = (g.get("args") or {}).get("correlation")
+        if c in la:
+            call = la[c][1]
+            q_in = min(ns(doc, call["ts"]) + int(Decimal(str(call["dur"])) * 1000), st)
+            waits.setdefault(g["args"].get("stream"), []).append((q_in, st))
+    def clipped(intervals, kind):
+        return [(t, kind, d) for a, b in intervals if max(a, start) < min(b, end)
+                for t, d in ((max(a, start), 1), (min(b, end), -1))]
+
+    out = {}
+    for stream, w in waits.items():
+        edges = sorted(clipped(w, 0) + clipped(runs, 1))
+        area = top = idle = 0
+        count, t, i = [0, 0], start, 0
+        while i < len(edges):
+            when = edges[i][0]
+            area += count[0] * (when - t)
+            idle += (when - t) if count == [0, 0] else 0
+            while i < len(edges) and edges[i][0] == when:     # every change at one time, netted
+                count[edges[i][1]] += edges[i][2]
+                i += 1
+            t, top = when, max(top, count[0])
+        area += count[0] * (end - t)
+        idle += (end - t) if count == [0, 0] else 0
+        out[stream] = (area / (end - start), top, 100 * idle / (end - start))
+    return out

@@ -499,6 +499,28 @@ def test_utilization_levels_of_every_step_and_the_steps_together(cap):
     assert whole["note"].startswith("every iteration (3) together; counters cover 33.")
 
 
+@pytest.mark.parametrize("batch", BATCHES)
+def test_launch_queue_of_every_step_and_the_whole_trace(cap, batch):
+    """launch_queue with iteration=all: each step's rows are those of iteration=N, and
+    the whole trace (the first step's start to the last one's end, every kernel of the
+    run) is a sweep over the raw trace's kernels and launch calls in that window."""
+    d, _ = files(batch)
+    run = f"resnet18_bs{batch}"
+    got = reports.run(cap, "launch_queue", {"run": run, "iteration": "all"}).to_pylist()
+    steps = [r[0] for r in rows(cap, "SELECT iteration FROM iterations WHERE run = ? ORDER BY 1", [run])]
+    assert [r["iteration"] for r in got] == steps + [None]          # one stream
+    for r in got[:-1]:
+        assert [r] == reports.run(cap, "launch_queue", {"run": run, "iteration": str(r["iteration"])}).to_pylist()
+    s, e = rows(cap, "SELECT min(start_ns), max(end_ns) FROM iterations WHERE run = ?", [run])[0]
+    ((stream, (mean, top, idle)),) = ref.launch_queue(raw_trace(found(d, f"{run}.pt.trace.json")), s, e).items()
+    whole = got[-1]
+    assert whole["stream"] == stream and whole["max_queued"] == top
+    assert whole["mean_queued"] == pytest.approx(mean, abs=0.0005)
+    assert whole["empty_gpu_idle_pct"] == pytest.approx(idle, abs=0.005)
+    series = reports.run(cap, "launch_queue", {"run": run, "iteration": "all", "series": "true"}).to_pylist()
+    assert max(x["queued"] for x in series if x["iteration"] is None) >= top
+
+
 def test_energy_of_every_step_and_the_whole_trace(cap):
     """iteration=all of energy_summary and kernel_energy: each step as iteration=N gives
     it, then the whole trace (iteration NULL): the window from the first step's start to
@@ -547,6 +569,24 @@ def test_charts_of_the_capture(cap, tmp_path):
     spec = charts.build(cap, "memory_batch").to_dict()
     pts = [v for layer in spec["layer"][:1] for v in (layer.get("data") or spec["data"])["values"]]
     assert sorted(p["run"] for p in pts) == [f"resnet18_bs{b}" for b in (128, 32, 64)]
+
+
+def test_throughput_uses_the_batch_size_each_capture_recorded(cap):
+    """Each folder's batch size (its manifest, read here) gives samples_per_s in every
+    report that has it, without a batch_size parameter; one given overrides it."""
+    batch = {f"resnet18_bs{b}": files(b)[1]["batch_size"] for b in BATCHES}
+    assert sorted(batch.values()) == [32, 64, 128]
+    for run, bs in batch.items():
+        (g,) = [r for r in reports.run(cap, "gpu_utilization", {"run": run}).to_pylist() if r["steady"]]
+        assert g["samples_per_s"] == pytest.approx(bs / (g["total_ns"] / 1e9))
+        (u,) = reports.run(cap, "utilization_levels", {"run": run}).to_pylist()
+        assert u["iteration"] == g["iteration"] and u["samples_per_s"] == pytest.approx(g["samples_per_s"])
+        (told,) = reports.run(cap, "utilization_levels", {"run": run, "batch_size": "10"}).to_pylist()
+        assert told["samples_per_s"] == pytest.approx(10 / (g["total_ns"] / 1e9))
+        *each, whole = reports.run(cap, "utilization_levels", {"run": run, "iteration": "all"}).to_pylist()
+        assert whole["samples_per_s"] == pytest.approx(bs * len(each) / (whole["total_ns"] / 1e9))
+    side = reports.run(cap, "compare_runs", {"runs": ",".join(batch)}).to_pylist()
+    assert {r["run"]: r["samples_per_s"] * r["total_ns"] / 1e9 for r in side} == pytest.approx(batch)
 
 
 def test_report_columns_and_types_match_their_headers(cap):

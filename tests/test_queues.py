@@ -234,6 +234,13 @@ def test_launch_queue_matches_a_sweep(qdb, path):
     assert 0 < r[0]["empty_gpu_idle_pct"] <= r[0]["empty_pct"] < 100
     series = reports.run(qdb, "launch_queue", {"run": run, "series": "true"}).to_pylist()
     assert max(x["queued"] for x in series) == mx
+    # iteration=all: the step, then the whole trace over the same window: every kernel of
+    # the run (the fp32 trace has kernels outside the step) and the GPU idle of all of them
+    step, whole = reports.run(qdb, "launch_queue", {"run": run, "iteration": "all"}).to_pylist()
+    assert step == r[0] and whole["iteration"] is None
+    ((_, (mean, top, idle)),) = ref.launch_queue(doc, s, e).items()
+    assert whole["mean_queued"] == pytest.approx(mean, abs=0.0005) and whole["max_queued"] == top
+    assert whole["empty_gpu_idle_pct"] == pytest.approx(idle, abs=0.005)
 
 
 def test_xprof_gpu_trace_from_jax(qdb):

@@ -71,8 +71,8 @@ def test_report_errors_are_clear(fixture_db):
                 reports.run(fixture_db, name, {"iteration": bad})
     assert reports.run(fixture_db, "top_kernels", {"iteration": "ALL", "limit": "1"}).to_pylist() == \
         reports.run(fixture_db, "top_kernels", {"iteration": "all", "limit": "1"}).to_pylist()
-    with pytest.raises(ReportError, match="report launch_queue reads one iteration at a time"):
-        reports.run(fixture_db, "launch_queue", {"iteration": "All"})
+    with pytest.raises(ReportError, match="report energy_breakdown reads one iteration at a time"):
+        reports.run(fixture_db, "energy_breakdown", {"iteration": "All"})
 
 
 PER_ITERATION = sorted(n for n, r in reports.all_reports().items()
@@ -83,8 +83,8 @@ PER_ITERATION = sorted(n for n, r in reports.all_reports().items()
 def test_iteration_all_is_every_iteration_or_says_why_not(name):
     """The contract of per-iteration reports: iteration=all gives every iteration and a
     whole-trace row (a VARCHAR parameter that says so), is the default of a report that
-    lists every iteration when none is asked for, or is refused in one line by the two
-    that read one iteration at a time."""
+    lists every iteration when none is asked for, or is refused in one line by the one
+    that reads one iteration at a time."""
     r = reports.get(name)
     p = r.param("iteration")
     if p.type.upper() == "VARCHAR":
@@ -92,7 +92,7 @@ def test_iteration_all_is_every_iteration_or_says_why_not(name):
     elif "when absent)" in p.doc and "(all" in p.doc:
         assert reports.bound_params(r, {"iteration": "all"})["iteration"] is None
     else:
-        assert name in ("launch_queue", "energy_breakdown"), name
+        assert name == "energy_breakdown", name
         with pytest.raises(ReportError, match=f"report {name} reads one iteration at a time"):
             reports.bound_params(r, {"iteration": "all"})
 

@@ -95,6 +95,16 @@ GROUP BY activity, run, iteration, island;
 CREATE OR REPLACE VIEW kernel_busy_intervals AS
 SELECT run, iteration, start_ns, end_ns, dur_ns FROM gpu_busy_intervals WHERE activity = 'kernels';
 
+-- The batch size each run recorded: its metadata's batch_size (a trace's
+-- top-level member, which tracedb.capture writes, or the capture manifest's that
+-- the ingest of its folder adds). Reports that give samples_per_s use it where
+-- they are given no batch_size.
+--
+-- @column run          run
+-- @column batch_size   samples per iteration the run recorded (NULL: none, or not a whole number)
+CREATE OR REPLACE VIEW run_batch_size AS
+SELECT run, TRY_CAST(metadata->>'batch_size' AS INTEGER) AS batch_size FROM runs;
+
 -- The steady iteration of each trace run: the first whose duration is within
 -- 5% of the median of the iterations after it (the last one when none is).
 --
