@@ -53,7 +53,8 @@ def profile_step(con, trace_run, m):
     ProfilerStep number the NVTX range carries, where the trace numbers its steps so
     and the step is an active one; else None."""
     try:
-        active = range(int(m["wait"]) + int(m["warmup"]), int(m["ncu_step"]) + 1)   # ncu_step: the last active
+        first = int(m["wait"]) + int(m["warmup"])
+        active = range(first, first + int(m["steps"]))
     except (KeyError, TypeError, ValueError):
         return None
     step = scalar(con, "SELECT s.iteration FROM iteration_steadiness s JOIN iterations i USING (run, iteration) "
@@ -94,6 +95,8 @@ def run(out, command, ncu=None, say=print):
         step = profile_step(con, trace_run[0], m)
         why = "the trace's steady step" if step is not None else \
             "the last active step: the trace names no steady ProfilerStep among the active ones"
+        if step is None and not isinstance(m.get("ncu_step"), int):
+            raise CaptureError(f"{out}: {MANIFEST} names no step for ncu (ncu_step)")
         m = note_step(out, m, m["ncu_step"] if step is None else step)
     finally:
         con.close()

@@ -110,15 +110,21 @@ def ncu_counters(header, data, metric):
     return {int(r[k]): float(r[i].replace(",", "")) for r in data}
 
 
-def launch_queue(doc, start, end):
+def launch_queue(doc, start, end, launched=None):
     """stream -> (mean length, max length, % of [start, end) with the stream's queue empty
     and no kernel running on any stream) of the launch queue over the window: every
     kernel with its launch call waits from the call's end (or its own start, when
-    earlier) to its start. A sweep over the window, clipped to it."""
+    earlier) to its start. A sweep over the window, clipped to it. launched=(a, b):
+    only the kernels whose launch call (or, without one, the kernel) starts in [a, b]:
+    a step's kernels."""
     la = launches(doc)
     waits, runs = {}, []
     for _, g in gpu_events(doc):
         if GPU_CATS[g["cat"]] != "kernel":
+            continue
+        c = (g.get("args") or {}).get("correlation")
+        at = ns(doc, la[c][1]["ts"] if c in la else g["ts"])     # a kernel without its call: its own start
+        if launched and not launched[0] <= at <= launched[1]:
             continue
         st = ns(doc, g["ts"])
         runs.append((st, st + int(Decimal(str(g["dur"])) * 1000)))

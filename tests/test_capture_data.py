@@ -589,6 +589,21 @@ def test_throughput_uses_the_batch_size_each_capture_recorded(cap):
     assert {r["run"]: r["samples_per_s"] * r["total_ns"] / 1e9 for r in side} == pytest.approx(batch)
 
 
+def test_a_recorded_batch_size_that_is_not_a_positive_whole_number_gives_none(tmp_path):
+    path = tmp_path / "b.duckdb"
+    d, _ = files(32)
+    assert tracedb("ingest", str(found(d, "resnet18_bs32.pt.trace.json")), "--db", str(path)).returncode == 0
+    con = db.connect(path)
+    try:
+        for text, want in (("32", 32), ("64.0", 64), ("64.5", None), ("0", None), ("-3", None), ("many", None),
+                           ("1e12", None)):
+            con.execute("UPDATE runs SET metadata = json_merge_patch(metadata, json_object('batch_size', ?))",
+                        [text])
+            assert scalar(con, "SELECT batch_size FROM run_batch_size") == want, text
+    finally:
+        con.close()
+
+
 def test_report_columns_and_types_match_their_headers(cap):
     from test_utilization import sql_type
     for name in ("memory_summary", "memory_timeline", "system_metrics", "system_timeline", "transfers", "occupancy"):

@@ -232,6 +232,9 @@ def test_launch_queue_matches_a_sweep(qdb, path):
     assert len(r) == 1
     assert r[0]["mean_queued"] == round(area / (e - s), 3) and r[0]["max_queued"] == mx
     assert 0 < r[0]["empty_gpu_idle_pct"] <= r[0]["empty_pct"] < 100
+    ((_, (mean, top, idle)),) = ref.launch_queue(doc, s, e, launched=ref.iterations(doc)[2]).items()
+    assert (r[0]["mean_queued"], r[0]["max_queued"]) == (round(mean, 3), top)
+    assert r[0]["empty_gpu_idle_pct"] == pytest.approx(idle, abs=0.005)
     series = reports.run(qdb, "launch_queue", {"run": run, "series": "true"}).to_pylist()
     assert max(x["queued"] for x in series) == mx
     # iteration=all: the step, then the whole trace over the same window: every kernel of

@@ -51,21 +51,25 @@ CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
 -- @column iteration    iteration the activity was launched in (kernels.iteration)
 -- @column start_ns     start of the activity, ns
 -- @column end_ns       end of the activity, ns
--- @column prev_end_ns  the latest end of the activities before it (by start, then end) of its
---                      activity, run and iteration, ns; NULL for the first
+-- @column prev_end_ns  the latest end of the activities before it (by start, then end, then
+--                      kernel_id) of its activity, run and iteration, ns; NULL for the first
+-- @column kernel_id    the activity (kernels.kernel_id): the last sort key, so that the
+--                      islands' sort puts activities with one start and end in this order too
 CREATE OR REPLACE VIEW gpu_activity_sweep AS
 WITH k AS (
-    SELECT run, iteration, kind, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns
+    SELECT run, iteration, kind, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns, kernel_id
     FROM kernels WHERE ts_ns IS NOT NULL AND iteration IS NOT NULL
 )
 -- two sorts, one per activity (one sort of both, partitioned by activity, took 10-20% longer)
-SELECT 'kernels' AS activity, run, iteration, start_ns, end_ns, max(end_ns) OVER w AS prev_end_ns
+SELECT 'kernels' AS activity, run, iteration, start_ns, end_ns, max(end_ns) OVER w AS prev_end_ns, kernel_id
 FROM k WHERE kind = 'kernel'
-WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
+             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 UNION ALL
-SELECT 'all', run, iteration, start_ns, end_ns, max(end_ns) OVER w
+SELECT 'all', run, iteration, start_ns, end_ns, max(end_ns) OVER w, kernel_id
 FROM k
-WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
+WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
+             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
 
 -- Union of the GPU activity intervals of each (run, iteration) over all streams:
 -- one row per maximal busy interval, for kernels alone (activity = 'kernels')
@@ -81,7 +85,8 @@ WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns ROWS BETWEEN 
 CREATE OR REPLACE VIEW gpu_busy_intervals AS
 WITH islands AS (
     SELECT *, sum(CASE WHEN start_ns > prev_end_ns THEN 1 ELSE 0 END) OVER (
-                  PARTITION BY activity, run, iteration ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
+                  PARTITION BY activity, run, iteration ORDER BY start_ns, end_ns, kernel_id ROWS UNBOUNDED PRECEDING)
+                  AS island
     FROM gpu_activity_sweep
 )
 SELECT activity, run, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns, max(end_ns) - min(start_ns) AS dur_ns
@@ -101,9 +106,10 @@ SELECT run, iteration, start_ns, end_ns, dur_ns FROM gpu_busy_intervals WHERE ac
 -- they are given no batch_size.
 --
 -- @column run          run
--- @column batch_size   samples per iteration the run recorded (NULL: none, or not a whole number)
+-- @column batch_size   samples per iteration the run recorded (NULL: none, or not a positive whole number)
 CREATE OR REPLACE VIEW run_batch_size AS
-SELECT run, TRY_CAST(metadata->>'batch_size' AS INTEGER) AS batch_size FROM runs;
+SELECT run, CASE WHEN n > 0 AND n = floor(n) AND n < 2147483648 THEN CAST(n AS INTEGER) END AS batch_size
+FROM (SELECT run, TRY_CAST(metadata->>'batch_size' AS DOUBLE) AS n FROM runs);
 
 -- The steady iteration of each trace run: the first whose duration is within
 -- 5% of the median of the iterations after it (the last one when none is).
