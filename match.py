@@ -35,6 +35,14 @@ def nvtx_step(con, ncu_run):
     return found[0][0] if found else None
 
 
+def numbers_profiler_steps(con, trace_run, step):
+    """Whether trace_run names its iteration `step` ProfilerStep#step, so that its
+    iteration numbers are the step numbers NVTX ranges carry (iterations counted by
+    --iterations-from start at 0 and say nothing of step N)."""
+    return scalar(con, "SELECT count(*) FROM iterations WHERE run = ? AND iteration = ? AND name = ?",
+                  [trace_run, step, f"ProfilerStep#{step}"]) > 0
+
+
 def match(con, trace_run, ncu_run, iteration=None, whole_run=False, window=WINDOW):
     """Match and store in one transaction; returns the match_runs row as a dict."""
     con.begin()
@@ -59,11 +67,8 @@ def match_in_transaction(con, trace_run, ncu_run, iteration=None, whole_run=Fals
         raise MatchError(f"{trace_run!r} has no iteration {iteration}")
     step = None if whole_run else nvtx_step(con, ncu_run)
     if step is not None and iteration is None:
-        # the step ncu profiled, not the steady one (identical steps match alike), where the
-        # trace numbers its iterations as the NVTX ranges do (ProfilerStep#N); iterations
-        # numbered by --iterations-from count from 0 and say nothing of step N
-        if scalar(con, "SELECT count(*) FROM iterations WHERE run = ? AND iteration = ? AND name = ?",
-                  [trace_run, step, f"ProfilerStep#{step}"]):
+        # the step ncu profiled, not the steady one (identical steps match alike)
+        if numbers_profiler_steps(con, trace_run, step):
             iteration = step
         else:
             warnings.warn(f"{ncu_run}: ncu's NVTX ranges name step {step}, which {trace_run} does not number "

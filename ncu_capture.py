@@ -11,8 +11,10 @@ import os
 import shutil
 import subprocess
 
+from tracedb import reports
 from tracedb.capture import DB_NAME, ENV_DIR, ENV_NCU, MANIFEST, STEP_RANGE, CaptureError, manifest
 from tracedb.db import scalar
+from tracedb.match import match, numbers_profiler_steps
 
 
 def find_ncu(ncu=None):
@@ -57,9 +59,8 @@ def profile_step(con, trace_run, m):
         active = range(first, first + int(m["steps"]))
     except (KeyError, TypeError, ValueError):
         return None
-    step = scalar(con, "SELECT s.iteration FROM iteration_steadiness s JOIN iterations i USING (run, iteration) "
-                       "WHERE s.run = ? AND s.steady AND i.name = 'ProfilerStep#' || s.iteration", [trace_run])
-    return step if step in active else None
+    step = scalar(con, reports.STEADY_OF["run"], {"run": trace_run})
+    return step if step in active and numbers_profiler_steps(con, trace_run, step) else None
 
 
 def note_step(out, m, step):
@@ -82,7 +83,6 @@ def run(out, command, ncu=None, say=print):
     Returns (ncu run, the match_runs row)."""
     from tracedb import db
     from tracedb.ingest import ingest_file
-    from tracedb.match import match
     ncu = find_ncu(ncu)
     m = manifest(out)
     con = db.connect(os.path.join(out, DB_NAME))

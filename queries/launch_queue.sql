@@ -45,7 +45,7 @@ WITH it AS (     -- the windows: the iterations asked for; with iteration=all al
     FROM gk WHERE launch_end_ns IS NOT NULL
 ), streams AS (
     SELECT DISTINCT run, iteration, stream FROM k
-), ch AS (        -- each stream's queue changes (d), the kernels starting and ending on any stream
+), ch AS (       -- each stream's queue changes (d), the kernels starting and ending on any stream
                  -- (b) and the window's ends, netted per time; q marks the queue's own changes
     SELECT run, iteration, stream, t, sum(d) AS d, sum(b) AS b, bool_or(q) AS q FROM (
         SELECT run, iteration, stream, q_in AS t, 1 AS d, 0 AS b, true AS q FROM k UNION ALL

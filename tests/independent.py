@@ -59,6 +59,18 @@ def iterations(doc):
     return out
 
 
+def steady_step(doc):
+    """The steady step (METHOD.md section 2): the first whose step marker lasts within 5%
+    of the median of the later ones' (its own when it is the last)."""
+    durs = [(k, e - s) for k, (s, e) in sorted(iterations(doc).items(), key=lambda kv: kv[1][0])]
+    for i, (k, d) in enumerate(durs):
+        later = sorted(x for _, x in durs[i + 1:]) or [d]
+        mid = len(later) // 2
+        median = later[mid] if len(later) % 2 else (later[mid - 1] + later[mid]) / 2
+        if abs(d - median) <= 0.05 * median:
+            return k
+
+
 def utilization(doc):
     """step -> dict(total_ns, busy_ns, sum_ns, kernels) with kernels assigned by launch time."""
     its = iterations(doc)

@@ -175,19 +175,6 @@ def test_load_capture_pairs_the_folder_into_its_own_database(tmp_path):
         con.close()
 
 
-def steady_step(trace):
-    """The steady step of a raw trace, apart from tracedb (METHOD.md section 2): the first
-    ProfilerStep whose marker lasts within 5% of the median of the later ones'."""
-    marks = ref.iterations(raw_trace(trace))
-    durs = [(k, e - s) for k, (s, e) in sorted(marks.items(), key=lambda kv: kv[1][0])]
-    for i, (k, d) in enumerate(durs):
-        later = sorted(x for _, x in durs[i + 1:]) or [d]
-        mid = len(later) // 2
-        median = later[mid] if len(later) % 2 else (later[mid - 1] + later[mid]) / 2
-        if abs(d - median) <= 0.05 * median:
-            return k
-
-
 @pytest.mark.parametrize("batch", BATCHES)
 def test_the_ncu_pass_profiles_the_trace_s_steady_step(cap, tmp_path, batch):
     """`tracedb capture --ncu` had ncu profile the last active step (5) while the reports
@@ -197,7 +184,7 @@ def test_the_ncu_pass_profiles_the_trace_s_steady_step(cap, tmp_path, batch):
     from tracedb.capture import folder_files, manifest
     from tracedb.ncu_capture import note_step, profile_step
     d, m = files(batch)
-    want = steady_step(found(d, f"resnet18_bs{batch}.pt.trace.json"))
+    want = ref.steady_step(raw_trace(found(d, f"resnet18_bs{batch}.pt.trace.json")))
     assert want in range(m["wait"] + m["warmup"], m["ncu_step"] + 1)
     step = profile_step(cap, f"resnet18_bs{batch}", m)
     assert step == want
@@ -224,7 +211,7 @@ def test_a_capture_whose_ncu_pass_profiled_the_steady_step_shows_its_levels_by_d
     with gzip.open(d / "resnet18_bs64_ncu_raw.csv.gz", "rt") as f:
         header, _units, *data = list(csv.reader(f))
     steps = {int(s) for r in data for s in re.findall(r"tracedb_step_(\d+)", " ".join(r))}
-    want = steady_step(d / "resnet18_bs64.pt.trace.json.gz")
+    want = ref.steady_step(raw_trace(d / "resnet18_bs64.pt.trace.json.gz"))
     assert steps == {want} and m["ncu_step"] == want and m["ncu_range"] == f"tracedb_step_{want}"
     path = tmp_path / "s.duckdb"
     done = tracedb("ingest", str(d), "--db", str(path))
