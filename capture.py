@@ -271,17 +271,35 @@ def folder_files(out, ncu=True):
     return [(p, it) for p, it in found if p]
 
 
-def note_batch_size(con, out, trace_run):
-    """The manifest's batch size on the trace run, where Kineto dropped the capture's
-    metadata. A manifest gone or broken since the folder was read (the trace is
-    already loaded) only leaves the batch size out."""
+def note_manifest(con, out, trace_run):
+    """What the manifest knows better than the trace's own metadata, on the trace run:
+    the batch size, where Kineto dropped the capture's metadata, and the step ncu
+    profiles (tracedb_capture.ncu_step: the trace records the planned, last active
+    step; `capture --ncu` profiles the steady one and rewrites the manifest). A
+    manifest gone or broken since the folder was read (the trace is already loaded),
+    or metadata that is not a JSON object, leaves the metadata as the trace wrote it."""
+    from tracedb.db import scalar
     try:
-        batch_size = manifest(out).get("batch_size")
-    except CaptureError:
+        m = manifest(out)
+        meta = json.loads(scalar(con, "SELECT metadata FROM runs WHERE run = ?", [trace_run]) or "{}")
+    except (CaptureError, ValueError):
         return
-    if batch_size is not None:
-        con.execute("""UPDATE runs SET metadata = json_merge_patch(metadata, json_object('batch_size', ?))
-                       WHERE run = ? AND metadata->>'batch_size' IS NULL""", [str(batch_size), trace_run])
+    if not isinstance(meta, dict):
+        return
+    new = dict(meta)
+    if m.get("batch_size") is not None and meta.get("batch_size") is None:
+        new["batch_size"] = str(m["batch_size"])
+    step = m.get("ncu_step")
+    if isinstance(step, int) and not isinstance(step, bool):
+        cap = meta.get("tracedb_capture")
+        if isinstance(cap, str):         # Kineto may keep the member as JSON text
+            try:
+                cap = json.loads(cap)
+            except ValueError:
+                cap = None
+        new["tracedb_capture"] = dict(cap if isinstance(cap, dict) else {}, ncu_step=step)
+    if new != meta:
+        con.execute("UPDATE runs SET metadata = ? WHERE run = ?", [json.dumps(new), trace_run])
 
 
 def load_capture(out):
@@ -293,7 +311,7 @@ def load_capture(out):
     con = db.connect(os.path.join(out, DB_NAME))
     try:
         runs = {"trace": ingest_file(con, files[0][0]).run}
-        note_batch_size(con, out, runs["trace"])
+        note_manifest(con, out, runs["trace"])
         for path, iteration in files[1:]:
             r = ingest_file(con, path, pair_with=runs["trace"], options={"iteration": iteration})
             runs[r.kind] = r.run

@@ -95,6 +95,7 @@ def cmd_ingest(args):
         if why := check_run_name(args.run):
             raise UsageError(why)
     con = _open(args.db, write=True)
+    db.pool_blocks(con)        # the process ends with the ingest
     try:
         return _ingest_paths(con, args, options, groups)
     finally:
@@ -103,7 +104,7 @@ def cmd_ingest(args):
 
 def _ingest_paths(con, args, options, groups):
     from tracedb import autopair
-    from tracedb.capture import note_batch_size
+    from tracedb.capture import note_manifest
     failed = 0
     items = [(f, t) for files, t in groups for f in files]
     kinds = {p: autopair.pairs(p) for p, _ in items}
@@ -116,7 +117,7 @@ def _ingest_paths(con, args, options, groups):
             command_traces.append(r.run)
         if folders.get(r.path):
             capture_traces[folders[r.path]] = r.run
-            note_batch_size(con, folders[r.path], r.run)
+            note_manifest(con, folders[r.path], r.run)
     parallel = _traces_for_workers(items, args)
     if parallel:        # several traces: parsed across cores, then the files that pair with them
         from tracedb.ingest.parallel import ingest_traces

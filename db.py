@@ -253,17 +253,27 @@ def _apply_table_comments(con):
 STORAGE_COMPATIBILITY = "v1.4.0"
 
 
-def connect(path, read_only=False, wait_s=0.0, say=None):
+def connect(path, read_only=False, wait_s=0.0, say=None, _template=True):
     """Open (and create if needed) a tracedb DuckDB file with the schema applied; a
-    new file is written in STORAGE_COMPATIBILITY's format. While another process
-    holds the file, wait up to wait_s seconds (say(line) is told once), then raise
-    dblock.DatabaseLocked naming that process."""
-    from tracedb.dblock import open_waiting
+    new file is written in STORAGE_COMPATIBILITY's format, as a copy of a template
+    (db_template.py). While another process holds the file, wait up to wait_s seconds
+    (say(line) is told once), then raise dblock.DatabaseLocked naming that process."""
+    from tracedb.dblock import is_lock_error, open_waiting
     path = str(path)
-    config = {}
+    config, copied = {}, None
     if not read_only and path != ":memory:" and not os.path.exists(path):
-        config["storage_compatibility_version"] = STORAGE_COMPATIBILITY
-    con = open_waiting(lambda: duckdb.connect(path, read_only=read_only, config=config), path, wait_s, say)
+        if _template:
+            from tracedb import db_template
+            copied = db_template.copy_into(path)
+        if copied is None:
+            config["storage_compatibility_version"] = STORAGE_COMPATIBILITY
+    try:
+        con = open_waiting(lambda: duckdb.connect(path, read_only=read_only, config=config), path, wait_s, say)
+    except duckdb.Error as e:
+        if copied is None or is_lock_error(e):
+            raise
+        db_template.discard(path, copied)        # a template that does not open: build this file
+        return connect(path, read_only, wait_s, say, _template=False)
     if not sys.stderr.isatty():       # DuckDB's own bar would land in redirected output
         con.execute("SET enable_progress_bar = false")
     try:
@@ -275,6 +285,23 @@ def connect(path, read_only=False, wait_s=0.0, say=None):
         con.close()
         raise
     return con
+
+
+# DuckDB's buffer blocks pooled in a short-lived process of ours (the CLI, an ingest
+# worker) instead of handed back to the OS and faulted in again at the next block:
+# the 1 GB trace's ingest makes 0.5 s less system time and 4% less wall with it
+# (docs/benchmarks.md). DuckDB holds the pool until the database closes, so a
+# notebook's or an application's connection, open for long, does not get it.
+BLOCK_POOL = "1GiB"
+
+
+def pool_blocks(con):
+    """Keep DuckDB's freed buffer blocks (up to BLOCK_POOL) for reuse: for processes
+    that end with their work. A DuckDB without the setting (before 1.3) goes on without."""
+    try:
+        con.execute(f"SET block_allocator_memory = '{BLOCK_POOL}'")
+    except duckdb.Error:
+        pass
 
 
 def rows(con, sql, params=None):

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 from tracedb import reports
-from tracedb.capture import DB_NAME, ENV_DIR, ENV_NCU, MANIFEST, STEP_RANGE, CaptureError, manifest
+from tracedb.capture import DB_NAME, ENV_DIR, ENV_NCU, MANIFEST, STEP_RANGE, CaptureError, manifest, note_manifest
 from tracedb.db import scalar
 from tracedb.match import match, numbers_profiler_steps
 
@@ -98,6 +98,7 @@ def run(out, command, ncu=None, say=print):
         if step is None and not isinstance(m.get("ncu_step"), int):
             raise CaptureError(f"{out}: {MANIFEST} names no step for ncu (ncu_step)")
         m = note_step(out, m, m["ncu_step"] if step is None else step)
+        note_manifest(con, out, trace_run[0])        # the trace's metadata names the step profiled
     finally:
         con.close()
     base = os.path.join(out, m["name"] + "_ncu")

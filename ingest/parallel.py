@@ -28,6 +28,7 @@ def _work(args):
     try:
         con = db.connect(scratch)
         con.execute("SET threads = 1")        # the parallelism is across files
+        db.pool_blocks(con)
         r = ingest_file(con, path, run=run, options=options)
         n = scalar(con, "SELECT n_events FROM runs WHERE run = ?", [r.run]) or 0
         con.close()

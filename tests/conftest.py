@@ -1,6 +1,9 @@
+import atexit
 import gzip
 import json
 import os
+import shutil
+import tempfile
 from decimal import Decimal
 from pathlib import Path
 
@@ -10,6 +13,11 @@ from tracedb import db
 from tracedb.ingest import ingest_file
 
 DATA = Path(__file__).parent / "data"
+
+# New databases are copies of a template (db_template.py): the tests keep theirs in a
+# folder of this test process, apart from the user's cache (the CLIs they run inherit it).
+os.environ["TRACEDB_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracedb-test-cache-")
+atexit.register(shutil.rmtree, os.environ["TRACEDB_CACHE_DIR"], True)
 TORCH = sorted((DATA / "torch").glob("*.json.gz"))
 TF = sorted((DATA / "tf").glob("*.json.gz"))
 TRACES = TORCH + TF

@@ -3,12 +3,13 @@ docs generated from the headers and DDL, the lake derived from the reports' SQL.
 import duckdb
 import gzip
 import json
+import os
 import re
 
 import pytest
 
-from conftest import AMP_NCU, AMP_TRACE, DATA
-from tracedb import db, docgen, engines, lake, reports
+from conftest import AMP_NCU, AMP_TRACE, DATA, raw_trace
+from tracedb import db, db_template, docgen, engines, lake, reports
 from tracedb.ingest import IngestError, ingest_file
 from tracedb.ingest.registry import KINDS, detect, readers
 
@@ -321,6 +322,7 @@ def test_the_schema_is_applied_in_one_transaction(tmp_path, monkeypatch):
         assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'events'").fetchone()[0] == 1
         raise RuntimeError("seeds failed")
     monkeypatch.setattr(db, "apply_seeds", fail)
+    monkeypatch.setenv("TRACEDB_CACHE_DIR", "")       # built here, not copied from a template
     path = tmp_path / "half.duckdb"
     with pytest.raises(RuntimeError, match="seeds failed"):
         db.connect(path)
@@ -350,3 +352,91 @@ def test_read_only_open_shadows_views_an_older_writer_left_under_this_versions_d
     ro = db.connect(path, read_only=True)
     assert ro.execute("SELECT count(*) FROM trace_kernels").fetchone()[0] > 0
     ro.close()
+
+
+def _catalog(path):
+    """Everything a schema puts in a file: tables, columns, views, macros with their
+    text and comments, every table's rows (the seeds, schema_info), the storage format."""
+    con = duckdb.connect(str(path), read_only=True)
+    name = con.execute("SELECT current_database()").fetchone()[0]
+    out = {q: con.execute(q).fetchall() for q in (
+        "SELECT table_name, sql, comment FROM duckdb_tables() WHERE NOT internal ORDER BY 1",
+        "SELECT table_name, column_name, data_type, column_default, comment FROM duckdb_columns() "
+        "WHERE NOT internal ORDER BY 1, 2",
+        "SELECT view_name, sql, comment FROM duckdb_views() WHERE NOT internal ORDER BY 1",
+        "SELECT function_name, macro_definition FROM duckdb_functions() WHERE database_name = current_database() "
+        "AND function_type LIKE '%macro' ORDER BY 1, 2",
+        "SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = current_database()")}
+    for (table,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal").fetchall():
+        out[table] = sorted(map(repr, con.execute(f'SELECT * FROM "{table}"').fetchall()))
+    con.close()
+    return name, out
+
+
+def test_a_new_database_copied_from_the_template_is_the_one_built_from_the_schema(tmp_path, monkeypatch):
+    """A new file is a copy of a template made once per schema, DuckDB and storage
+    format (0.4 s of DDL become a copy); it must hold exactly what applying the schema
+    to a new file gives, and a change of any of them makes another template."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TRACEDB_CACHE_DIR", "")
+    db.connect(tmp_path / "built.duckdb").close()
+    assert not cache.exists()
+    monkeypatch.setenv("TRACEDB_CACHE_DIR", str(cache))
+    db.connect(tmp_path / "first.duckdb").close()        # makes the template, then copies it
+    templates = sorted(cache.iterdir())
+    assert [t.name for t in templates] == [f"empty-{db_template.template_key()}.duckdb"]
+    first = (tmp_path / "first.duckdb").read_bytes()
+    assert first == templates[0].read_bytes()              # a copy, not a file built again
+    db.connect(tmp_path / "copied.duckdb").close()
+    assert (tmp_path / "copied.duckdb").read_bytes() == first
+    assert sorted(cache.iterdir()) == templates and not list(tmp_path.glob("*.tmp"))
+    assert os.stat(tmp_path / "copied.duckdb").st_mode == os.stat(tmp_path / "built.duckdb").st_mode
+    _, built = _catalog(tmp_path / "built.duckdb")
+    assert len(built["schema_info"]) > 5 and len(built["flop_formulas"]) > 10 and len(built) >= 30
+    for name in ("first", "copied"):
+        assert _catalog(tmp_path / f"{name}.duckdb") == (name, built)
+    con = db.connect(tmp_path / "copied.duckdb")
+    r = ingest_file(con, AMP_TRACE)
+    gpu = [e for e in raw_trace(AMP_TRACE)["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert con.execute("SELECT count(*) FROM kernels WHERE run = ?", [r.run]).fetchone()[0] == len(gpu) > 800
+    con.close()
+    monkeypatch.setattr(db_template, "template_key", lambda: "another")     # another schema or DuckDB
+    db.connect(tmp_path / "other.duckdb").close()
+    assert sorted(t.name for t in cache.iterdir()) == sorted([templates[0].name, "empty-another.duckdb"])
+
+
+def test_a_new_database_is_built_where_no_copy_can_be_made(tmp_path, monkeypatch):
+    """A cache that cannot be written (a file where its folder would be) leaves the
+    database built from the schema; an existing file is never replaced; no copy where a
+    WAL of the name is left (a deleted file's WAL would be replayed into it: every copy
+    has the template's database identifier); nor for a name that is not a plain file."""
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("TRACEDB_CACHE_DIR", str(blocker / "schema"))
+    con = db.connect(tmp_path / "n.duckdb")
+    assert con.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone()[0] == db.SCHEMA_VERSION
+    con.close()
+    monkeypatch.setenv("TRACEDB_CACHE_DIR", str(tmp_path / "cache"))
+    assert db_template.copy_into(str(tmp_path / "n.duckdb")) is None      # exists: left alone
+    assert _catalog(tmp_path / "n.duckdb")[1]["schema_info"]
+    (tmp_path / "w.duckdb.wal").write_bytes(b"left by a deleted w.duckdb")
+    assert db_template.copy_into(str(tmp_path / "w.duckdb")) is None and not (tmp_path / "w.duckdb").exists()
+    assert db_template.copy_into(":memory:x") is None and db_template.copy_into("md:x") is None
+    assert not list(tmp_path.glob("*.tmp")) and not os.path.exists(":memory:x")
+
+
+def test_a_broken_template_is_dropped_and_the_file_built(tmp_path, monkeypatch):
+    """A template cut short (a full disk, a crash) would break every new database made
+    from it: the copy that does not open goes, with the template, and the file is
+    built from the schema; the next new file makes a sound template again."""
+    monkeypatch.setenv("TRACEDB_CACHE_DIR", str(tmp_path / "cache"))
+    db.connect(tmp_path / "a.duckdb").close()
+    (template,) = (tmp_path / "cache").iterdir()
+    template.write_bytes(template.read_bytes()[:100_000])
+    con = db.connect(tmp_path / "b.duckdb")
+    assert con.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone()[0] == db.SCHEMA_VERSION
+    con.close()
+    assert not template.exists()
+    assert _catalog(tmp_path / "b.duckdb")[1] == _catalog(tmp_path / "a.duckdb")[1]
+    db.connect(tmp_path / "c.duckdb").close()
+    assert template.exists() and template.read_bytes() == (tmp_path / "c.duckdb").read_bytes()

@@ -221,6 +221,14 @@ def test_a_capture_whose_ncu_pass_profiled_the_steady_step_shows_its_levels_by_d
         assert rows(con, "SELECT trace_run, iteration, matched, ncu_kernels FROM match_runs") == [
             ("resnet18_bs64", want, len(data), len(data))]
         (lv,) = reports.run(con, "utilization_levels", {"run": "resnet18_bs64"}).to_pylist()
+        # the trace recorded the planned step (the last active one); the run's metadata
+        # names the step ncu profiled, the rest of the trace's member kept
+        with gzip.open(d / "resnet18_bs64.pt.trace.json.gz", "rt") as f:
+            members = {k: v for k, v in json.load(f).items() if k != "traceEvents"}
+        meta = json.loads(scalar(con, "SELECT metadata FROM runs WHERE run = 'resnet18_bs64'"))
+        assert members["tracedb_capture"]["ncu_step"] == 5 != want
+        assert meta == dict(members, tracedb_capture=dict(members["tracedb_capture"], ncu_step=want),
+                            source_format="chrome-json")
     finally:
         con.close()
     elapsed = ref.ncu_counters(header, data, "smsp__cycles_elapsed.sum")
@@ -252,7 +260,7 @@ def test_a_manifest_gone_after_the_trace_loaded_leaves_only_the_batch_size_out(t
     """The CLI notes the manifest's batch size once the folder's trace landed; a
     manifest deleted or broken meanwhile was a CaptureError there, outside the ingest's
     one-line errors (a traceback)."""
-    from tracedb.capture import MANIFEST, note_batch_size
+    from tracedb.capture import MANIFEST, note_manifest
     d = tmp_path / "resnet18_bs32"
     shutil.copytree(CAP / "resnet18_bs32", d)
     con = db.connect(tmp_path / "m.duckdb")
@@ -263,12 +271,12 @@ def test_a_manifest_gone_after_the_trace_loaded_leaves_only_the_batch_size_out(t
         con.execute("""UPDATE runs SET metadata = json_merge_patch(metadata, '{"batch_size": null}')
                        WHERE run = ?""", [run])       # as where Kineto dropped the capture's metadata
         (d / MANIFEST).write_text("{not json")
-        note_batch_size(con, str(d), run)
+        note_manifest(con, str(d), run)
         (d / MANIFEST).unlink()
-        note_batch_size(con, str(d), run)
+        note_manifest(con, str(d), run)
         assert scalar(con, "SELECT metadata->>'batch_size' FROM runs WHERE run = ?", [run]) is None
         shutil.copy(CAP / "resnet18_bs32" / MANIFEST, d / MANIFEST)
-        note_batch_size(con, str(d), run)
+        note_manifest(con, str(d), run)
         assert scalar(con, "SELECT metadata->>'batch_size' FROM runs WHERE run = ?", [run]) == "32"
     finally:
         con.close()
