@@ -8,7 +8,7 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the gaps between every kernel of each stream, steps or not); the steady one when absent
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the gaps between every kernel of each stream, steps or not, also in a run without iterations); the steady one when absent
 --   short_gap_ns BIGINT = 10000: largest gap counted as a short kernel-to-kernel gap, ns
 --   by VARCHAR = 'cause': one of cause | gap: totals per cause, or one row per gap
 -- columns:
@@ -34,7 +34,8 @@ WITH it AS (
     FROM kernels k JOIN it USING (run, iteration) WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL
     UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
     SELECT run, CAST(NULL AS INTEGER), stream, kernel_id, ts_ns, dur_ns, launch_ts_ns
-    FROM kernels WHERE kind = 'kernel' AND ts_ns IS NOT NULL AND $iteration = 'all' AND run IN (SELECT run FROM it)
+    FROM kernels WHERE kind = 'kernel' AND ts_ns IS NOT NULL AND $iteration = 'all'  -- every trace run, iterations or none
+      AND run IN (SELECT run FROM runs WHERE kind = 'trace' AND ($run IS NULL OR run = $run))
 ), k AS (
     SELECT run, iteration, stream, kernel_id, ts_ns, ts_ns + dur_ns AS end_ns, launch_ts_ns,
            max(ts_ns + dur_ns) OVER (PARTITION BY run, iteration, stream ORDER BY ts_ns, kernel_id

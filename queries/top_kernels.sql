@@ -5,7 +5,7 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every kernel of the run); the steady one when absent
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every kernel of the run, also of a run without iterations); the steady one when absent
 --   limit INTEGER = 20: rows per run and iteration
 -- columns:
 --   run VARCHAR: trace run
@@ -36,7 +36,8 @@ WITH it AS (
     UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
     SELECT k.run, CAST(NULL AS INTEGER), k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
     FROM kernels k JOIN kernel_layers l USING (run, kernel_id)
-    WHERE k.kind = 'kernel' AND $iteration = 'all' AND k.run IN (SELECT run FROM it)
+    WHERE k.kind = 'kernel' AND $iteration = 'all'       -- every trace run, with iterations or none
+      AND k.run IN (SELECT run FROM runs WHERE kind = 'trace' AND ($run IS NULL OR run = $run))
 ), g AS (
     SELECT k.run, k.iteration, k.name, count(*) AS launches, sum(k.dur_ns) AS total_ns,
            avg(k.dur_ns) AS mean_ns, mode(k.op_name) AS op_name, mode(k.layer_type) AS layer_type,

@@ -315,6 +315,51 @@ def test_without_markers_the_cli_says_how(tmp_path, capsys):
     assert err.count("\n") == 1 and "no CPU-side event of that name" in err and "Traceback" not in err
 
 
+def test_iteration_all_of_a_run_without_iterations_is_its_whole_trace(fresh_db):
+    """A trace without step markers has no steady iteration (the default gives no rows,
+    and says why), but iteration=all still gives the whole trace (iteration NULL), as
+    for a run with iterations: top_kernels every kernel, idle_breakdown the gaps
+    between every kernel of each stream, both recomputed from the raw JSON."""
+    ingest_file(fresh_db, GRAPH_TRACE, run="g")
+    assert scalar(fresh_db, "SELECT count(*) FROM iterations WHERE run = 'g'") == 0
+    doc = raw_trace(GRAPH_TRACE)
+    la = ref.launches(doc)
+    total, calls, streams = {}, {}, {}
+    for _, e in ref.gpu_events(doc):
+        if ref.GPU_CATS[e["cat"]] == "kernel":
+            d = int(Decimal(str(e["dur"])) * 1000)
+            total[e["name"]] = total.get(e["name"], 0) + d
+            calls[e["name"]] = calls.get(e["name"], 0) + 1
+            st = ref.ns(doc, e["ts"])
+            streams.setdefault(e["args"]["stream"], []).append(
+                (st, st + d, ref.ns(doc, la[e["args"]["correlation"]][1]["ts"])))
+    for name in ("top_kernels", "idle_breakdown"):
+        assert reports.run(fresh_db, name, {"run": "g"}).num_rows == 0
+    t = reports.run(fresh_db, "top_kernels", {"run": "g", "iteration": "all", "limit": "100"}).to_pylist()
+    assert {(r["iteration"], r["name"], r["launches"], r["total_ns"]) for r in t} == \
+        {(None, n, calls[n], total[n]) for n in total}
+    assert len(t) == len(total) > 5 and sum(r["time_share_pct"] for r in t) == pytest.approx(100, abs=0.05)
+    want = {}
+    for stream, ks in streams.items():
+        prev_end = None
+        for st, en, lt in sorted(ks):
+            if prev_end is not None and st > prev_end:
+                cause = "waiting_on_host" if lt > prev_end else ("short_gap" if st - prev_end <= 10000 else "other")
+                want[(stream, cause)] = want.get((stream, cause), 0) + st - prev_end
+            prev_end = en if prev_end is None else max(prev_end, en)
+    t = reports.run(fresh_db, "idle_breakdown", {"run": "g", "iteration": "all"}).to_pylist()
+    assert {(r["stream"], r["cause"]): r["idle_ns"] for r in t} == want
+    assert {r["iteration"] for r in t} == {None} and sum(want.values()) > 10 ** 8
+    # with no run given: every trace run's whole trace, none for an ncu report's kernels
+    amp = ingest_file(fresh_db, AMP_TRACE).run
+    ncu = ingest_file(fresh_db, AMP_NCU_BASE, pair_with=amp).run
+    assert scalar(fresh_db, "SELECT count(*) FROM kernels WHERE run = ?", [ncu]) > 800
+    for name in ("top_kernels", "idle_breakdown"):
+        t = reports.run(fresh_db, name, {"iteration": "all"}).to_pylist()
+        assert {r["run"] for r in t if r["iteration"] is None} == {"g", amp}
+        assert {r["run"] for r in t} == {"g", amp}
+
+
 def test_graph_launches_and_other_threads_are_linked(fresh_db):
     """Kernels of CUDA graph replays share the cudaGraphLaunch's correlation id; kernels
     of a worker thread are launched there: each links to its own launch call."""
