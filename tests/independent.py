@@ -116,6 +116,22 @@ def iteration_activities(doc, step):
     return out
 
 
+def idle_gaps(kernels, short_gap_ns=10000):
+    """{cause: ns} of the gaps between kernels of one stream, as idle_breakdown names
+    them: kernels = [(start_ns, end_ns, launch_ts_ns or None, event index)], taken by
+    start (ties by event index); a gap is waiting_on_host when the next kernel's launch
+    came after the previous end, else short_gap up to short_gap_ns, else other."""
+    cause = {"waiting_on_host": 0, "short_gap": 0, "other": 0}
+    prev_end = None
+    for st, en, lt, _ in sorted(kernels, key=lambda k: (k[0], k[3])):
+        if prev_end is not None and st > prev_end:
+            c = "waiting_on_host" if lt is not None and lt > prev_end else \
+                ("short_gap" if st - prev_end <= short_gap_ns else "other")
+            cause[c] += st - prev_end
+        prev_end = en if prev_end is None else max(prev_end, en)
+    return {k: v for k, v in cause.items() if v}
+
+
 def ncu_counters(header, data, metric):
     """ncu ID -> value of `metric` from a base-units raw export (independent parse)."""
     i, k = header.index(metric), header.index("ID")

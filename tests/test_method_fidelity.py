@@ -325,28 +325,21 @@ def test_iteration_all_of_a_run_without_iterations_is_its_whole_trace(fresh_db):
     doc = raw_trace(GRAPH_TRACE)
     la = ref.launches(doc)
     total, calls, streams = {}, {}, {}
-    for _, e in ref.gpu_events(doc):
+    for i, e in ref.gpu_events(doc):
         if ref.GPU_CATS[e["cat"]] == "kernel":
             d = int(Decimal(str(e["dur"])) * 1000)
             total[e["name"]] = total.get(e["name"], 0) + d
             calls[e["name"]] = calls.get(e["name"], 0) + 1
             st = ref.ns(doc, e["ts"])
             streams.setdefault(e["args"]["stream"], []).append(
-                (st, st + d, ref.ns(doc, la[e["args"]["correlation"]][1]["ts"])))
+                (st, st + d, ref.ns(doc, la[e["args"]["correlation"]][1]["ts"]), i))
     for name in ("top_kernels", "idle_breakdown"):
         assert reports.run(fresh_db, name, {"run": "g"}).num_rows == 0
     t = reports.run(fresh_db, "top_kernels", {"run": "g", "iteration": "all", "limit": "100"}).to_pylist()
     assert {(r["iteration"], r["name"], r["launches"], r["total_ns"]) for r in t} == \
         {(None, n, calls[n], total[n]) for n in total}
     assert len(t) == len(total) > 5 and sum(r["time_share_pct"] for r in t) == pytest.approx(100, abs=0.05)
-    want = {}
-    for stream, ks in streams.items():
-        prev_end = None
-        for st, en, lt in sorted(ks):
-            if prev_end is not None and st > prev_end:
-                cause = "waiting_on_host" if lt > prev_end else ("short_gap" if st - prev_end <= 10000 else "other")
-                want[(stream, cause)] = want.get((stream, cause), 0) + st - prev_end
-            prev_end = en if prev_end is None else max(prev_end, en)
+    want = {(stream, cause): ns for stream, ks in streams.items() for cause, ns in ref.idle_gaps(ks).items()}
     t = reports.run(fresh_db, "idle_breakdown", {"run": "g", "iteration": "all"}).to_pylist()
     assert {(r["stream"], r["cause"]): r["idle_ns"] for r in t} == want
     assert {r["iteration"] for r in t} == {None} and sum(want.values()) > 10 ** 8

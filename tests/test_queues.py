@@ -184,23 +184,13 @@ def test_launch_delay_and_idle_gaps_match_the_raw_json(qdb, path):
     got = {r["kernel_id"]: r["delay_ns"] for r in reports.run(qdb, "launch_delay", {"run": run, "iteration": "2"}).to_pylist()}
     assert got == want
     # idle gaps on the (single) stream: waiting on the host when the launch came after the previous end
-    def gaps(ks):
-        cause = {"waiting_on_host": 0, "short_gap": 0, "other": 0}
-        prev_end = None
-        for st, en, lt, _ in sorted(ks, key=lambda k: (k[0], k[3])):
-            if prev_end is not None and st > prev_end:
-                c = "waiting_on_host" if lt is not None and lt > prev_end else \
-                    ("short_gap" if st - prev_end <= 10000 else "other")
-                cause[c] += st - prev_end
-            prev_end = en if prev_end is None else max(prev_end, en)
-        return {k: v for k, v in cause.items() if v}
     got = {r["cause"]: r["idle_ns"] for r in reports.run(qdb, "idle_breakdown", {"run": run}).to_pylist()}
-    assert got == gaps(ks)
+    assert got == ref.idle_gaps(ks)
     assert got["waiting_on_host"] > 0.5 * sum(got.values())
     # iteration=all: the step's rows, then the whole trace: every kernel, in the step or not
     t = reports.run(qdb, "idle_breakdown", {"run": run, "iteration": "all"}).to_pylist()
     assert {r["cause"]: r["idle_ns"] for r in t if r["iteration"] == 2} == got
-    assert {r["cause"]: r["idle_ns"] for r in t if r["iteration"] is None} == gaps(every)
+    assert {r["cause"]: r["idle_ns"] for r in t if r["iteration"] is None} == ref.idle_gaps(every)
     assert [r["iteration"] for r in t] == sorted((r["iteration"] for r in t), key=lambda i: (i is None, i))
 
 
