@@ -44,7 +44,8 @@ def why_empty(con, report, values):
             return f"no run has iteration {it} (iterations: {listed})"
     if any(c[0] == "rank" for c in report.columns) and not scalar(con, "SELECT count(*) FROM runs WHERE rank IS NOT NULL"):
         return "no run has a rank: only traces with Kineto's distributedInfo (torch.distributed jobs) have one"
-    if run and not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]) and \
-            any(p.name == "iteration" for p in report.params):
-        return f"run {run} has no iterations (no step markers: ProfilerStep#N, step_num)"
+    if runs and any(p.name == "iteration" for p in report.params) and not scalar(
+            con, "SELECT count(*) FROM iterations WHERE run IN (SELECT unnest(?))", [runs]):
+        who = f"run {runs[0]} has no iterations" if len(runs) == 1 else "no trace run has iterations"
+        return f"{who} (no step markers: ProfilerStep#N, step_num)"
     return "nothing matched these parameters"

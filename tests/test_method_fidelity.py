@@ -308,6 +308,11 @@ def test_without_markers_the_cli_says_how(tmp_path, capsys):
     assert cli.main(["ingest", str(GRAPH_TRACE), "--db", dbp]) == 0
     out = capsys.readouterr().out
     assert "0 iterations; no iteration markers" in out and "--iterations-from NAME" in out
+    # a per-iteration report with no run given says why it is empty, as with the run named
+    for extra in ([], ["--run", "h100_cuda_graph_threads"]):
+        assert cli.main(["query", "top_kernels", "--db", dbp, "--format", "csv", *extra]) == 0
+        assert capsys.readouterr().err.strip() == "tracedb: note: report top_kernels returned no rows: run " \
+            "h100_cuda_graph_threads has no iterations (no step markers: ProfilerStep#N, step_num)"
     assert cli.main(["ingest", str(DATA / "tf" / "cpu_sync_lenet_bs64.json.gz"), "--db", dbp]) == 0
     assert "no GPU kernel events" in capsys.readouterr().out
     assert cli.main(["ingest", str(AMP_TRACE), "--db", dbp, "--iterations-from", "nothing"]) == 1
