@@ -94,6 +94,16 @@ def run_script(con, text, params=None):
         con.execute(stmt, bind(stmt, params or {}))
 
 
+def run_script_over(con, text, name, table):
+    """Run a script (no $parameters) whose statements read the Arrow table `table`
+    under `name`, through a relation's query: nothing is registered. DuckDB keeps a
+    table registered (or a temp table dropped) inside a transaction until its end,
+    so a load staging batch after batch under one name held every batch."""
+    rel = con.from_arrow(table)
+    for stmt in statements(text):
+        rel.query(name, stmt)
+
+
 def _migrate_settings(con):
     """Settings tables of a database made before they carried `source`: the
     published-energy citation column was named source then."""

@@ -10,8 +10,9 @@ from contextlib import contextmanager
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from tracedb.db import run_script, scalar, setting, sql_literal, sql_text
+from tracedb.db import run_script, run_script_over, scalar, setting, sql_literal, sql_text
 from tracedb.ingest import trace_json
 from tracedb.ingest.errors import IngestError, database_error
 from tracedb.ingest.registry import Prepared, Reader, Reload
@@ -33,6 +34,11 @@ MEMORY_CAP = 1 << 30
 # a 358 MB database for the 1 GB trace instead of 188 MB).
 BATCH_BYTES = 512 << 20
 BATCH_ROWS = 1 << 20
+# A staged batch is an Arrow table in chunks of whole DuckDB row groups (122,880
+# rows): the parallel insert into events then leaves no part-filled row group for
+# the checkpoint to rewrite (chunks of 10^6 rows: 1.5 s more at close, a 183 MB
+# database for the 1 GB trace instead of 104 MB).
+STAGE_CHUNK_ROWS = 8 * 122880
 
 
 class CutInsideEvent(Exception):
@@ -64,13 +70,18 @@ _NUMBERS = {
 }
 
 
-def _source_view(con, raw, numbers):
+def _source_view(con, raw, numbers, table=None):
     """The temp view _trace_source: the raw relation `raw` plus ts_ns, dur_ns and
-    needs_exact, the way `numbers` (a key of _NUMBERS) says; then _trace_rows over it."""
+    needs_exact, the way `numbers` (a key of _NUMBERS) says; then _trace_rows over it.
+    With table (an Arrow table), `raw` is its name while the views are made."""
     conv, exact = _NUMBERS[numbers]
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _trace_source AS SELECT *, coalesce({exact}, false) AS needs_exact "
-                f"FROM (SELECT *, {conv}(ts) AS ts_ns, {conv}(dur) AS dur_ns FROM {raw})")
-    run_script(con, sql_text("schema", "load/trace_rows.sql"))
+    script = (f"CREATE OR REPLACE TEMP VIEW _trace_source AS SELECT *, coalesce({exact}, false) AS needs_exact "
+              f"FROM (SELECT *, {conv}(ts) AS ts_ns, {conv}(dur) AS dur_ns FROM {raw});\n"
+              + sql_text("schema", "load/trace_rows.sql"))
+    if table is None:
+        run_script(con, script)
+    else:
+        run_script_over(con, script, raw, table)
 
 
 def _read_pieces(con, files, numbers):
@@ -95,8 +106,8 @@ def _batches(pieces, per_batch):
 
 
 def _stage_fast(con, tf, pieces):
-    """DuckDB's JSON reader over some pieces of the event array -> _trace_staged,
-    one thread per piece (a numbering window over the scan would hold it to one
+    """DuckDB's JSON reader over some pieces of the event array -> the batch's rows
+    (_staged), one thread per piece (a numbering window over the scan would hold it to one
     thread: 6.5 s for 2.7 M events on two cores, against ~4 s so). ts and dur are
     read as doubles unless tf.numbers says 'text' (as text, DuckDB formats each
     double back into a string: 0.5 s more per GB, and as much again to convert it)."""
@@ -104,7 +115,7 @@ def _stage_fast(con, tf, pieces):
     con.execute("SET preserve_insertion_order = true")    # the event order is the file order
     _read_pieces(con, pieces, numbers)
     try:
-        con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
+        rows = con.sql("SELECT * FROM _trace_rows").to_arrow_table(STAGE_CHUNK_ROWS)
     except duckdb.Error as e:    # the caller rolls back, the views with the rest
         tf.abandon_pipes()           # a feeder's own error (the file got shorter) first
         msg = str(e).splitlines()[0]
@@ -119,6 +130,17 @@ def _stage_fast(con, tf, pieces):
             raise IngestError(tf.path, "malformed trace JSON") from None
         raise IngestError(tf.path, database_error(e)) from None
     _drop_source(con)
+    return _staged(rows)
+
+
+def _staged(rows):
+    """A batch of _trace_rows, in file order, as an Arrow table with each row's
+    position in the batch (pos: trace_events.sql numbers the events by it). Not a
+    temp table: DuckDB keeps a temp table made and dropped inside a transaction
+    until its end, so every batch stayed to the end of the load, spilled (5.7 GB of
+    a 10 GB trace's, which cost 4 s); a batch in Arrow is let go once inserted."""
+    pos = pc.subtract(pc.cumulative_sum(pa.repeat(1, rows.num_rows)), 1)
+    return rows.append_column("pos", pos.cast(pa.int64()))
 
 
 def _drop_source(con):
@@ -129,29 +151,27 @@ def _drop_source(con):
 
 def _exact_stages(con, tf, batch_rows):
     """The exact path: Arrow batches of the event array (numbers kept as text,
-    ingest/trace_json.exact_batches) gathered into _trace_staged, yielded every
-    batch_rows rows and at the end."""
-    staged, done = 0, False
+    ingest/trace_json.exact_batches) made into rows of _trace_rows, yielded as a
+    staged batch (_staged) every batch_rows rows and at the end."""
+    parts, staged, done = [], 0, False
     for batch in trace_json.exact_batches(tf):
-        con.register("_trace_text", pa.Table.from_batches([batch]))
-        _source_view(con, "_trace_text", "exact")
-        if staged:
-            con.execute("INSERT INTO _trace_staged SELECT * FROM _trace_rows")
-        else:
-            con.execute("CREATE OR REPLACE TEMP TABLE _trace_staged AS SELECT * FROM _trace_rows")
+        text = pa.Table.from_batches([batch])
+        _source_view(con, "_trace_text", "exact", text)
+        parts.append(con.from_arrow(text).query("_trace_text", "SELECT * FROM _trace_rows")
+                     .to_arrow_table(STAGE_CHUNK_ROWS))
         staged += batch.num_rows
         _drop_source(con)
-        con.unregister("_trace_text")
         if staged >= batch_rows:
-            yield
-            staged, done = 0, True
-    if staged or not done:
-        if not staged:         # no event at all: an empty batch
-            empty = os.path.join(os.path.dirname(tf.pieces[0]), "empty.json")
-            with open(empty, "w") as f:
-                f.write("[]")
-            _stage_fast(con, tf, [empty])
-        yield
+            rows, parts = pa.concat_tables(parts), []
+            yield _staged(rows)
+            rows, staged, done = None, 0, True
+    if staged:
+        yield _staged(pa.concat_tables(parts))
+    elif not done:             # no event at all: an empty batch
+        empty = os.path.join(os.path.dirname(tf.pieces[0]), "empty.json")
+        with open(empty, "w") as f:
+            f.write("[]")
+        yield _stage_fast(con, tf, [empty])
 
 
 class NeedsExact(Exception):
@@ -160,11 +180,12 @@ class NeedsExact(Exception):
 
 def _fast_stages(con, tf):
     for group in _batches(tf.iter_pieces(), max(1, BATCH_BYTES // trace_json.PIECE_BYTES)):
-        _stage_fast(con, tf, group)
+        staged = _stage_fast(con, tf, group)
         tf.settle()
-        if _needs_exact(con):
+        if pc.any(staged["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
             raise NeedsExact()
-        yield
+        yield staged
+        staged = None          # inserted: let it go before the next batch is parsed
 
 
 _UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
@@ -190,11 +211,6 @@ def memory_cap(con, content_bytes):
         yield
 
 
-def _needs_exact(con):
-    """True when a staged timestamp may have lost its nanoseconds in a double."""
-    return scalar(con, "SELECT count(*) FROM _trace_staged WHERE needs_exact") > 0
-
-
 _MENDED = {
     "ts or dur not a number": "have a ts or dur that is not a number (NaN/Infinity are not JSON); stored as NULL",
     "negative dur": "have a negative duration; it was dropped (dur NULL)",
@@ -203,12 +219,15 @@ _MENDED = {
 }
 
 
-def _count_mended(con, mended):
+def _count_mended(con, staged, mended):
     """Add the staged batch's values that trace_rows.sql mended to mended:
     problem -> [count, name of the first event]."""
-    for problem, n, first in con.execute(
-            "SELECT p, count(*), arg_min(coalesce(name, '?'), i) FROM (SELECT unnest(string_split(problem, ';')) AS p, "
-            "name, rowid AS i FROM _trace_staged WHERE problem IS NOT NULL) GROUP BY 1 ORDER BY 1").fetchall():
+    mended_rows = staged.filter(pc.is_valid(staged["problem"]))
+    if not mended_rows.num_rows:
+        return
+    for problem, n, first in con.from_arrow(mended_rows).query("_mended", (
+            "SELECT p, count(*), arg_min(coalesce(name, '?'), pos) FROM (SELECT unnest(string_split(problem, ';')) "
+            "AS p, name, pos FROM _mended) GROUP BY 1 ORDER BY 1")).fetchall():
         seen = mended.setdefault(problem, [0, first])
         seen[0] += n
 
@@ -219,24 +238,21 @@ def _warn_mended(path, mended):
         warnings.warn(f"{path}: {n} events {_MENDED[problem]} (first: {first!r})")
 
 
-def _drop_stage(con):
-    con.execute("DROP VIEW IF EXISTS _staged_events")
-    con.execute("DROP TABLE IF EXISTS _trace_staged")
-
-
 def _insert_events(con, tf, stages, mended):
-    """Number each staged batch after the ones before it and insert it into events
-    (schema/load/trace_events.sql). Returns (events, batches); the last batch stays
-    staged."""
+    """Number each staged batch (Arrow, from stages) after the ones before it and
+    insert it into events (schema/load/trace_events.sql). Returns (events, batches)."""
     n = batches = 0
-    for _ in stages:           # each step re-creates _trace_staged with the next batch
-        con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
-        _count_mended(con, mended)
+    stages = iter(stages)
+    while True:
         with status(f"parsing {tf.path}" + (f" (batch {batches + 1})" if batches else "")):
-            run_script(con, sql_text("schema", "load/trace_events.sql"))
-        n += scalar(con, "SELECT count(*) FROM _trace_staged")
+            if (staged := next(stages, None)) is None:
+                return n, batches
+            con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
+            _count_mended(con, staged, mended)
+            run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged", staged)
+        n += staged.num_rows
         batches += 1
-    return n, batches
+        staged = None          # inserted: let it go before the next batch is parsed
 
 
 def _again(con, tf, run, mended, stages):
@@ -280,11 +296,8 @@ def load(con, tf, run):
     if tf.truncated:
         warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n[0]} events)")
     with status("linking kernels, launches, ops and iterations"):
-        # One batch: the derivation scans it uncompressed (~0.3 s less on 2.7 M events
-        # than the compressed columns of events); several: the run's events in the table.
-        con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS " +
-                    ("SELECT * FROM _staged_events" if n[1] == 1 else
-                     "SELECT * FROM events WHERE run = getvariable('tracedb_run')"))
+        con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS "
+                    "SELECT * FROM events WHERE run = getvariable('tracedb_run')")
         run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
         _load_cupti_ranges(con, path, run)
         dist = tf.members.get("distributedInfo")
@@ -293,8 +306,7 @@ def load(con, tf, run):
                    {"run": run, "world_size": world if isinstance(world, int) else None})
         run_script(con, sql_text("schema", "load/trace_system.sql"))
         con.execute("DROP VIEW _run_events")
-        _drop_stage(con)
-        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_first_rowid", "tracedb_event_offset",
+        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset",
                   "tracedb_iteration_marker"):
             con.execute(f"RESET VARIABLE {v}")
     if iteration_marker is not None and not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):

@@ -15,8 +15,8 @@ WITH rule_named AS (
     -- the args of kernel events parsed once in _gpu (derive_trace.sql); those of
     -- kernels made from CUPTI ranges (cupti_ranges.sql: not in _gpu) here
     SELECT k.kernel_id, k.iteration, k.ts_ns, k.dur_ns, k.stream, k.name, k.op_event_id, g.ka
-    FROM (SELECT event_id, a[17:24] AS ka FROM _gpu
-          WHERE a[17] IS NOT NULL OR name IN (SELECT name FROM rule_named)) g
+    FROM (SELECT event_id, ca AS ka FROM _gpu
+          WHERE ca[1] IS NOT NULL OR name IN (SELECT name FROM rule_named)) g
     JOIN kernels k ON k.kernel_id = g.event_id
     WHERE k.run = $run AND k.kind = 'kernel' AND k.ts_ns IS NOT NULL
     UNION ALL

@@ -27,6 +27,11 @@ WHERE run = $run AND process_name LIKE '/device:GPU:%' AND thread_name LIKE 'Str
 
 -- (Two branches, so that the category filter reaches the scan and only the GPU
 -- rows' args are read; one branch with an OR over the join read them all.)
+-- Their args are parsed once, here, into the kernels table's typed launch fields
+-- and two lists, NULL where all their fields are: oa, what trace_system.sql keeps
+-- in activity_args (occupancy and copy fields), and ca, collectives.sql's
+-- record_param_comms fields. Kept narrow: as a list of all 24 fields, the 2.5 M
+-- GPU rows of a 10 GB trace took 1.3 GB and spilled (the kernels' insert 7.0 s).
 CREATE OR REPLACE TEMP TABLE _gpu AS
 WITH g AS (
     SELECT e.*, x.tid AS x_tid, x.device AS x_device
@@ -37,26 +42,41 @@ WITH g AS (
     FROM _run_events e JOIN _xprof_streams x ON x.pid = e.pid AND x.tid = e.tid
     WHERE e.ph = 'X' AND gpu_activity_kind(e.cat) IS NULL
 )
-SELECT g.* EXCLUDE (x_tid, x_device, args)
-           REPLACE (coalesce(g.stream, CASE WHEN g.x_tid IS NOT NULL THEN TRY_CAST(g.tid AS BIGINT) END) AS stream,
-                    coalesce(g.device, g.x_device) AS device),
-       coalesce(gpu_activity_kind(g.cat),
-                CASE WHEN g.name ILIKE '%memcpy%' THEN 'memcpy'
-                     WHEN g.name ILIKE '%memset%' THEN 'memset' ELSE 'kernel' END) AS kind,
-       -- the args the kernels table types, parsed once: Kineto's launch fields,
-       -- XProf's kernel_details text (a[11]), what trace_system.sql keeps in
-       -- activity_args (a[12..16]: occupancy and copy fields)
-       json_extract_string(g.args, ['$.context', '$.grid[0]', '$.grid[1]', '$.grid[2]',
-                                    '$.block[0]', '$.block[1]', '$.block[2]',
-                                    '$."registers per thread"', '$."shared memory"',
-                                    '$.context_id', '$.kernel_details',
-                                    '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
-                                    '$.bytes', '$."memory bandwidth (GB/s)"',
-                                    -- and collectives.sql's record_param_comms fields (a[17..24])
-                                    '$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
-                                    '$."Process Group Ranks"', '$."Group size"', '$.dtype',
-                                    '$."In msg nelems"', '$."Out msg nelems"']) AS a
-FROM g;
+SELECT event_id, cat, kind, name, ts_ns, dur_ns, device, stream, correlation,
+       -- Kineto's launch fields, else XProf's kernel_details text (a[11])
+       TRY_CAST(coalesce(a[1], a[10]) AS BIGINT) AS context,
+       TRY_CAST(coalesce(a[2], regexp_extract(a[11], 'grid:(\d+),', 1)) AS INTEGER) AS grid_x,
+       TRY_CAST(coalesce(a[3], regexp_extract(a[11], 'grid:\d+,(\d+),', 1)) AS INTEGER) AS grid_y,
+       TRY_CAST(coalesce(a[4], regexp_extract(a[11], 'grid:\d+,\d+,(\d+)', 1)) AS INTEGER) AS grid_z,
+       TRY_CAST(coalesce(a[5], regexp_extract(a[11], 'block:(\d+),', 1)) AS INTEGER) AS block_x,
+       TRY_CAST(coalesce(a[6], regexp_extract(a[11], 'block:\d+,(\d+),', 1)) AS INTEGER) AS block_y,
+       TRY_CAST(coalesce(a[7], regexp_extract(a[11], 'block:\d+,\d+,(\d+)', 1)) AS INTEGER) AS block_z,
+       TRY_CAST(coalesce(a[8], regexp_extract(a[11], 'regs:(\d+)', 1)) AS INTEGER) AS registers_per_thread,
+       coalesce(TRY_CAST(a[9] AS BIGINT),
+                TRY_CAST(regexp_extract(a[11], 'static_shared:(\d+)', 1) AS BIGINT)
+                + TRY_CAST(regexp_extract(a[11], 'dynamic_shared:(\d+)', 1) AS BIGINT)) AS shared_mem_bytes,
+       TRY_CAST(regexp_extract(a[11], 'static_shared:(\d+)', 1) AS BIGINT) AS static_shared_mem_bytes,
+       TRY_CAST(regexp_extract(a[11], 'dynamic_shared:(\d+)', 1) AS BIGINT) AS dynamic_shared_mem_bytes,
+       CASE WHEN list_any_value(a[12:16]) IS NOT NULL THEN a[12:16] END AS oa,
+       CASE WHEN list_any_value(a[17:24]) IS NOT NULL THEN a[17:24] END AS ca
+FROM (
+    SELECT g.event_id, g.cat, g.name, g.ts_ns, g.dur_ns, g.correlation,
+           coalesce(g.stream, CASE WHEN g.x_tid IS NOT NULL THEN TRY_CAST(g.tid AS BIGINT) END) AS stream,
+           coalesce(g.device, g.x_device) AS device,
+           coalesce(gpu_activity_kind(g.cat),
+                    CASE WHEN g.name ILIKE '%memcpy%' THEN 'memcpy'
+                         WHEN g.name ILIKE '%memset%' THEN 'memset' ELSE 'kernel' END) AS kind,
+           json_extract_string(g.args, ['$.context', '$.grid[0]', '$.grid[1]', '$.grid[2]',
+                                        '$.block[0]', '$.block[1]', '$.block[2]',
+                                        '$."registers per thread"', '$."shared memory"',
+                                        '$.context_id', '$.kernel_details',
+                                        '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
+                                        '$.bytes', '$."memory bandwidth (GB/s)"',
+                                        '$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
+                                        '$."Process Group Ranks"', '$."Group size"', '$.dtype',
+                                        '$."In msg nelems"', '$."Out msg nelems"']) AS a
+    FROM g
+);
 
 -- The launch call of each correlation id that has GPU activity (first call wins).
 CREATE OR REPLACE TEMP TABLE _launch AS
@@ -119,31 +139,21 @@ JOIN _op op ON op.event_id = lo.op_event_id;
 
 -- Launch order, numbered on the narrow key alone (a window over the wide rows cost
 -- 0.5 s on 270 k kernels); the kernels are then written in that order (unordered,
--- the parallel insert left part-filled row groups that the next checkpoint rewrote).
+-- the parallel insert left part-filled row groups that the next checkpoint rewrote;
+-- and the rows' order decides the order in which reports add floating-point values).
 CREATE OR REPLACE TEMP TABLE _seq AS
 SELECT g.event_id, row_number() OVER (ORDER BY coalesce(l.ts_ns, g.ts_ns), g.event_id) - 1 AS seq
 FROM _gpu g LEFT JOIN _launch l ON l.correlation = g.correlation;
 
 INSERT INTO kernels
 SELECT
-    $run, g.event_id, g.kind, g.name, g.ts_ns, g.dur_ns, g.device,
-    TRY_CAST(coalesce(a[1], a[10]) AS BIGINT), g.stream, g.correlation,
-    TRY_CAST(coalesce(a[2], regexp_extract(g.details, 'grid:(\d+),', 1)) AS INTEGER),
-    TRY_CAST(coalesce(a[3], regexp_extract(g.details, 'grid:\d+,(\d+),', 1)) AS INTEGER),
-    TRY_CAST(coalesce(a[4], regexp_extract(g.details, 'grid:\d+,\d+,(\d+)', 1)) AS INTEGER),
-    TRY_CAST(coalesce(a[5], regexp_extract(g.details, 'block:(\d+),', 1)) AS INTEGER),
-    TRY_CAST(coalesce(a[6], regexp_extract(g.details, 'block:\d+,(\d+),', 1)) AS INTEGER),
-    TRY_CAST(coalesce(a[7], regexp_extract(g.details, 'block:\d+,\d+,(\d+)', 1)) AS INTEGER),
-    TRY_CAST(coalesce(a[8], regexp_extract(g.details, 'regs:(\d+)', 1)) AS INTEGER),
-    coalesce(TRY_CAST(a[9] AS BIGINT),
-             TRY_CAST(regexp_extract(g.details, 'static_shared:(\d+)', 1) AS BIGINT)
-             + TRY_CAST(regexp_extract(g.details, 'dynamic_shared:(\d+)', 1) AS BIGINT)),
-    TRY_CAST(regexp_extract(g.details, 'static_shared:(\d+)', 1) AS BIGINT),
-    TRY_CAST(regexp_extract(g.details, 'dynamic_shared:(\d+)', 1) AS BIGINT),
+    $run, g.event_id, g.kind, g.name, g.ts_ns, g.dur_ns, g.device, g.context, g.stream, g.correlation,
+    g.grid_x, g.grid_y, g.grid_z, g.block_x, g.block_y, g.block_z, g.registers_per_thread,
+    g.shared_mem_bytes, g.static_shared_mem_bytes, g.dynamic_shared_mem_bytes,
     l.event_id, l.name, l.ts_ns, l.end_ns, l.pid, l.tid,
     CASE WHEN lo.op_end_ns >= l.ts_ns THEN lo.op_event_id END,
     CASE WHEN lo.op_end_ns >= l.ts_ns THEN lo.op_name END, NULL, s.seq
-FROM (SELECT *, a[11] AS details FROM _gpu) g
+FROM _gpu g
 JOIN _seq s ON s.event_id = g.event_id
 LEFT JOIN _launch l ON l.correlation = g.correlation
 LEFT JOIN _launch_op lo ON lo.launch_event_id = l.event_id

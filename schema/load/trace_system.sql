@@ -23,7 +23,7 @@ FROM (
 
 INSERT INTO activity_args
 WITH g AS (
-    SELECT getvariable('tracedb_run') AS run, event_id, name, kind, a[12:16] AS a
+    SELECT getvariable('tracedb_run') AS run, event_id, name, kind, oa AS a
     FROM _gpu
     WHERE gpu_activity_kind(cat) IS NOT NULL
 ), d AS (
