@@ -34,10 +34,10 @@ MEMORY_CAP = 1 << 30
 # a 358 MB database for the 1 GB trace instead of 188 MB).
 BATCH_BYTES = 512 << 20
 BATCH_ROWS = 1 << 20
-# A staged batch is an Arrow table in chunks of whole DuckDB row groups (122,880
-# rows): the parallel insert into events then leaves no part-filled row group for
-# the checkpoint to rewrite (chunks of 10^6 rows: 1.5 s more at close, a 183 MB
-# database for the 1 GB trace instead of 104 MB).
+# Rows per Arrow chunk asked of DuckDB for a staged batch: at least a piece's, so it
+# gives one chunk per piece. Its default, 131,072-row chunks (three per piece and a
+# remainder), left part-filled row groups (122,880 rows) that the checkpoint rewrote:
+# 1.5 s more at close, a 183 MB database for the 1 GB trace instead of 104 MB.
 STAGE_CHUNK_ROWS = 8 * 122880
 
 
@@ -162,16 +162,22 @@ def _exact_stages(con, tf, batch_rows):
         staged += batch.num_rows
         _drop_source(con)
         if staged >= batch_rows:
-            rows, parts = pa.concat_tables(parts), []
+            rows, parts = _joined(parts), []
             yield _staged(rows)
             rows, staged, done = None, 0, True
     if staged:
-        yield _staged(pa.concat_tables(parts))
+        yield _staged(_joined(parts))
     elif not done:             # no event at all: an empty batch
         empty = os.path.join(os.path.dirname(tf.pieces[0]), "empty.json")
         with open(empty, "w") as f:
             f.write("[]")
         yield _stage_fast(con, tf, [empty])
+
+
+def _joined(parts):
+    """The exact path's Arrow tables (one chunk per 65,536 events) as one, in chunks of
+    STAGE_CHUNK_ROWS, whole row groups, so the insert leaves no part-filled ones."""
+    return pa.Table.from_batches(pa.concat_tables(parts).combine_chunks().to_batches(STAGE_CHUNK_ROWS))
 
 
 class NeedsExact(Exception):
@@ -183,6 +189,7 @@ def _fast_stages(con, tf):
         staged = _stage_fast(con, tf, group)
         tf.settle()
         if pc.any(staged["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
+            staged = None      # not held by the exception's traceback through the retry
             raise NeedsExact()
         yield staged
         staged = None          # inserted: let it go before the next batch is parsed
@@ -222,7 +229,7 @@ _MENDED = {
 def _count_mended(con, staged, mended):
     """Add the staged batch's values that trace_rows.sql mended to mended:
     problem -> [count, name of the first event]."""
-    mended_rows = staged.filter(pc.is_valid(staged["problem"]))
+    mended_rows = staged.select(["problem", "name", "pos"]).filter(pc.is_valid(staged["problem"]))
     if not mended_rows.num_rows:
         return
     for problem, n, first in con.from_arrow(mended_rows).query("_mended", (
