@@ -56,6 +56,8 @@ class HostSampler:
             time.sleep(max(0.0, nxt - time.perf_counter()))
             nxt += period
             now, ts = _cpu_times(), time.time_ns()
+            if now[None][1] <= prev[None][1]:
+                continue       # no jiffy passed (a late thread catching up): the sample would say nothing
             try:
                 rss = _rss(self.pid)
             except OSError:

@@ -331,6 +331,23 @@ def test_sampler_without_nvml_says_so(tmp_path):
         Sampler(tmp_path / "p.csv")
 
 
+def test_host_sampler_faster_than_the_kernels_clock_writes_no_empty_utilization(tmp_path):
+    """Sampled every 1 ms, faster than /proc/stat's jiffies move (or late and catching
+    up on a busy machine), two reads can see no time pass: such a sample is skipped,
+    not written with an empty whole-machine utilization (408 of 500 were, before; a
+    single core's row can still be empty where that core's clock did not move)."""
+    import time
+    from tracedb.host_log import HostSampler
+    s = HostSampler(tmp_path / "fast_host.csv", interval_ms=1).start()
+    time.sleep(0.3)
+    s.stop()
+    with open(tmp_path / "fast_host.csv") as f:
+        rows = list(csv.DictReader(f))
+    whole = [x for x in rows if x["cpu"] == ""]
+    assert whole and all(0 <= float(x["cpu_util_pct"]) <= 100 for x in whole)
+    assert len({x["timestamp_ns"] for x in rows}) == len(whole)      # every sample has its whole-machine row
+
+
 def test_host_sampler_writes_what_the_reader_reads(fresh_db, tmp_path):
     import time
     from tracedb.host_log import HostSampler
