@@ -303,10 +303,10 @@ def test_args_stored_in_zstd_and_an_older_database_keeps_zstd_for_the_ingest(tmp
     con.close()
 
 
-def epoch_fraction_trace(tmp_path):
-    """TRACES[0] moved to epoch µs with a fraction: its doubles cannot hold the ns, so
-    the load reads it three times (doubles, then text, then the exact path)."""
-    d = json.load(gzip.open(TRACES[0]))
+def epoch_fraction_trace(tmp_path, raw):
+    """raw (TRACES[0] as parsed) moved to epoch µs with a fraction: its doubles cannot
+    hold the ns, so the load reads it three times (doubles, then text, then the exact path)."""
+    d = json.loads(json.dumps(raw))
     for e in d["traceEvents"]:
         if isinstance(e.get("ts"), (int, float)):
             e["ts"] = f"@{1_700_000_000_000_000 + int(e['ts'])}.001@"      # 1 ns past a whole µs
@@ -344,13 +344,13 @@ def test_a_staged_batch_is_let_go_once_inserted(tmp_path, small_pieces, monkeypa
     monkeypatch.setattr(trace, "run_script_over", insert)
     con = db.connect(tmp_path / "b.duckdb")
     before = temporary(con)
-    path = epoch_fraction_trace(tmp_path) if retried else TRACES[0]
+    raw = json.load(gzip.open(TRACES[0]))
+    path = epoch_fraction_trace(tmp_path, raw) if retried else TRACES[0]
     ingest_file(con, path, run="r")
     n = scalar(con, "SELECT count(*) FROM events")
     assert len(seen) >= 10 and n == scalar(con, "SELECT count(DISTINCT event_id) FROM events") \
-        == scalar(con, "SELECT max(event_id) + 1 FROM events") == len(json.load(gzip.open(TRACES[0]))["traceEvents"])
+        == scalar(con, "SELECT max(event_id) + 1 FROM events") == len(raw["traceEvents"])
     if retried:       # the ns survived: the exact path loaded every ts as the file wrote it
-        raw = json.load(gzip.open(TRACES[0]))
         base = raw.get("baseTimeNanoseconds") or 0
         want = sorted(base + (1_700_000_000_000_000 + int(e["ts"])) * 1000 + 1
                       for e in raw["traceEvents"] if isinstance(e.get("ts"), (int, float)))
