@@ -142,8 +142,7 @@ def _views_current(con, macros=True):
     of them are this version's, and no view (with macros: nor macro) was dropped
     since. Listing the macros takes 50 ms (duckdb_functions() lists every built-in):
     a write open checks them, a read-only one (every report) the views alone."""
-    stored = dict(rows(con, "SELECT key, value FROM schema_info WHERE key IN ('version', 'views')"))
-    if stored != {"version": SCHEMA_VERSION, "views": _views_digest()}:
+    if not _stamped_current(con):
         return False
     kinds = "VIEW|MACRO" if macros else "VIEW"
     names = set()
@@ -154,6 +153,14 @@ def _views_current(con, macros=True):
         found += (" UNION SELECT function_name FROM duckdb_functions() "
                   "WHERE database_name = current_database() AND function_type LIKE '%macro'")
     return names <= {r[0] for r in rows(con, found)}
+
+
+def _stamped_current(con):
+    """The file says it holds this version's schema and views (schema_info): true of
+    a copy of the template (db_template.py), which applying the schema again leaves
+    as it is (0.08 s of a new file's 0.12 s open)."""
+    stored = dict(rows(con, "SELECT key, value FROM schema_info WHERE key IN ('version', 'views')"))
+    return stored == {"version": SCHEMA_VERSION, "views": _views_digest()}
 
 
 def _views_digest():
@@ -287,7 +294,9 @@ def connect(path, read_only=False, wait_s=0.0, say=None, _template=True):
     if not sys.stderr.isatty():       # DuckDB's own bar would land in redirected output
         con.execute("SET enable_progress_bar = false")
     try:
-        if not read_only:
+        if copied is not None and _stamped_current(con):
+            pass        # a copy of this version's template: the schema is there as applying it gives
+        elif not read_only:
             apply_schema(con)
         else:
             shadow_stale_views(con)

@@ -303,6 +303,35 @@ def test_iterations_from_a_named_annotation(fresh_db):
     assert scalar(fresh_db, "SELECT count(*) FROM runs WHERE path LIKE '%resnet50%'") == 0   # rolled back
 
 
+def test_a_kernel_gets_the_latest_marker_that_holds_its_launch(fresh_db, tmp_path):
+    """Nested markers: the real graph trace with one more train_iter span around all
+    three (from 1 µs before the first to 1 µs past the last launch). A kernel launched
+    in an inner span is that span's iteration; the 16 launched after the last inner
+    span ended are the outer one's, which began before all of them."""
+    doc = raw_trace(GRAPH_TRACE)
+    la = ref.launches(doc)
+    launch_ns = {}
+    for i, e in ref.gpu_events(doc):
+        c = (e.get("args") or {}).get("correlation")
+        launch_ns[i + 1] = ref.ns(doc, la[c][1]["ts"]) if c in la else ref.ns(doc, e["ts"])   # +1: the new first event
+    first = min(Decimal(str(e["ts"])) for e in doc["traceEvents"] if e.get("name") == "train_iter")
+    last = (max(launch_ns.values()) - (doc.get("baseTimeNanoseconds") or 0)) / Decimal(1000)
+    outer = (f'{{"ph": "X", "cat": "user_annotation", "name": "train_iter", "pid": 543, "tid": 543, '
+             f'"ts": {first - 1}, "dur": {last + 1 - (first - 1)}, "args": {{}}}},\n')
+    with gzip.open(GRAPH_TRACE, "rt") as f:
+        text = f.read()
+    at = text.index("[", text.index('"traceEvents"')) + 1
+    nested = tmp_path / "nested.json"
+    nested.write_text(text[:at] + outer + text[at:])
+    ingest_file(fresh_db, nested, run="n", options={"iterations_from": "train_iter"})
+    spans = rows(fresh_db, "SELECT iteration, start_ns, marker_end_ns FROM iterations WHERE run = 'n' ORDER BY start_ns")
+    assert [s[0] for s in spans] == [0, 1, 2, 3] and spans[0][2] > spans[3][2]     # the outer one first
+    want = {k: max((s, it) for it, s, m in spans if s <= t <= m)[1] for k, t in launch_ns.items()}
+    got = dict(rows(fresh_db, "SELECT kernel_id, iteration FROM kernels WHERE run = 'n'"))
+    assert got == want
+    assert sum(1 for it in want.values() if it == 0) == 16 and set(want.values()) == {0, 1, 2, 3}
+
+
 def test_without_markers_the_cli_says_how(tmp_path, capsys):
     dbp = str(tmp_path / "c.duckdb")
     assert cli.main(["ingest", str(GRAPH_TRACE), "--db", dbp]) == 0
