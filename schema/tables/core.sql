@@ -82,7 +82,7 @@ CREATE TABLE IF NOT EXISTS kernels (
     launch_tid           VARCHAR,
     op_event_id          BIGINT,             -- innermost framework op enclosing the launch
     op_name              VARCHAR,
-    iteration            INTEGER,            -- iteration whose step marker holds the launch start
+    iteration            INTEGER,            -- iteration whose step marker holds the launch start (the latest-starting one where markers nest)
     seq                  BIGINT              -- launch order within the run (0-based)
 );
 
