@@ -294,12 +294,10 @@ def connect(path, read_only=False, wait_s=0.0, say=None, _template=True):
     if not sys.stderr.isatty():       # DuckDB's own bar would land in redirected output
         con.execute("SET enable_progress_bar = false")
     try:
-        if copied is not None and _stamped_current(con):
-            pass        # a copy of this version's template: the schema is there as applying it gives
-        elif not read_only:
-            apply_schema(con)
-        else:
+        if read_only:
             shadow_stale_views(con)
+        elif copied is None or not _stamped_current(con):    # a copy of this version's template has it
+            apply_schema(con)
     except BaseException:
         con.close()
         raise
