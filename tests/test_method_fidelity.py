@@ -324,8 +324,11 @@ def test_a_kernel_gets_the_latest_marker_that_holds_its_launch(fresh_db, tmp_pat
     nested = tmp_path / "nested.json"
     nested.write_text(text[:at] + outer + text[at:])
     ingest_file(fresh_db, nested, run="n", options={"iterations_from": "train_iter"})
-    spans = rows(fresh_db, "SELECT iteration, start_ns, marker_end_ns FROM iterations WHERE run = 'n' ORDER BY start_ns")
-    assert [s[0] for s in spans] == [0, 1, 2, 3] and spans[0][2] > spans[3][2]     # the outer one first
+    base = doc.get("baseTimeNanoseconds") or 0
+    outer_ns = (base + int((first - 1) * 1000), base + int((last + 1) * 1000))
+    spans = [(it, s, m) for it, (s, m) in enumerate(sorted([outer_ns] + _annotations(doc, "train_iter")))]
+    assert rows(fresh_db, "SELECT iteration, start_ns, marker_end_ns FROM iterations WHERE run = 'n' ORDER BY 1") == spans
+    assert spans[0][2] > spans[3][2]     # the outer one first, around the others
     want = {k: max((s, it) for it, s, m in spans if s <= t <= m)[1] for k, t in launch_ns.items()}
     got = dict(rows(fresh_db, "SELECT kernel_id, iteration FROM kernels WHERE run = 'n'"))
     assert got == want
