@@ -98,7 +98,7 @@ class _Decompressing(io.RawIOBase):
 
     def _fill_arrow(self):
         try:
-            data = self._arrow.read(1 << 22)
+            data = self._arrow.read_buffer(1 << 22)      # pyarrow's buffer itself, not a copy as bytes
         except OSError:                      # pyarrow's errors are OSError (ArrowIOError)
             self._close_arrow()
             skip = self._delivered           # zlib from the start, up to where pyarrow was
@@ -107,7 +107,7 @@ class _Decompressing(io.RawIOBase):
                 n = min(skip, len(self._pending))
                 self._pending, skip = self._pending[n:], skip - n
             return
-        if not data:
+        if not len(data):
             self._close_arrow()
             self._done = True
             return
@@ -152,7 +152,7 @@ class _Decompressing(io.RawIOBase):
     def readinto(self, b):
         self._fill()
         n = min(len(b), len(self._pending) - self._at)
-        b[:n] = memoryview(self._pending)[self._at:self._at + n]
+        b[:n] = memoryview(self._pending).cast("B")[self._at:self._at + n]     # (a pyarrow buffer is signed chars)
         self._at += n
         self._delivered += n
         return n

@@ -34,11 +34,19 @@ MEMORY_CAP = 1 << 30
 # a 358 MB database for the 1 GB trace instead of 188 MB).
 BATCH_BYTES = 512 << 20
 BATCH_ROWS = 1 << 20
+# A gzip trace inflated while it loads holds in memory at most the pieces of the
+# batch being parsed and this many of the next (trace_json._MemoryPieces: 512 MB;
+# one more made no difference at 1 GB: docs/benchmarks.md).
+PIECES_AHEAD = 0
 # Rows per Arrow chunk asked of DuckDB for a staged batch: at least a piece's, so it
 # gives one chunk per piece. Its default, 131,072-row chunks (three per piece and a
 # remainder), left part-filled row groups (122,880 rows) that the checkpoint rewrote:
 # 1.5 s more at close, a 183 MB database for the 1 GB trace instead of 104 MB.
 STAGE_CHUNK_ROWS = 8 * 122880
+
+
+def _pieces_per_batch():
+    return max(1, BATCH_BYTES // trace_json.PIECE_BYTES)
 
 
 class CutInsideEvent(Exception):
@@ -197,7 +205,7 @@ class NeedsExact(Exception):
 
 
 def _fast_stages(con, tf):
-    for group in _batches(tf.iter_pieces(), max(1, BATCH_BYTES // trace_json.PIECE_BYTES)):
+    for group in _batches(tf.iter_pieces(), _pieces_per_batch()):
         staged = _stage_fast(con, tf, group)
         tf.settle()
         if pc.any(staged["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
@@ -308,6 +316,8 @@ def load(con, tf, run):
         n = None
         if tf.numbers == "double":
             tf.numbers = "text"
+            if tf.memory is not None:         # read once: read again from files
+                raise trace_json.PiecesGone() from None
             n = _again(con, tf, run, mended, lambda: _fast_stages(con, tf))
         if n is None:
             n = _again(con, tf, run, mended, lambda: _exact_stages(con, tf, BATCH_ROWS))
@@ -400,7 +410,7 @@ class TraceReader(Reader):
 
     def prepare(self, con, path, fmt, work, options):
         hasher = hashlib.sha256()
-        tf = trace_json.split(path, work, hasher)
+        tf = trace_json.split(path, work, hasher, memory_pieces=_pieces_per_batch() + PIECES_AHEAD)
         # A duplicate has the same size: only then wait for the hash before loading;
         # otherwise hashing an uncompressed file overlaps the parse. A compressed one
         # inflated while it loads has no size yet: the caller checks its hash after.
@@ -408,8 +418,10 @@ class TraceReader(Reader):
         if not inflating and scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [tf.content_bytes]):
             tf.wait_hash()
         tf.iteration_marker = options.get("iterations_from")
-        return Prepared(fmt, tf.content_bytes, lambda: (tf.wait_hash(), hasher.hexdigest())[1],
-                        digest_ready=tf.hashing is None and not inflating, state=tf)
+        prep = Prepared(fmt, tf.content_bytes, None, digest_ready=tf.hashing is None and not inflating, state=tf)
+        prep.digest = lambda: (prep.state.wait_hash(), prep.state.hasher.hexdigest())[1]
+        tf.hasher = hasher
+        return prep
 
     @contextmanager
     def loading(self, con, prep):
@@ -429,6 +441,8 @@ class TraceReader(Reader):
         except NotAllNumbers:       # a ts or dur that is a string or such: rare
             tf.numbers = "text"
             raise Reload() from None
+        except trace_json.PiecesGone:     # read again another way: from piece files
+            raise Reload() from None
         prep.content_bytes = tf.content_bytes
         fields = run_metadata(con, run, tf.members)
         fields.update(info)
@@ -436,6 +450,14 @@ class TraceReader(Reader):
         return fields
 
     def reload(self, prep, work):
+        if prep.state.memory is not None:       # its pieces were let go: inflate it again, into files
+            old = prep.state
+            old.stop()
+            hasher = hashlib.sha256()
+            prep.state = trace_json.split(old.path, work, hasher)
+            prep.state.hasher = hasher
+            for kept in ("numbers", "rejoin", "iteration_marker"):
+                setattr(prep.state, kept, getattr(old, kept))
         if prep.state.rejoin:
             prep.state.rejoin = False
             trace_json.join_pieces(prep.state, work)

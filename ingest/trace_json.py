@@ -9,7 +9,8 @@ read in place and its pieces are named pipes the kernel feeds from the file as
 DuckDB reads them (_Pipes: nothing is written); the exact path and a failed load's
 diagnosis read piece files instead, copied by a thread (_PieceFeed). A compressed
 file is inflated into piece files, by a thread while the load parses those already
-whole when its prologue gives the base time.
+whole when its prologue gives the base time; on Linux those pieces are held in
+memory (_MemoryPieces), a few at a time, instead of written to $TMPDIR.
 DuckDB's JSON reader then scans the pieces, one thread per piece (the fast
 path: it reads a single array on one thread), or `exact_batches` streams them
 element by element into Arrow batches, keeping every number's text (the exact
@@ -69,12 +70,15 @@ class TraceFile:
     truncated: bool = False
     content_bytes: int = 0
     hashing: object = None         # thread still hashing an uncompressed file, or None
+    hasher: object = None          # the hashlib object the content goes to (the run's content_hash)
     array_start: int = 0           # byte offset of the event array's '[' in the content
     copier: object = None          # _PieceFeed still making the pieces, or None
     spans: list = None             # an uncompressed file: each piece's byte range in it
     workdir: str = None            # where its pieces (files or pipes) are made
     pipes: object = None           # _Pipes feeding the pieces to the load, or None
     inflating: bool = False        # the copier inflates a compressed file (and hashes it as it goes)
+    memory: object = None          # _MemoryPieces holding the inflated pieces, or None (files)
+    handed: list = field(default_factory=list)     # pieces handed to the load and not yet let go
     # how the load reads it (ingest/trace.py): ts and dur as 'double' or 'text'; the
     # pieces joined again (a cut fell inside an event); the --iterations-from name
     numbers: str = "double"
@@ -83,7 +87,7 @@ class TraceFile:
 
     def wait_hash(self):
         if self.copier is not None and self.inflating:
-            self.pieces        # noqa: B018 (a compressed file inflated while it loads is hashed as it goes)
+            self._wait_copier()        # a compressed file inflated while it loads is hashed as it goes
         if self.hashing is not None:
             self.hashing.join()
             error, self.hashing = self.hashing.error, None
@@ -92,10 +96,19 @@ class TraceFile:
 
     @property
     def pieces(self):
-        """Every piece (waits for the copy of an uncompressed file to end)."""
-        if self.copier is not None:
-            self.piece_list, self.copier = self.copier.wait(), None
+        """Every piece (waits for the copy of an uncompressed file to end). Pieces held
+        in memory are read once, as they come (iter_pieces): PiecesGone."""
+        if self.memory is not None:
+            raise PiecesGone()
+        self._wait_copier()
         return self.piece_list
+
+    def _wait_copier(self):
+        if self.copier is not None:
+            if self.memory is not None:
+                self.memory.unbound()     # whoever waits for them all reads none: hold them all
+            self.piece_list, self.copier = self.copier.wait(), None
+
 
     @pieces.setter
     def pieces(self, paths):
@@ -109,15 +122,21 @@ class TraceFile:
             self.stop_pipes()
             self.pipes = _Pipes(self.path, self.workdir, self.spans)
             yield from self.pipes.iter()
-        elif self.copier is not None:
-            yield from self.copier.iter()
         else:
-            yield from self.piece_list
+            if self.memory is not None and self.memory.let_go:
+                raise PiecesGone()
+            for path in (self.copier.iter() if self.copier is not None else self.piece_list):
+                self.handed.append(path)
+                yield path
 
     def settle(self):
-        """The pieces handed out were read: their feeders' errors, if any."""
+        """The pieces handed out were read: their feeders' errors, if any; pieces held
+        in memory are let go (the inflate goes on into the room they leave)."""
         if self.pipes is not None:
             self.pipes.settle()
+        if self.memory is not None:
+            self.memory.release(self.handed)
+        self.handed = []
 
     def abandon_pipes(self):
         """DuckDB failed on the pipes: release their feeders; a feeder's own error
@@ -137,6 +156,8 @@ class TraceFile:
         if self.copier is not None:
             self.copier.stop()
             self.copier = None
+        if self.memory is not None:
+            self.memory.close()
 
 
 def _skip(s, i):
@@ -371,15 +392,69 @@ def _piece_path(workdir, k):
     return os.path.join(workdir, f"events-{k:05d}.json")
 
 
-class _Pieces:
-    """Writes the event array as numbered piece files ('[' + events + ']' each)
-    through a thread: the kernel's copy into the page cache, ~1 s per GB here,
-    overlaps the inflate of a gzip. on_closed(path) is called as each piece is
-    closed."""
+class PiecesGone(Exception):
+    """Pieces held in memory are read once and let go: what needs them again (another
+    way of reading, a diagnosis) splits the file again into piece files (split with
+    memory_pieces=None)."""
 
-    def __init__(self, workdir, on_closed=lambda path: None):
+
+class _MemoryPieces:
+    """The pieces of an inflated trace held in memory (a Linux memfd each, which
+    DuckDB opens as /proc/self/fd/N) instead of written to files in $TMPDIR: on a disk
+    that write cost about 1 s of CPU per GB in the kernel, on the inflating thread
+    (docs/benchmarks.md). At most `limit` are held: the inflate waits for the room
+    that the load leaves as it lets the pieces it has parsed go (release)."""
+
+    @staticmethod
+    def usable():
+        return hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
+
+    def __init__(self, limit):
+        self.fds, self.let_go = {}, False
+        self._room = threading.Semaphore(limit)
+        self._bounded = True
+        self._lock = threading.Lock()
+
+    def create(self, k, stopped):
+        """A new piece: (path, file open for writing), once there is room; None if
+        stopped while waiting."""
+        while self._bounded and not self._room.acquire(timeout=0.05):
+            if stopped():
+                return None
+        fd = os.memfd_create(f"tracedb-piece-{k}", getattr(os, "MFD_CLOEXEC", 0))
+        path = f"/proc/self/fd/{fd}"
+        with self._lock:
+            self.fds[path] = fd
+        return path, os.fdopen(os.dup(fd), "wb")
+
+    def unbound(self):
+        """No more waiting for room (someone waits for every piece)."""
+        self._bounded = False
+
+    def release(self, paths):
+        for path in paths:
+            with self._lock:
+                fd = self.fds.pop(path, None)
+            if fd is not None:
+                os.close(fd)
+                self.let_go = True
+                self._room.release()
+
+    def close(self):
+        with self._lock:
+            paths = list(self.fds)
+        self.release(paths)
+
+
+class _Pieces:
+    """Writes the event array as numbered pieces ('[' + events + ']' each), files or
+    held in memory (_MemoryPieces), through a thread: the kernel's copy overlaps the
+    inflate of a gzip. on_closed(path) is called as each piece is closed."""
+
+    def __init__(self, workdir, on_closed=lambda path: None, memory=None, stopped=lambda: False):
         self.workdir, self.paths, self.out, self.written = workdir, [], None, 0
         self._on_closed = on_closed
+        self._memory, self._stopped = memory, stopped
         self._q = queue.Queue(maxsize=4)
         self._writer = _Thread(_drain, (self._q, lambda op: op()))
         self._writer.start()
@@ -388,15 +463,26 @@ class _Pieces:
         self._q.put(op)
 
     def next(self):
+        """Close the piece being written (published once the writer thread has it all)
+        and start the next; False (nothing started) when stopped while waiting for room."""
         out, done = self.out, self.paths[-1] if self.paths else None
-        path = _piece_path(self.workdir, len(self.paths))
-        self.paths.append(path)
-        self.out = open(path, "wb")
-        self.written = 0
         if out is not None:
+            self.out = None
             self._do(lambda: (out.write(b"]"), out.close(), self._on_closed(done)))
+        if self._memory is not None:
+            made = self._memory.create(len(self.paths), self._stopped)
+            if made is None:
+                return False
+            path, new = made
+        else:
+            path = _piece_path(self.workdir, len(self.paths))
+            new = open(path, "wb")
+        self.paths.append(path)
+        self.out = new
+        self.written = 0
         if len(self.paths) > 1:
             self.write(b"[")
+        return True
 
     def write(self, data):
         out = self.out
@@ -650,13 +736,16 @@ class _PlainHash:
             self.file.close()
 
 
-def split(path, workdir, hasher, piece_bytes=None):
+def split(path, workdir, hasher, piece_bytes=None, memory_pieces=None):
     """Copy the event array of the trace at path into pieces in workdir; parse what surrounds it.
 
     hasher (hashlib object) receives the whole decompressed content. For an
     uncompressed file the hashing may still run when this returns (it overlaps
     the parse): call TraceFile.wait_hash() before reading the digest; and its
     pieces are copied by a thread from their first use on (TraceFile.iter_pieces).
+    memory_pieces: a compressed file inflated while it loads keeps at most that many
+    pieces in memory (where it can: _MemoryPieces), each let go once the load has
+    read it (TraceFile.settle); None: piece files in workdir, kept to the end.
     """
     piece_bytes = piece_bytes or PIECE_BYTES
     size = os.path.getsize(path)
@@ -667,10 +756,10 @@ def split(path, workdir, hasher, piece_bytes=None):
     if not hasattr(f, "fileobj"):
         with f:
             return _split_plain(path, f, size, workdir, hasher, piece_bytes)
-    return _split_compressed(path, f, size, workdir, hasher, piece_bytes)
+    return _split_compressed(path, f, size, workdir, hasher, piece_bytes, memory_pieces)
 
 
-def _split_compressed(path, f, size, workdir, hasher, piece_bytes):
+def _split_compressed(path, f, size, workdir, hasher, piece_bytes, memory_pieces=None):
     """A compressed file: inflated (pyarrow) and cut into pieces as it comes. When
     the prologue gives the base time (Kineto writes it before the events), a thread
     does it while the load parses the pieces already whole; the content's size and
@@ -696,6 +785,8 @@ def _split_compressed(path, f, size, workdir, hasher, piece_bytes):
 
     if "baseTimeNanoseconds" in members:
         tf.copier, tf.inflating = _PieceFeed(work), True
+        if memory_pieces and _MemoryPieces.usable():
+            tf.memory = _MemoryPieces(memory_pieces)
         return tf
     with progress(path, size) as at:
         work(tf.piece_list.append, lambda: False, at)
@@ -706,20 +797,23 @@ def _inflate_pieces(tf, f, h, buf, eof, cut, workdir, piece_bytes, publish, stop
     """The cut loop of a compressed stream: pieces written by a thread (_Pieces),
     each published once closed; the last one once the end of the array is known."""
     start = tf.array_start
-    with _Pieces(workdir, on_closed=publish) as pieces:
-        pieces.next()
+    with _Pieces(workdir, on_closed=publish, memory=tf.memory, stopped=stopped) as pieces:
+        if not pieces.next():
+            return
         hold = buf[start:]          # not yet written: the last TAIL bytes are never cut
         written = len(hold)
         while True:
-            if len(hold) > TAIL:
-                data, hold = hold[:-TAIL], hold[-TAIL:]
+            if len(hold) > TAIL:     # (views, not copies: the writer thread takes them as they are)
+                view = memoryview(hold)
+                data, hold = view[:-TAIL], bytes(view[-TAIL:])
                 while pieces.written + len(data) >= piece_bytes:
                     m = _CUT.search(data, max(0, piece_bytes - pieces.written))
                     if m is None:
                         break
-                    comma = data.index(b",", m.start())
+                    comma = m.start() + m.group().index(b",")
                     pieces.write(data[:comma])
-                    pieces.next()
+                    if not pieces.next():
+                        return
                     data = data[comma + 1:]
                 pieces.write(data)
             if eof or stopped():

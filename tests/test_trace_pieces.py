@@ -179,6 +179,110 @@ def test_gzip_hashed_while_loading_is_still_found_a_duplicate(tmp_path):
         c.close()
 
 
+def late_event_trace(tmp_path, ts_text):
+    """TRACES[0] as a gzip whose flow event past the middle has ts written as ts_text
+    (JSON text); the event's index."""
+    doc = json.load(gzip.open(TRACES[0]))
+    k = next(i for i, e in enumerate(doc["traceEvents"]) if e.get("ph") == "s" and i > len(doc["traceEvents"]) // 2)
+    doc["traceEvents"][k]["ts"] = "@late@"
+    p = tmp_path / (run_name(TRACES[0]) + ".json.gz")
+    p.write_bytes(gzip.compress(json.dumps(doc, indent=1).replace('"@late@"', ts_text).encode()))
+    return p, k, doc
+
+
+def held_in_memory(monkeypatch):
+    """A list of the number of pieces held as each piece held in memory is made."""
+    held, real = [], trace_json._MemoryPieces.create
+
+    def create(self, k, stopped):
+        made = real(self, k, stopped)
+        if made is not None:
+            held.append(len(self.fds))
+        return made
+    monkeypatch.setattr(trace_json._MemoryPieces, "create", create)
+    return held
+
+
+needs_memfd = pytest.mark.skipif(not trace_json._MemoryPieces.usable(), reason="no memfd (Linux only)")
+
+
+@needs_memfd
+def test_gzip_pieces_held_in_memory_a_few_at_a_time(fixture_db, small_pieces, tmp_path, monkeypatch):
+    """A Kineto gzip inflated while it loads keeps its pieces in memory, at most
+    a batch's and trace.PIECES_AHEAD more at once: each batch's pieces are let go once parsed, and the
+    inflate waits for that room (so it never holds the whole trace); none is left."""
+    monkeypatch.setattr(trace, "BATCH_BYTES", 1)          # a batch per piece
+    monkeypatch.setattr(trace, "PIECES_AHEAD", 0)          # one piece held: the one being parsed
+    held = held_in_memory(monkeypatch)
+    prepared, real_prepare = [], trace.TraceReader.prepare
+
+    def prepare(self, *a, **k):
+        prepared.append(real_prepare(self, *a, **k))
+        return prepared[-1]
+    monkeypatch.setattr(trace.TraceReader, "prepare", prepare)
+    con = db.connect(tmp_path / "m.duckdb")
+    load = threading.Thread(target=ingest_file, args=(con, TRACES[0]), daemon=True)
+    load.start()
+    load.join(timeout=120)
+    assert not load.is_alive(), "the inflate and the load wait for each other"
+    assert len(held) >= 10 and max(held) == 1          # ten pieces made, never more than one held
+    assert prepared[0].state.memory.fds == {}            # every one let go
+    assert tables(con, run_name(TRACES[0])) == tables(fixture_db, run_name(TRACES[0]))
+    con.close()
+
+
+@needs_memfd
+@pytest.mark.parametrize("ts_text, why", [('"12:00:01"', "a string"), ("1700000000123456.789", "epoch ns")],
+                         ids=["a string ts: read as text", "epoch µs with ns: read exactly"])
+def test_gzip_read_again_after_its_pieces_were_let_go(fixture_db, small_pieces, tmp_path, monkeypatch, ts_text, why):
+    """An event late in a gzip inflated while it loads needs another way of reading
+    once earlier pieces were let go: the trace is inflated again, into piece files,
+    and read that way: it loads as the fixture does but for that event's ts."""
+    monkeypatch.setattr(trace, "BATCH_BYTES", 1)
+    monkeypatch.setattr(trace, "BATCH_ROWS", 1000)
+    p, k, doc = late_event_trace(tmp_path, ts_text)
+    held = held_in_memory(monkeypatch)
+    reloads, real_reload = [], trace.TraceReader.reload
+
+    def reload(self, prep, work):
+        reloads.append(prep.state.memory is not None and prep.state.memory.let_go)
+        return real_reload(self, prep, work)
+    monkeypatch.setattr(trace.TraceReader, "reload", reload)
+    con = db.connect(tmp_path / "r.duckdb")
+    if why == "a string":
+        with pytest.warns(UserWarning, match="1 events have a ts or dur that is not a number"):
+            r = ingest_file(con, p)
+        want_ns = None
+    else:
+        r = ingest_file(con, p)
+        want_ns = doc["baseTimeNanoseconds"] + 1700000000123456789
+    assert len(held) > 3 and reloads[0] is True          # pieces were let go before the reload
+    got, want = tables(con, r.run), tables(fixture_db, run_name(TRACES[0]))
+    assert [e[6] for e in got["events"] if e[0] == k] == [want_ns]          # ts_ns
+    assert [e for e in got["events"] if e[0] != k] == [e for e in want["events"] if e[0] != k]
+    for t in ("kernels", "iterations", "threads"):
+        assert got[t] == want[t], t
+    assert scalar(con, "SELECT content_hash FROM runs") == hashlib.sha256(gzip.decompress(p.read_bytes())).hexdigest()
+    con.close()
+
+
+@needs_memfd
+def test_malformed_gzip_late_in_memory_is_a_clear_error(small_pieces, tmp_path, monkeypatch):
+    """A gzip whose event past the middle is not JSON, found after earlier pieces held
+    in memory were let go: the same clear error as for a file, nothing loaded, no
+    thread left behind."""
+    monkeypatch.setattr(trace, "BATCH_BYTES", 1)
+    p, _, _ = late_event_trace(tmp_path, "12:00:01")
+    con = db.connect(tmp_path / "b.duckdb")
+    threads = threading.active_count()
+    with pytest.raises(IngestError, match="malformed") as e:
+        ingest_file(con, p)
+    assert str(p) in str(e.value)
+    assert threading.active_count() == threads
+    assert scalar(con, "SELECT count(*) FROM events") == scalar(con, "SELECT count(*) FROM runs") == 0
+    con.close()
+
+
 def nested_trace(path, n=400):
     """A small trace whose events carry arrays of objects in their args: `},{`
     inside an event, where a cut would break it."""
