@@ -179,6 +179,17 @@ def test_gzip_hashed_while_loading_is_still_found_a_duplicate(tmp_path):
         c.close()
 
 
+def rejected_as_malformed(con, path):
+    """Loading path fails with a clear error naming it, loads nothing, and leaves no
+    thread behind (the feeders of pipes DuckDB never opened or left, the inflate)."""
+    threads = threading.active_count()
+    with pytest.raises(IngestError, match="malformed") as e:
+        ingest_file(con, path)
+    assert str(path) in str(e.value)
+    assert threading.active_count() == threads
+    assert scalar(con, "SELECT count(*) FROM events") == scalar(con, "SELECT count(*) FROM runs") == 0
+
+
 def late_event_trace(tmp_path, ts_text):
     """TRACES[0] as a gzip whose flow event past the middle has ts written as ts_text
     (JSON text); the event's index."""
@@ -274,12 +285,7 @@ def test_malformed_gzip_late_in_memory_is_a_clear_error(small_pieces, tmp_path, 
     monkeypatch.setattr(trace, "BATCH_BYTES", 1)
     p, _, _ = late_event_trace(tmp_path, "12:00:01")
     con = db.connect(tmp_path / "b.duckdb")
-    threads = threading.active_count()
-    with pytest.raises(IngestError, match="malformed") as e:
-        ingest_file(con, p)
-    assert str(p) in str(e.value)
-    assert threading.active_count() == threads
-    assert scalar(con, "SELECT count(*) FROM events") == scalar(con, "SELECT count(*) FROM runs") == 0
+    rejected_as_malformed(con, p)
     con.close()
 
 
@@ -322,14 +328,7 @@ def test_malformed_trace_in_pieces_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(trace_json, "PIECE_BYTES", 4 << 10)
     monkeypatch.setattr(trace_json, "TAIL", 1 << 10)
     con = db.connect(tmp_path / "b.duckdb")
-    threads = threading.active_count()
-    with pytest.raises(IngestError, match="malformed") as e:
-        ingest_file(con, src)
-    assert str(src) in str(e.value)
-    # the pipes DuckDB never opened, or left when it failed: their feeders released
-    assert threading.active_count() == threads
-    assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 0
-    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    rejected_as_malformed(con, src)
     con.close()
 
 
