@@ -236,12 +236,12 @@ def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
                 _check_same_content(con, prep)
                 raise IngestError(path, f"run {run!r} already exists with other content")
             result.run = _unique_run(con, name)
-            for attempt in range(3):      # a trace: double -> text numbers, pieces -> joined
-                try:
+            for attempt in range(4):      # a trace: double -> text numbers, pieces -> joined,
+                try:                      # pieces held in memory -> piece files
                     fields = reader.load(con, prep, result.run)
                     break
                 except Reload:            # the fast path cannot read it: load it the slow way
-                    if attempt == 2:
+                    if attempt == 3:
                         raise
                     con.rollback()
                     con.begin()

@@ -106,7 +106,7 @@ class TraceFile:
     def _wait_copier(self):
         if self.copier is not None:
             if self.memory is not None:
-                self.memory.unbound()     # whoever waits for them all reads none: hold them all
+                self.memory.discard()     # only the hash is waited for (pieces held in memory are read once)
             self.piece_list, self.copier = self.copier.wait(), None
 
 
@@ -412,13 +412,15 @@ class _MemoryPieces:
     def __init__(self, limit):
         self.fds, self.let_go = {}, False
         self._room = threading.Semaphore(limit)
-        self._bounded = True
+        self._discarding = False
         self._lock = threading.Lock()
 
     def create(self, k, stopped):
         """A new piece: (path, file open for writing), once there is room; None if
         stopped while waiting."""
-        while self._bounded and not self._room.acquire(timeout=0.05):
+        if self._discarding:
+            self.close()
+        while not self._discarding and not self._room.acquire(timeout=0.05):
             if stopped():
                 return None
         fd = os.memfd_create(f"tracedb-piece-{k}", getattr(os, "MFD_CLOEXEC", 0))
@@ -427,9 +429,11 @@ class _MemoryPieces:
             self.fds[path] = fd
         return path, os.fdopen(os.dup(fd), "wb")
 
-    def unbound(self):
-        """No more waiting for room (someone waits for every piece)."""
-        self._bounded = False
+    def discard(self):
+        """Let every piece go as the next is made, without waiting for room: the load
+        will read none of them (it waits for the inflate's hash alone)."""
+        self._discarding = True
+        self.close()
 
     def release(self, paths):
         for path in paths:
@@ -455,22 +459,31 @@ class _Pieces:
         self.workdir, self.paths, self.out, self.written = workdir, [], None, 0
         self._on_closed = on_closed
         self._memory, self._stopped = memory, stopped
+        self._failed = False
         self._q = queue.Queue(maxsize=4)
-        self._writer = _Thread(_drain, (self._q, lambda op: op()))
+        self._writer = _Thread(_drain, (self._q, self._apply))
         self._writer.start()
+
+    def _apply(self, op):
+        try:
+            op()
+        except BaseException:
+            self._failed = True       # no piece is published after this: the inflate must not wait for room
+            raise
 
     def _do(self, op):
         self._q.put(op)
 
     def next(self):
         """Close the piece being written (published once the writer thread has it all)
-        and start the next; False (nothing started) when stopped while waiting for room."""
+        and start the next; False (nothing started) when stopped, or the writer failed,
+        while waiting for room (closing then raises the writer's error)."""
         out, done = self.out, self.paths[-1] if self.paths else None
         if out is not None:
             self.out = None
             self._do(lambda: (out.write(b"]"), out.close(), self._on_closed(done)))
         if self._memory is not None:
-            made = self._memory.create(len(self.paths), self._stopped)
+            made = self._memory.create(len(self.paths), lambda: self._stopped() or self._failed)
             if made is None:
                 return False
             path, new = made

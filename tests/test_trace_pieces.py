@@ -8,6 +8,8 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import weakref
 
@@ -296,6 +298,65 @@ def nested_trace(path, n=400):
                "dur": 5, "args": {"inputs": [{"shape": [i, 2]}, {"shape": [3, i]}] * 20}} for i in range(n)]
     path.write_text(json.dumps({"traceEvents": events, "traceName": "nested"}, indent=1))
     return events
+
+
+@needs_memfd
+def test_gzip_in_memory_cut_inside_an_event_and_a_string_ts(tmp_path, monkeypatch):
+    """A gzip held in memory that needs every other way of reading: from piece files,
+    the pieces joined (a cut fell inside an event), then its numbers as text (a late
+    string ts). Four loads in all: the last one loads every event."""
+    monkeypatch.setattr(trace_json, "PIECE_BYTES", 4 << 10)
+    monkeypatch.setattr(trace_json, "TAIL", 1 << 10)
+    monkeypatch.setattr(trace, "BATCH_BYTES", 1)
+    src = tmp_path / "nested.json"
+    events = nested_trace(src)
+    events[350]["ts"] = "12:00:01"
+    p = tmp_path / "nested.json.gz"
+    p.write_bytes(gzip.compress(json.dumps({"baseTimeNanoseconds": 1000, "traceEvents": events}, indent=1).encode()))
+    con = db.connect(tmp_path / "n.duckdb")
+    with pytest.warns(UserWarning, match="1 events have a ts or dur that is not a number"):
+        r = ingest_file(con, p)
+    rows = con.execute("SELECT event_id, name, ts_ns FROM events WHERE run = ? ORDER BY event_id", [r.run]).fetchall()
+    assert [(i, e["name"], None if i == 350 else 1000 + e["ts"] * 1000) for i, e in enumerate(events)] == rows
+    con.close()
+
+
+@needs_memfd
+def test_gzip_in_memory_waiting_for_its_hash_alone_holds_no_pieces(tmp_path, monkeypatch):
+    """--run naming a run that exists: only the content's hash is waited for (is it the
+    same content?), so the pieces inflated meanwhile are let go as they come instead of
+    held (a 10 GB gzip would have held 10 GB)."""
+    monkeypatch.setattr(trace_json, "PIECE_BYTES", 128 << 10)
+    monkeypatch.setattr(trace_json, "TAIL", 16 << 10)
+    monkeypatch.setattr(trace, "BATCH_BYTES", 1)
+    con = db.connect(tmp_path / "h.duckdb")
+    ingest_file(con, TRACES[0], run="r")
+    held = held_in_memory(monkeypatch)
+    with pytest.raises(IngestError, match="already exists with other content"):
+        ingest_file(con, TRACES[1], run="r")
+    assert len(held) >= 5 and max(held) <= 2
+    con.close()
+
+
+@needs_memfd
+def test_gzip_in_memory_whose_pieces_cannot_be_written_is_one_error(tmp_path):
+    """ulimit -f below a piece's size: writing a piece held in memory fails (EFBIG).
+    The inflate stops instead of waiting for room that the load, waiting for that
+    piece, never leaves: the ingest ends with the error in a few seconds."""
+    script = (
+        "import resource, sys\n"
+        "from tracedb import db\n"
+        "from tracedb.ingest import IngestError, ingest_file, trace, trace_json\n"
+        "trace_json.PIECE_BYTES, trace_json.TAIL = 128 << 10, 16 << 10\n"
+        "trace.BATCH_BYTES = 4 * trace_json.PIECE_BYTES\n"
+        "con = db.connect(sys.argv[2])\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))\n"
+        "try:\n    ingest_file(con, sys.argv[1])\n"
+        "except IngestError as e:\n    print('error:', e)\n")
+    r = subprocess.run([sys.executable, "-c", script, str(TRACES[0]), str(tmp_path / "f.duckdb")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"error: {TRACES[0]}: ") and "ulimit -f" in r.stdout, r.stdout
 
 
 def test_cut_inside_an_event_loads_the_whole_array(tmp_path, monkeypatch):
