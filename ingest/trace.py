@@ -409,8 +409,7 @@ class TraceReader(Reader):
         return None
 
     def prepare(self, con, path, fmt, work, options):
-        hasher = hashlib.sha256()
-        tf = trace_json.split(path, work, hasher, memory_pieces=_pieces_per_batch() + PIECES_AHEAD)
+        tf = trace_json.split(path, work, hashlib.sha256(), memory_pieces=_pieces_per_batch() + PIECES_AHEAD)
         # A duplicate has the same size: only then wait for the hash before loading;
         # otherwise hashing an uncompressed file overlaps the parse. A compressed one
         # inflated while it loads has no size yet: the caller checks its hash after.
@@ -420,7 +419,6 @@ class TraceReader(Reader):
         tf.iteration_marker = options.get("iterations_from")
         prep = Prepared(fmt, tf.content_bytes, None, digest_ready=tf.hashing is None and not inflating, state=tf)
         prep.digest = lambda: (prep.state.wait_hash(), prep.state.hasher.hexdigest())[1]
-        tf.hasher = hasher
         return prep
 
     @contextmanager
@@ -453,9 +451,7 @@ class TraceReader(Reader):
         if prep.state.memory is not None:       # its pieces were let go: inflate it again, into files
             old = prep.state
             old.stop()
-            hasher = hashlib.sha256()
-            prep.state = trace_json.split(old.path, work, hasher)
-            prep.state.hasher = hasher
+            prep.state = trace_json.split(old.path, work, hashlib.sha256())
             for kept in ("numbers", "rejoin", "iteration_marker"):
                 setattr(prep.state, kept, getattr(old, kept))
         if prep.state.rejoin:

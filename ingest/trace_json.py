@@ -109,7 +109,6 @@ class TraceFile:
                 self.memory.discard()     # only the hash is waited for (pieces held in memory are read once)
             self.piece_list, self.copier = self.copier.wait(), None
 
-
     @pieces.setter
     def pieces(self, paths):
         self.stop()
@@ -768,8 +767,11 @@ def split(path, workdir, hasher, piece_bytes=None, memory_pieces=None):
         raise IngestError(path, f"cannot open ({e})") from None
     if not hasattr(f, "fileobj"):
         with f:
-            return _split_plain(path, f, size, workdir, hasher, piece_bytes)
-    return _split_compressed(path, f, size, workdir, hasher, piece_bytes, memory_pieces)
+            tf = _split_plain(path, f, size, workdir, hasher, piece_bytes)
+    else:
+        tf = _split_compressed(path, f, size, workdir, hasher, piece_bytes, memory_pieces)
+    tf.hasher = hasher
+    return tf
 
 
 def _split_compressed(path, f, size, workdir, hasher, piece_bytes, memory_pieces=None):
