@@ -144,19 +144,31 @@ JOIN _op op ON op.event_id = lo.op_event_id;
 -- iterations instead (a record_function annotation or an op of traces without
 -- ProfilerStep markers), numbered 0, 1, ... in time order; GPU-side copies of an
 -- annotation (gpu_user_annotation) are left out, as for ProfilerStep.
+-- The candidates come from three exclusive branches (the named marker; ProfilerStep;
+-- XProf's step_num) so that each branch's filter reaches the scan and the args are
+-- read for the rows it keeps only: one OR over all three read every op's args
+-- (2.1 G instructions in a 1 GB trace's ingest, against 0.9 G).
 CREATE OR REPLACE TEMP TABLE _marker AS
-WITH m AS (
+WITH c AS (
+    SELECT event_id, name, ts_ns, dur_ns, args FROM _run_events
+    WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL
+      AND getvariable('tracedb_iteration_marker') IS NOT NULL AND name = getvariable('tracedb_iteration_marker')
+      AND lower(coalesce(cat, '')) NOT IN ('gpu_user_annotation', 'kernel', 'gpu_memcpy', 'gpu_memset')
+    UNION ALL
+    SELECT event_id, name, ts_ns, dur_ns, args FROM _run_events
+    WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL AND getvariable('tracedb_iteration_marker') IS NULL
+      AND name LIKE 'ProfilerStep#%' AND lower(coalesce(cat, '')) <> 'gpu_user_annotation'
+    UNION ALL
+    SELECT event_id, name, ts_ns, dur_ns, args FROM _run_events
+    WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL AND getvariable('tracedb_iteration_marker') IS NULL
+      AND cat IS NULL AND NOT coalesce(name LIKE 'ProfilerStep#%', false)
+      AND contains(CAST(args AS VARCHAR), '"step_num"') AND args->>'step_num' IS NOT NULL
+), m AS (
     SELECT event_id, name, ts_ns AS start_ns, ts_ns + dur_ns AS marker_end_ns,
            coalesce(TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER),
                     TRY_CAST(args->>'step_num' AS INTEGER)) AS marked_step,
            CAST(row_number() OVER (ORDER BY ts_ns, event_id) - 1 AS INTEGER) AS numbered
-    FROM _run_events
-    WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL
-      AND CASE WHEN getvariable('tracedb_iteration_marker') IS NOT NULL
-               THEN name = getvariable('tracedb_iteration_marker')
-                    AND lower(coalesce(cat, '')) NOT IN ('gpu_user_annotation', 'kernel', 'gpu_memcpy', 'gpu_memset')
-               ELSE (name LIKE 'ProfilerStep#%' AND lower(coalesce(cat, '')) <> 'gpu_user_annotation')
-                    OR (cat IS NULL AND contains(CAST(args AS VARCHAR), '"step_num"') AND args->>'step_num' IS NOT NULL) END
+    FROM c
 ), s AS (
     SELECT event_id, name, start_ns, marker_end_ns,
            CASE WHEN getvariable('tracedb_iteration_marker') IS NOT NULL THEN numbered ELSE marked_step END AS step
