@@ -335,6 +335,37 @@ def test_a_kernel_gets_the_latest_marker_that_holds_its_launch(fresh_db, tmp_pat
     assert sum(1 for it in want.values() if it == 0) == 16 and set(want.values()) == {0, 1, 2, 3}
 
 
+def test_a_step_marker_without_a_number_takes_its_step_num(fresh_db, tmp_path):
+    """ProfilerStep markers whose name has no number (a real trace of four steps, two
+    renamed): the step comes from args.step_num, or the marker is no iteration. The
+    other steps keep their spans."""
+    with gzip.open(DATA / "torch_loader" / "loader_fixed.json.gz", "rt") as f:
+        doc = json.load(f)
+    steps = [e for e in doc["traceEvents"] if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+             and e.get("cat") != "gpu_user_annotation"]
+    assert len(steps) >= 3
+    renamed = int(steps[1]["name"].split("#")[1])
+    steps[0]["name"] = "ProfilerStep#warmup"
+    steps[0].setdefault("args", {})["step_num"] = 40
+    steps[1]["name"] = "ProfilerStep#x"
+    path = tmp_path / "renamed.json"
+    path.write_text(json.dumps(doc))
+    ingest_file(fresh_db, path, run="r")
+    raw = json.loads(path.read_text(), parse_float=Decimal)
+    want = {}
+    for e in raw["traceEvents"]:
+        name = str(e.get("name", ""))
+        if e.get("ph") != "X" or not name.startswith("ProfilerStep#") or e.get("cat") == "gpu_user_annotation":
+            continue
+        step = int(name[13:]) if name[13:].isdigit() else (e.get("args") or {}).get("step_num")
+        if step is not None:
+            s = ref.ns(raw, e["ts"])
+            want.setdefault(step, (s, s + int(e["dur"] * 1000)))
+    assert 40 in want and renamed not in want
+    got = rows(fresh_db, "SELECT iteration, start_ns, marker_end_ns FROM iterations WHERE run = 'r' ORDER BY 1")
+    assert got == sorted((k, s, m) for k, (s, m) in want.items())
+
+
 def test_without_markers_the_cli_says_how(tmp_path, capsys):
     dbp = str(tmp_path / "c.duckdb")
     assert cli.main(["ingest", str(GRAPH_TRACE), "--db", dbp]) == 0
