@@ -337,8 +337,9 @@ def test_a_kernel_gets_the_latest_marker_that_holds_its_launch(fresh_db, tmp_pat
 
 def test_a_step_marker_without_a_number_takes_its_step_num(fresh_db, tmp_path):
     """ProfilerStep markers whose name has no number (a real trace of four steps, two
-    renamed): the step comes from args.step_num, or the marker is no iteration. The
-    other steps keep their spans."""
+    renamed): the step comes from args.step_num, or the marker is no iteration. A number
+    in the name wins over a step_num; a GPU-side copy is never a marker, whatever its
+    args. The other steps keep their spans."""
     with gzip.open(DATA / "torch_loader" / "loader_fixed.json.gz", "rt") as f:
         doc = json.load(f)
     steps = [e for e in doc["traceEvents"] if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
@@ -348,6 +349,11 @@ def test_a_step_marker_without_a_number_takes_its_step_num(fresh_db, tmp_path):
     steps[0]["name"] = "ProfilerStep#warmup"
     steps[0].setdefault("args", {})["step_num"] = 40
     steps[1]["name"] = "ProfilerStep#x"
+    steps[2].setdefault("args", {})["step_num"] = 55          # the number in the name wins
+    gpu_copy = next(e for e in doc["traceEvents"] if e.get("cat") == "gpu_user_annotation"
+                    and str(e.get("name", "")).startswith("ProfilerStep#"))
+    gpu_copy["name"] = "ProfilerStep#gpu"                      # a GPU-side copy is never a marker
+    gpu_copy.setdefault("args", {})["step_num"] = 77
     path = tmp_path / "renamed.json"
     path.write_text(json.dumps(doc))
     ingest_file(fresh_db, path, run="r")
@@ -361,7 +367,7 @@ def test_a_step_marker_without_a_number_takes_its_step_num(fresh_db, tmp_path):
         if step is not None:
             s = ref.ns(raw, e["ts"])
             want.setdefault(step, (s, s + int(e["dur"] * 1000)))
-    assert 40 in want and renamed not in want
+    assert 40 in want and renamed not in want and not {55, 77} & set(want)
     got = rows(fresh_db, "SELECT iteration, start_ns, marker_end_ns FROM iterations WHERE run = 'r' ORDER BY 1")
     assert got == sorted((k, s, m) for k, (s, m) in want.items())
 

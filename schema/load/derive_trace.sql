@@ -149,7 +149,7 @@ JOIN _op op ON op.event_id = lo.op_event_id;
 -- reaches the scan and args are read only where the step can come from them (a named
 -- marker's step is its number in time order): one OR
 -- over all of them decompressed every op's args (2.1 G instructions in a 1 GB trace's
--- ingest), and args read for each ProfilerStep marker still cost 0.7 G there, one
+-- ingest), and args read for each ProfilerStep marker still cost 0.6 G there, one
 -- zstd block per marker (3.5 s for the 2,800 markers of a 10 GB trace).
 CREATE OR REPLACE TEMP TABLE _marker AS
 WITH c AS (
