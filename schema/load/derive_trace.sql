@@ -147,10 +147,10 @@ JOIN _op op ON op.event_id = lo.op_event_id;
 -- The candidates come from exclusive branches (the named marker; ProfilerStep#N, with
 -- or without a number in the name; XProf's step_num) so that each branch's filter
 -- reaches the scan and args are read only where the step can come from them (a named
--- marker's step is its number in time order): one OR
--- over all of them decompressed every op's args (2.1 G instructions in a 1 GB trace's
--- ingest), and args read for each ProfilerStep marker still cost 0.6 G there, one
--- zstd block per marker (3.5 s for the 2,800 markers of a 10 GB trace).
+-- marker's step is its number in time order): one OR over all of them decompressed
+-- every op's args (2.1 G instructions in a 1 GB trace's ingest), and args read for
+-- each ProfilerStep marker still cost 0.6 G there, one zstd block per marker (3.5 s
+-- for the 2,800 markers of a 10 GB trace).
 CREATE OR REPLACE TEMP TABLE _marker AS
 WITH c AS (
     SELECT event_id, name, ts_ns, dur_ns, CAST(NULL AS JSON) AS args FROM _run_events    -- (numbered: no step_num)
