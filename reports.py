@@ -21,8 +21,9 @@ on (duckdb by default); `steady: run` (or `job`) says that the default of its
 `iteration` parameter stands for the run's (the job's) steady iteration, which
 `run` then looks up and binds as a number (`resolve_steady`); `op_windows:
 iteration` (or `steady`) that it reads the FLOP views only in the iterations its
-`iteration` parameter picks (each run's steady one), and `segment_windows:` the
-same of activity_segments, which `run` then narrows them to (windows.py).
+`iteration` parameter picks (each run's steady one), `segment_windows:` the
+same of activity_segments and `gpu_time_windows:` of iteration_gpu_time, which
+`run` then narrows them to (windows.py).
 docs/reports.md is generated from the headers.
 """
 import contextlib
@@ -64,6 +65,7 @@ class Report:
     steady: str = None        # run | job: the iteration parameter's default is that one's steady iteration
     op_windows: str = None    # iteration | steady: the iterations it reads the FLOP views in (windows.py)
     segment_windows: str = None   # iteration | steady: the iterations it reads activity_segments in
+    gpu_time_windows: str = None  # iteration | steady: the iterations it reads iteration_gpu_time in
     problems: list = field(default_factory=list)  # header and SQL disagree (a bug in the report)
 
     @property
@@ -107,7 +109,7 @@ def parse(text, fallback_name):
         if not line.startswith("--"):
             break
         body = line[2:].strip()
-        m = re.match(r"(name|description|parameters|columns|requires|engines|prepared_by|steady|op_windows|segment_windows):\s*(.*)$", body)
+        m = re.match(r"(name|description|parameters|columns|requires|engines|prepared_by|steady|op_windows|segment_windows|gpu_time_windows):\s*(.*)$", body)
         if m:
             section, value = m.group(1), m.group(2)
             if section == "name":
@@ -118,7 +120,7 @@ def parse(text, fallback_name):
                 requires += [(r.strip(), r.strip()) for r in value.split(",") if r.strip()]
             elif section == "engines":
                 engines = [e.strip() for e in value.split(",") if e.strip()]
-            elif section in ("prepared_by", "steady", "op_windows", "segment_windows"):
+            elif section in ("prepared_by", "steady", "op_windows", "segment_windows", "gpu_time_windows"):
                 header[section] = value.strip()
             continue
         if section == "description" and body:
@@ -140,11 +142,11 @@ def parse(text, fallback_name):
                 requires.append((r.group(1), r.group(2)))
     report = Report(header["name"], " ".join(header["description"]), text, params, columns, requires, engines,
                     header.get("prepared_by"), header.get("steady"), header.get("op_windows"),
-                    header.get("segment_windows"))
+                    header.get("segment_windows"), header.get("gpu_time_windows"))
     if report.steady is not None and (report.steady not in STEADY_OF or report.param("iteration") is None):
         report.problems.append(f"steady: {report.steady} needs an iteration parameter and one of "
                                f"{', '.join(STEADY_OF)}")
-    for key in ("op_windows", "segment_windows"):
+    for key in windows.KINDS:
         mode = getattr(report, key)
         if mode is not None and (mode not in ("iteration", "steady")
                                  or (mode == "iteration" and report.param("iteration") is None)):

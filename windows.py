@@ -1,21 +1,26 @@
 """The windows of a report: the time spans of the iterations it reads, which
 the views that sweep a whole run are narrowed to.
 
-Two kinds of view learn an event's iteration only after a sweep over the
-whole run, so no constant iteration pushes through them and a report that
-asks for one iteration still reads them all:
+Three kinds of view learn an event's iteration only after a sweep over the
+whole run (or a join), so no constant iteration pushes through them and a
+report that asks for one iteration still reads them all:
 - the FLOP views (schema/views/flops.sql) sweep each thread's ops to find the
   counted ones, after parsing every op's shapes from its args JSON
   (flops_by_op on a 25 M-event trace: 15-20 s);
 - activity_segments (schema/views/queues.sql) cuts the run's timeline at
-  every kernel, CPU kernel and eager-queue boundary (time_breakdown: 6 s).
+  every kernel, CPU kernel and eager-queue boundary (time_breakdown: 6 s);
+- iteration_gpu_time (schema/views/base.sql) sweeps every iteration's kernels,
+  and a report that keeps each run's steady one by the steady flag, a join,
+  reads them all (compare_runs on a 25 M-event trace: 3.8 s).
 A report whose header says `op_windows: iteration` (it reads the iterations
 its `iteration` parameter picks) or `op_windows: steady` (each run's steady
 iteration) runs with the DuckDB variable tracedb_op_windows set to those
 iterations' op windows, and one that says `segment_windows: ...` with
-tracedb_segment_windows set to their segment windows; the views then read only
-what lies there (macros flop_event_in_window, flop_kernel_in_window,
-in_segment_window). Unset, they read everything.
+tracedb_segment_windows set to their segment windows, and one that says
+`gpu_time_windows: ...` with tracedb_gpu_time_iterations set to their numbers;
+the views then read only what lies there (macros flop_event_in_window,
+flop_kernel_in_window, in_segment_window, in_gpu_time_iteration). Unset, they
+read everything.
 
 The rows of those iterations come out the same:
 - An op window is [lo, hi]: lo the earliest start of a FLOP candidate or pass
@@ -32,6 +37,8 @@ The rows of those iterations come out the same:
   before, or starts after), and the iterations' edges still cut the timeline.
   An interval missing an end (an eager dequeue whose duration was not a
   number) is always kept: unnarrowed, its open +1 or -1 runs on to the end.
+- iteration_gpu_time sweeps each (run, iteration) apart, so the kernels of the
+  other iterations change nothing in it.
 tests/test_windows.py compares each such report narrowed and not.
 """
 import contextlib
@@ -51,10 +58,10 @@ _OP_ROWS = """
 
 
 def iterations(con, mode, values):
-    """(run, start_ns, marker_end_ns, end_ns) of the iterations a report reads:
+    """(run, start_ns, marker_end_ns, end_ns, iteration) of the iterations a report reads:
     mode iteration, those its iteration parameter picks (the steady one when
     absent); mode steady, each run's steady one. A run without iterations gives
-    (run, None, None, None): its whole trace. None when the report reads every
+    (run, None, None, None, None): its whole trace. None when the report reads every
     iteration (iteration=all, or a value its SQL will reject)."""
     runs = [values["run"]] if values.get("run") is not None else [
         r for (r,) in rows(con, "SELECT run FROM runs WHERE kind = 'trace' ORDER BY run")]
@@ -70,12 +77,12 @@ def iterations(con, mode, values):
                       "WHERE s.run = iterations.run AND s.steady)"), []
     out = []
     for run in runs:
-        found = rows(con, f"SELECT start_ns, marker_end_ns, end_ns FROM iterations WHERE run = ? AND {pick}",
+        found = rows(con, f"SELECT start_ns, marker_end_ns, end_ns, iteration FROM iterations WHERE run = ? AND {pick}",
                      [run] + args)
         if found:
             out.append((run, *found[0]))
         elif not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):
-            out.append((run, None, None, None))
+            out.append((run, None, None, None, None))
     return out
 
 
@@ -83,7 +90,7 @@ def op_windows(con, its):
     """{run: (lo_ns, hi_ns, first_event_id, last_event_id)} of the iterations
     (module docstring); read with tracedb_op_windows unset."""
     out = {}
-    for run, start, marker_end, _ in its:
+    for run, start, marker_end, _, _ in its:
         if start is None:
             out[run] = (MIN_NS, MAX_NS, MIN_NS, MAX_NS)
             continue
@@ -123,7 +130,7 @@ def _set_op_windows(con, its):
 
 
 def _set_segment_windows(con, its):
-    found = {run: (MIN_NS, MAX_NS) if start is None else (start, end) for run, start, _, end in its}
+    found = {run: (MIN_NS, MAX_NS) if start is None else (start, end) for run, start, _, end, _ in its}
     con.execute("SET VARIABLE tracedb_segment_windows = {'start_ns': $lo, 'end_ns': $hi, 'runs': "
                 "MAP(CAST($runs AS VARCHAR[]), CAST($spans AS STRUCT(start_ns BIGINT, end_ns BIGINT)[]))}",
                 {"lo": min((w[0] for w in found.values()), default=0),
@@ -131,12 +138,21 @@ def _set_segment_windows(con, its):
                  "runs": list(found), "spans": [{"start_ns": a, "end_ns": b} for a, b in found.values()]})
 
 
-_KINDS = {"op_windows": ("tracedb_op_windows", _set_op_windows),
-          "segment_windows": ("tracedb_segment_windows", _set_segment_windows)}
+def _set_gpu_time_iterations(con, its):
+    found = {run: it for run, _, _, _, it in its if it is not None}
+    con.execute("SET VARIABLE tracedb_gpu_time_iterations = {'lo': $lo, 'hi': $hi, "
+                "'runs': MAP(CAST($runs AS VARCHAR[]), CAST($its AS INTEGER[]))}",
+                {"lo": min(found.values(), default=0), "hi": max(found.values(), default=-1),
+                 "runs": list(found), "its": list(found.values())})
+
+
+KINDS = {"op_windows": ("tracedb_op_windows", _set_op_windows),
+          "segment_windows": ("tracedb_segment_windows", _set_segment_windows),
+          "gpu_time_windows": ("tracedb_gpu_time_iterations", _set_gpu_time_iterations)}
 
 
 def _reset(con):
-    for variable, _ in _KINDS.values():
+    for variable, _ in KINDS.values():
         con.execute(f"RESET VARIABLE {variable}")
 
 
@@ -147,7 +163,7 @@ def narrowed(con, report, values):
     would narrow every later read of the views on the connection."""
     _reset(con)                      # none left over: the windows are read from the whole views
     try:
-        for key, (_, set_variable) in _KINDS.items():
+        for key, (_, set_variable) in KINDS.items():
             mode = getattr(report, key)
             its = iterations(con, mode, values) if mode else None
             if its is not None:

@@ -5,6 +5,7 @@
 --   samples_per_s needs each run's batch size: give them as batch_sizes in the
 --   order of runs, or one batch_size for all; a run given none uses the batch
 --   size it recorded (view run_batch_size).
+-- gpu_time_windows: steady
 -- parameters:
 --   runs VARCHAR = NULL: comma-separated trace runs (every trace run with iterations when absent)
 --   baseline VARCHAR = NULL: run the ratios refer to (the first of runs when absent)

@@ -87,33 +87,48 @@ def utilization(doc):
                 per[k].append((st, st + int(Decimal(str(e["dur"])) * 1000)))
     out = {}
     for k, (s, m) in its.items():
-        iv = sorted(per[k])
-        busy, cur = 0, None
-        for a, b in iv:
-            if cur is None or a > cur[1]:
-                if cur:
-                    busy += cur[1] - cur[0]
-                cur = [a, b]
-            else:
-                cur[1] = max(cur[1], b)
-        if cur:
-            busy += cur[1] - cur[0]
+        iv = per[k]
         end = max([m] + [b for _, b in iv])
-        out[k] = {"total_ns": end - s, "busy_ns": busy, "sum_ns": sum(b - a for a, b in iv), "kernels": len(iv)}
+        out[k] = {"total_ns": end - s, "busy_ns": union_ns(iv), "sum_ns": sum(b - a for a, b in iv), "kernels": len(iv)}
     return out
+
+
+def union_ns(intervals):
+    """Length of the union of [start, end] intervals, ns: merged in start order."""
+    busy, cur = 0, None
+    for a, b in sorted(intervals):
+        if cur is None or a > cur[1]:
+            if cur:
+                busy += cur[1] - cur[0]
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    if cur:
+        busy += cur[1] - cur[0]
+    return busy
 
 
 def iteration_activities(doc, step):
     """[(name, kind, dur_ns)] of the GPU activities launched inside iteration `step`."""
+    return [(e["name"], kind, end - start) for e, kind, start, end in _launched_in(doc, step)]
+
+
+def iteration_intervals(doc, step):
+    """[(kind, start_ns, end_ns)] of the GPU activities launched inside iteration `step`."""
+    return [(kind, start, end) for _, kind, start, end in _launched_in(doc, step)]
+
+
+def _launched_in(doc, step):
+    """(event, kind, start_ns, end_ns) of each GPU activity launched inside iteration
+    `step` (by its launch's time, else its own start)."""
     s, m = iterations(doc)[step]
     la = launches(doc)
-    out = []
     for _, e in gpu_events(doc):
         c = (e.get("args") or {}).get("correlation")
         t = ns(doc, la[c][1]["ts"]) if c in la else ns(doc, e["ts"])
         if s <= t <= m:
-            out.append((e["name"], GPU_CATS[e["cat"]], int(Decimal(str(e["dur"])) * 1000)))
-    return out
+            start = ns(doc, e["ts"])
+            yield e, GPU_CATS[e["cat"]], start, start + int(Decimal(str(e["dur"])) * 1000)
 
 
 def idle_gaps(kernels, short_gap_ns=10000):

@@ -75,8 +75,29 @@ def test_gpu_kernel_time_of_the_seed_counts_memcpy_and_memset(amp_db):
     assert g["gpu_event_sum_ns"] == every and g["kernel_sum_ns"] == kernels and every > kernels
     assert g["gpu_event_util_pct"] == pytest.approx(100 * every / g["total_ns"])
     assert g["kernel_busy_ns"] <= g["gpu_event_busy_ns"] <= g["gpu_event_sum_ns"]
+    # both unions from the raw JSON: the view sweeps kernels and all activity in one sort
+    spans = ref.iteration_intervals(raw_trace(AMP_TRACE), 2)
+    busy_all, busy_kernels = ref.union_ns([(a, b) for _, a, b in spans]), \
+        ref.union_ns([(a, b) for kind, a, b in spans if kind == "kernel"])
+    assert (g["gpu_event_busy_ns"], g["kernel_busy_ns"]) == (busy_all, busy_kernels) and busy_all > busy_kernels
     u = reports.run(amp_db, "utilization_levels", {"run": AMP}).to_pylist()[0]
     assert u["gpu_event_sum_ns"] == every and u["kernel_busy_ns"] == ref.utilization(raw_trace(AMP_TRACE))[2]["busy_ns"]
+
+
+def test_the_unions_of_kernels_and_of_all_activity_are_apart(fresh_db):
+    """A DDP rank whose copies run beside its kernels: the kernels' union leaves the
+    copies out (one sort serves both unions in iteration_gpu_time, a kernel's latest
+    earlier end only among kernels), every iteration's both unions as the raw JSON's."""
+    path = DATA / "dist" / "ddp_overlap" / "rank0.json.gz"
+    ingest_file(fresh_db, path, run="r")
+    doc = raw_trace(path)
+    got = {r["iteration"]: r for r in reports.run(fresh_db, "gpu_utilization", {"run": "r"}).to_pylist()}
+    assert set(got) == set(ref.iterations(doc)) and len(got) >= 2
+    for step, g in got.items():
+        spans = ref.iteration_intervals(doc, step)
+        kernels = ref.union_ns([(a, b) for kind, a, b in spans if kind == "kernel"])
+        assert (g["kernel_busy_ns"], g["gpu_event_busy_ns"]) == (kernels, ref.union_ns([(a, b) for _, a, b in spans]))
+        assert kernels < g["gpu_event_busy_ns"]
 
 
 def test_level_distributions_per_layer(amp_db, ncu_ref):

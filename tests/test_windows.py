@@ -18,7 +18,8 @@ from tracedb.ingest import ingest_file
 
 FLOPS = DATA / "flops"
 CAP = DATA / "capture_h100" / "resnet18_bs32"
-NARROWED = sorted(n for n, r in reports.all_reports().items() if r.op_windows or r.segment_windows)
+NARROWED = sorted(n for n, r in reports.all_reports().items()
+                  if r.op_windows or r.segment_windows or r.gpu_time_windows)
 
 
 def _straddling_trace(path):
@@ -65,8 +66,8 @@ def con(tmp_path_factory):
 
 
 def test_the_flop_reports_and_time_breakdown_declare_it():
-    assert NARROWED == ["bwd_fwd_ratio", "flop_utilization", "flops_batch_consistency", "flops_by_op",
-                        "time_breakdown"]
+    assert NARROWED == ["bwd_fwd_ratio", "compare_runs", "flop_utilization", "flops_batch_consistency",
+                        "flops_by_op", "time_breakdown"]
 
 
 def _asked(con):
@@ -80,7 +81,7 @@ def _asked(con):
     return out
 
 
-@pytest.mark.parametrize("name", [n for n in NARROWED if n != "flops_batch_consistency"])
+@pytest.mark.parametrize("name", [n for n in NARROWED if n not in ("flops_batch_consistency", "compare_runs")])
 def test_narrowed_rows_are_the_full_rows(con, name):
     compared = 0
     for params in _asked(con):
@@ -103,6 +104,35 @@ def test_batch_consistency_narrowed_is_the_same(con, pattern):
     want = reports.run(con, "flops_batch_consistency", params, resolve=False)
     got = reports.run(con, "flops_batch_consistency", params)
     assert want.num_rows > 0 and got.to_pylist() == want.to_pylist()
+
+
+@pytest.mark.parametrize("params", [{}, {"runs": "resnet18_bs32,h100_gpt2_bs8_amp,cpu_async_lenet_bs64"},
+                                    {"runs": "h100_gpt2_bs16_amp,straddle", "baseline": "straddle"},
+                                    {"runs": "h100_gpt2_bs8_amp"}])
+def test_compare_runs_narrowed_is_the_same(con, params):
+    """Each run's steady iteration (GPU and CPU kernels, the ncu-matched gpt2 run): the
+    same rows when iteration_gpu_time sweeps only those iterations."""
+    want = reports.run(con, "compare_runs", params, resolve=False).to_pylist()
+    got = reports.run(con, "compare_runs", params).to_pylist()
+    runs = params["runs"].split(",") if params else [r for (r,) in con.execute(
+        "SELECT DISTINCT run FROM iterations ORDER BY run").fetchall()]
+    assert got == want and [r["run"] for r in want] == runs and len(runs) >= (1 if params else 7)
+    assert all(r["total_ns"] > 0 for r in want) and any(r["gpu_util_pct"] > 0 for r in want)
+    assert _unset(con)
+
+
+def test_gpu_time_reads_only_the_steady_iterations(con):
+    """Narrowed for compare_runs, iteration_gpu_time sweeps one iteration per run: the
+    others read as no GPU time; the steady ones as in full."""
+    q = "SELECT run, iteration, kernel_busy_ns, gpu_event_busy_ns, kernels FROM iteration_gpu_time ORDER BY ALL"
+    full = con.execute(q).fetchall()
+    with windows.narrowed(con, reports.get("compare_runs"), {}):
+        narrow = con.execute(q).fetchall()
+    steady = set(con.execute("SELECT run, iteration FROM iteration_steadiness WHERE steady").fetchall())
+    assert [r for r in narrow if r[:2] in steady] == [r for r in full if r[:2] in steady]
+    assert all(r[2:] == (0, 0, 0) for r in narrow if r[:2] not in steady)
+    busy = lambda rows: {r[:2] for r in rows if r[4] > 0}        # noqa: E731  (iterations with kernels)
+    assert busy(narrow) == busy(full) & steady and len(busy(narrow)) >= 4 and len(busy(full)) > len(busy(narrow))
 
 
 def test_hardware_sources_are_narrowed_too(con):
@@ -182,7 +212,8 @@ def test_a_segment_window_cuts_the_same_segments(con, run, iteration):
 
 def _unset(con):
     return con.execute("SELECT getvariable('tracedb_op_windows') IS NULL AND "
-                       "getvariable('tracedb_segment_windows') IS NULL").fetchone()[0]
+                       "getvariable('tracedb_segment_windows') IS NULL AND "
+                       "getvariable('tracedb_gpu_time_iterations') IS NULL").fetchone()[0]
 
 
 def test_windows_are_unset_after_an_error_in_a_transaction(con):

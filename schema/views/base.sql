@@ -40,11 +40,11 @@ CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
     lower(cat) IN ('cpu_op', 'operator');
 
 -- GPU activity of each (run, iteration) by start, each with the latest end of
--- those before it: the one sweep that both the union of the intervals
--- (gpu_busy_intervals: an island starts where start_ns passes prev_end_ns) and
--- its length (iteration_gpu_time: each interval adds what reaches beyond
--- prev_end_ns) read. Kernels alone (activity = 'kernels') and all GPU activity:
--- kernels, memcpy and memset (activity = 'all').
+-- those before it: the sweep that the union of the intervals reads
+-- (gpu_busy_intervals: an island starts where start_ns passes prev_end_ns);
+-- iteration_gpu_time sums its length the same way (each interval adds what
+-- reaches beyond prev_end_ns) in a sort of its own. Kernels alone (activity =
+-- 'kernels') and all GPU activity: kernels, memcpy and memset (activity = 'all').
 --
 -- @column activity     'kernels': kernels alone; 'all': kernels, memcpy and memset
 -- @column run          trace run
@@ -136,6 +136,20 @@ SELECT run, iteration, dur_ns, median_after_ns,
                     WHERE f2.run = flagged.run AND f2.stable) AS steady
 FROM flagged;
 
+-- Whether iteration_gpu_time reads a kernel of this run and iteration: always, unless
+-- reports.run has set the DuckDB variable tracedb_gpu_time_iterations ({lo, hi, runs:
+-- MAP of run -> iteration}) for a report that reads only one iteration of each run
+-- (compare_runs: each run's steady one; windows.py). Its kernels are swept by
+-- iteration, so the rows of those iterations come out the same; the others' GPU time
+-- reads as none, and a run without an entry is left out. lo and hi span every run's
+-- iteration: constants the kernels' scan skips row groups with (a join with the
+-- steady flag cannot reach that scan: compare_runs swept all 2,800 iterations of a
+-- 10 GB trace for one, 3.8 s).
+CREATE OR REPLACE MACRO in_gpu_time_iteration(run, iteration) AS
+    getvariable('tracedb_gpu_time_iterations') IS NULL
+    OR (iteration BETWEEN getvariable('tracedb_gpu_time_iterations').lo AND getvariable('tracedb_gpu_time_iterations').hi
+        AND iteration = getvariable('tracedb_gpu_time_iterations').runs[run]);
+
 -- GPU time of each iteration (method.md section 3, first level): total time,
 -- time with at least one kernel running (the union of kernel intervals over all
 -- streams, kernel_busy_intervals), the plain sum of kernel durations, idle time,
@@ -161,18 +175,29 @@ FROM flagged;
 -- @column gpu_event_util_pct  100 * gpu_event_sum_ns / total_ns, % (the seed paper's plain sum:
 --                             may pass 100 when activity overlaps)
 CREATE OR REPLACE VIEW iteration_gpu_time AS
-WITH busy AS (
-    -- the union's length without forming its islands (a quarter of the time): each
-    -- interval adds what reaches beyond the latest end before it
-    SELECT run, iteration, sum(added_ns) FILTER (activity = 'kernels') AS busy_ns,
-           sum(added_ns) FILTER (activity = 'all') AS all_busy_ns
-    FROM (SELECT *, greatest(0, end_ns - greatest(start_ns, coalesce(prev_end_ns, start_ns))) AS added_ns
-          FROM gpu_activity_sweep)
+WITH k AS (
+    SELECT run, iteration, kind, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns, kernel_id
+    FROM kernels WHERE ts_ns IS NOT NULL AND iteration IS NOT NULL AND in_gpu_time_iteration(run, iteration)
+), busy AS (
+    -- the union's length without forming its islands: each interval adds what reaches
+    -- beyond the latest end before it (gpu_activity_sweep's prev_end_ns). Here in one
+    -- sort for both activities: a kernel's latest earlier kernel end is the FILTERed
+    -- max over the same order (gpu_activity_sweep's two sorts took 2.4-2.8 s on a 10 GB
+    -- trace's 2.5 M kernels, this one 1.5-2.0 s; a list_reduce per iteration took 0.6 s,
+    -- but 19 s where one iteration held them all: its steps are the longest list's length)
+    SELECT run, iteration,
+           sum(greatest(0, end_ns - greatest(start_ns, coalesce(prev_kernel_end_ns, start_ns))))
+               FILTER (kind = 'kernel') AS busy_ns,
+           sum(greatest(0, end_ns - greatest(start_ns, coalesce(prev_end_ns, start_ns)))) AS all_busy_ns
+    FROM (SELECT *, max(end_ns) FILTER (kind = 'kernel') OVER w AS prev_kernel_end_ns, max(end_ns) OVER w AS prev_end_ns
+          FROM k
+          WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW EXCLUDE CURRENT ROW))
     GROUP BY run, iteration
 ), ksum AS (
     SELECT run, iteration, sum(dur_ns) FILTER (kind = 'kernel') AS sum_ns, count(*) FILTER (kind = 'kernel') AS n,
            sum(dur_ns) AS all_sum_ns
-    FROM kernels WHERE iteration IS NOT NULL GROUP BY run, iteration
+    FROM kernels WHERE iteration IS NOT NULL AND in_gpu_time_iteration(run, iteration) GROUP BY run, iteration
 )
 SELECT i.run, i.iteration, s.steady, i.dur_ns AS total_ns,
        CAST(coalesce(b.busy_ns, 0) AS BIGINT) AS kernel_busy_ns,
