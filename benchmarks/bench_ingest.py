@@ -53,7 +53,14 @@ def measure(mode, path, db="", instructions=False):
 def main(argv):
     if argv[:1] == ["--child"]:
         return _child(*argv[1:4])
-    path = argv[0]
+    if {"-h", "--help"} & set(argv):
+        return print(__doc__.strip())
+    files = [a for a in argv if not a.startswith("-")]
+    unknown = [a for a in argv if a.startswith("-") and a not in ("--skip-json-load", "--instructions")]
+    if len(files) != 1 or unknown or not os.path.isfile(files[0]):
+        sys.exit(__doc__.strip() + ("\n" + f"no such file: {files[0]}" if len(files) == 1 and not unknown
+                                   and not os.path.isfile(files[0]) else ""))
+    path = files[0]
     size = os.path.getsize(path)
     instructions = "--instructions" in argv
     if instructions and shutil.which("perf") is None:

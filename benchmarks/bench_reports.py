@@ -30,4 +30,6 @@ def main(path, run=None):
 
 
 if __name__ == "__main__":
+    if not 1 <= len(sys.argv) - 1 <= 2 or sys.argv[1] in ("-h", "--help"):
+        sys.exit(__doc__.strip())
     main(*sys.argv[1:])
