@@ -3,6 +3,7 @@ each under 2 s on the 2-core machine).
 
 usage: python benchmarks/bench_reports.py DB [RUN]
 """
+import os
 import sys
 import time
 
@@ -10,9 +11,13 @@ from tracedb import db, reports
 
 
 def main(path, run=None):
+    if not os.path.isfile(path):
+        sys.exit(f"no such database: {path}")
     con = db.connect(path, read_only=True)
     run = run or db.scalar(con, "SELECT run FROM runs WHERE kind = 'trace' ORDER BY n_events DESC LIMIT 1")
-    n = db.scalar(con, "SELECT n_events FROM runs WHERE run = ?", [run])
+    n = db.scalar(con, "SELECT n_events FROM runs WHERE run = ? AND kind = 'trace'", [run])
+    if n is None:
+        sys.exit(f"{path}: no trace run" + (f" named {run!r}" if run else ""))
     print(f"{path}: run {run}, {n:,} events")
     print(f"{'report':<26} {'seconds':>8} {'rows':>8}  note")
     slow = 0

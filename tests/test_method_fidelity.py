@@ -100,6 +100,36 @@ def test_the_unions_of_kernels_and_of_all_activity_are_apart(fresh_db):
         assert kernels < g["gpu_event_busy_ns"]
 
 
+def test_each_iteration_is_swept_apart(fresh_db, tmp_path):
+    """A kernel launched in step 1 runs on past the start of step 2's kernel and copy:
+    each iteration's unions are of its own launches only (the views sweep each
+    iteration apart, which the narrowed reports rely on). No real fixture has GPU
+    work of two iterations overlapping, so a small trace: steps [0, 1000] and [1000,
+    2000] us; kernel A (launched at 100) runs 900-1300, kernel B (launched at 1050)
+    1100-1200, a copy (launched at 1060) 1150-1350."""
+    launch = lambda ts, c: {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,  # noqa: E731
+                            "tid": 1, "ts": ts, "dur": 10, "args": {"correlation": c}}
+    gpu = lambda cat, name, ts, dur, c, stream: {"ph": "X", "cat": cat, "name": name, "pid": 0,  # noqa: E731
+                                                 "tid": stream, "ts": ts, "dur": dur,
+                                                 "args": {"correlation": c, "stream": stream, "device": 0}}
+    ev = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
+           "ts": 1000 * (n - 1), "dur": 1000} for n in (1, 2)]
+    ev += [launch(100, 1), launch(1050, 2), launch(1060, 3), gpu("kernel", "A", 900, 400, 1, 7),
+           gpu("kernel", "B", 1100, 100, 2, 8), gpu("gpu_memcpy", "Memcpy HtoD", 1150, 200, 3, 9)]
+    path = tmp_path / "overlap.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": ev}, f)
+    ingest_file(fresh_db, path, run="o")
+    got = {r["iteration"]: (r["kernel_busy_ns"], r["gpu_event_busy_ns"])
+           for r in reports.run(fresh_db, "gpu_utilization", {"run": "o"}).to_pylist()}
+    assert got == {1: (400_000, 400_000), 2: (100_000, 250_000)}
+    doc = raw_trace(path)
+    for step, (kernels, every) in got.items():
+        spans = ref.iteration_intervals(doc, step)
+        assert (kernels, every) == (ref.union_ns([(a, b) for kind, a, b in spans if kind == "kernel"]),
+                                    ref.union_ns([(a, b) for _, a, b in spans]))
+
+
 def test_level_distributions_per_layer(amp_db, ncu_ref):
     t = reports.run(amp_db, "level_distributions", {"run": AMP}).to_pylist()
     ids = list(matched(amp_db).values())

@@ -65,7 +65,7 @@ def con(tmp_path_factory):
     c.close()
 
 
-def test_the_flop_reports_and_time_breakdown_declare_it():
+def test_the_reports_that_declare_windows():
     assert NARROWED == ["bwd_fwd_ratio", "compare_runs", "flop_utilization", "flops_batch_consistency",
                         "flops_by_op", "time_breakdown"]
 
