@@ -75,8 +75,8 @@ def iterations(con, mode, values):
             return None                 # all, or what the report's SQL says is wrong
         picked, args = "SELECT * FROM iterations WHERE iteration = $n", {"n": number}
     else:
-        # every run's steady iteration in one query (one per run took each run's share of
-        # the steadiness of all: 25 s for a job of 64 ranks of 2,800 iterations, 0.4 s so)
+        # every run's steady iteration in one query: a query per run worked out the
+        # steadiness of every run each time (64 runs of 2,800 iterations: 25 s; 0.4 s so)
         picked, args = ("SELECT i.* FROM iterations i JOIN iteration_steadiness s USING (run, iteration) "
                         "WHERE s.steady" + (" AND s.run = $run" if run is not None else "")), {}
     if run is not None:

@@ -140,11 +140,11 @@ FROM flagged;
 -- reports.run has set the DuckDB variable tracedb_gpu_time_iterations ({lo, hi, runs:
 -- MAP of run -> iteration}) for a report that reads only one iteration of each run
 -- (compare_runs: each run's steady one; windows.py). Its kernels are swept by
--- iteration, so the rows of those iterations come out the same; the other iterations,
--- and every iteration of a run without an entry, read as no GPU time. lo and hi span every run's
--- iteration: constants the kernels' scan skips row groups with (a join with the
--- steady flag cannot reach that scan: compare_runs swept all 2,800 iterations of a
--- 10 GB trace for one, 3.8 s).
+-- iteration, so the rows of those iterations come out the same; the other
+-- iterations, and every iteration of a run without an entry, read as no GPU time.
+-- lo and hi span every run's iteration: constants the kernels' scan skips row
+-- groups with (a join with the steady flag cannot reach that scan: compare_runs
+-- swept all 2,800 iterations of a 10 GB trace for one, 3.8 s).
 CREATE OR REPLACE MACRO in_gpu_time_iteration(run, iteration) AS
     getvariable('tracedb_gpu_time_iterations') IS NULL
     OR (iteration BETWEEN getvariable('tracedb_gpu_time_iterations').lo AND getvariable('tracedb_gpu_time_iterations').hi
