@@ -101,6 +101,12 @@ def _convert(value, type_, name):
         raise ReportError(f"parameter {name} must be {t}, got {value!r}") from None
 
 
+# Header keys that take one value, as the Report field of the same name: the module
+# that prepares the report's relations, its steady default, and the windows
+# (windows.KINDS) it narrows the swept views to.
+_ONE_VALUE = ("prepared_by", "steady", *windows.KINDS)
+
+
 def parse(text, fallback_name):
     """Read a report's header and SQL; disagreements go to Report.problems."""
     header, section = {"name": fallback_name, "description": []}, None
@@ -109,7 +115,7 @@ def parse(text, fallback_name):
         if not line.startswith("--"):
             break
         body = line[2:].strip()
-        m = re.match(r"(name|description|parameters|columns|requires|engines|prepared_by|steady|op_windows|segment_windows|gpu_time_windows):\s*(.*)$", body)
+        m = re.match(rf"(name|description|parameters|columns|requires|engines|{'|'.join(_ONE_VALUE)}):\s*(.*)$", body)
         if m:
             section, value = m.group(1), m.group(2)
             if section == "name":
@@ -120,7 +126,7 @@ def parse(text, fallback_name):
                 requires += [(r.strip(), r.strip()) for r in value.split(",") if r.strip()]
             elif section == "engines":
                 engines = [e.strip() for e in value.split(",") if e.strip()]
-            elif section in ("prepared_by", "steady", "op_windows", "segment_windows", "gpu_time_windows"):
+            elif section in _ONE_VALUE:
                 header[section] = value.strip()
             continue
         if section == "description" and body:
@@ -141,8 +147,7 @@ def parse(text, fallback_name):
             if r:
                 requires.append((r.group(1), r.group(2)))
     report = Report(header["name"], " ".join(header["description"]), text, params, columns, requires, engines,
-                    header.get("prepared_by"), header.get("steady"), header.get("op_windows"),
-                    header.get("segment_windows"), header.get("gpu_time_windows"))
+                    **{key: header.get(key) for key in _ONE_VALUE})
     if report.steady is not None and (report.steady not in STEADY_OF or report.param("iteration") is None):
         report.problems.append(f"steady: {report.steady} needs an iteration parameter and one of "
                                f"{', '.join(STEADY_OF)}")

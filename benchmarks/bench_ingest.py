@@ -57,9 +57,10 @@ def main(argv):
         return print(__doc__.strip())
     files = [a for a in argv if not a.startswith("-")]
     unknown = [a for a in argv if a.startswith("-") and a not in ("--skip-json-load", "--instructions")]
-    if len(files) != 1 or unknown or not os.path.isfile(files[0]):
-        sys.exit(__doc__.strip() + ("\n" + f"no such file: {files[0]}" if len(files) == 1 and not unknown
-                                   and not os.path.isfile(files[0]) else ""))
+    if len(files) != 1 or unknown:
+        sys.exit(__doc__.strip())
+    if not os.path.isfile(files[0]):
+        sys.exit(f"no such file: {files[0]}")
     path = files[0]
     size = os.path.getsize(path)
     instructions = "--instructions" in argv

@@ -118,6 +118,13 @@ def iteration_intervals(doc, step):
     return [(kind, start, end) for _, kind, start, end in _launched_in(doc, step)]
 
 
+def iteration_unions(doc, step):
+    """(kernels_ns, all_ns): the lengths of the unions of the kernels, and of all GPU
+    activity (kernels, memcpy, memset), launched inside iteration `step`."""
+    spans = iteration_intervals(doc, step)
+    return union_ns([(a, b) for kind, a, b in spans if kind == "kernel"]), union_ns([(a, b) for _, a, b in spans])
+
+
 def _launched_in(doc, step):
     """(event, kind, start_ns, end_ns) of each GPU activity launched inside iteration
     `step` (by its launch's time, else its own start)."""

@@ -76,9 +76,7 @@ def test_gpu_kernel_time_of_the_seed_counts_memcpy_and_memset(amp_db):
     assert g["gpu_event_util_pct"] == pytest.approx(100 * every / g["total_ns"])
     assert g["kernel_busy_ns"] <= g["gpu_event_busy_ns"] <= g["gpu_event_sum_ns"]
     # both unions from the raw JSON: the view sweeps kernels and all activity in one sort
-    spans = ref.iteration_intervals(raw_trace(AMP_TRACE), 2)
-    busy_all, busy_kernels = ref.union_ns([(a, b) for _, a, b in spans]), \
-        ref.union_ns([(a, b) for kind, a, b in spans if kind == "kernel"])
+    busy_kernels, busy_all = ref.iteration_unions(raw_trace(AMP_TRACE), 2)
     assert (g["gpu_event_busy_ns"], g["kernel_busy_ns"]) == (busy_all, busy_kernels) and busy_all > busy_kernels
     u = reports.run(amp_db, "utilization_levels", {"run": AMP}).to_pylist()[0]
     assert u["gpu_event_sum_ns"] == every and u["kernel_busy_ns"] == ref.utilization(raw_trace(AMP_TRACE))[2]["busy_ns"]
@@ -94,10 +92,8 @@ def test_the_unions_of_kernels_and_of_all_activity_are_apart(fresh_db):
     got = {r["iteration"]: r for r in reports.run(fresh_db, "gpu_utilization", {"run": "r"}).to_pylist()}
     assert set(got) == set(ref.iterations(doc)) and len(got) >= 2
     for step, g in got.items():
-        spans = ref.iteration_intervals(doc, step)
-        kernels = ref.union_ns([(a, b) for kind, a, b in spans if kind == "kernel"])
-        assert (g["kernel_busy_ns"], g["gpu_event_busy_ns"]) == (kernels, ref.union_ns([(a, b) for _, a, b in spans]))
-        assert kernels < g["gpu_event_busy_ns"]
+        kernels, every = ref.iteration_unions(doc, step)
+        assert (g["kernel_busy_ns"], g["gpu_event_busy_ns"]) == (kernels, every) and kernels < every
 
 
 def test_each_iteration_is_swept_apart(fresh_db, tmp_path):
@@ -124,10 +120,8 @@ def test_each_iteration_is_swept_apart(fresh_db, tmp_path):
            for r in reports.run(fresh_db, "gpu_utilization", {"run": "o"}).to_pylist()}
     assert got == {1: (400_000, 400_000), 2: (100_000, 250_000)}
     doc = raw_trace(path)
-    for step, (kernels, every) in got.items():
-        spans = ref.iteration_intervals(doc, step)
-        assert (kernels, every) == (ref.union_ns([(a, b) for kind, a, b in spans if kind == "kernel"]),
-                                    ref.union_ns([(a, b) for _, a, b in spans]))
+    for step, unions in got.items():
+        assert unions == ref.iteration_unions(doc, step)
 
 
 def test_level_distributions_per_layer(amp_db, ncu_ref):
