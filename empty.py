@@ -1,5 +1,7 @@
 """Nothing silently empty: run names given in parameters must exist, and a report
 that comes back empty says why (on stderr, as a note) when the cause is known."""
+import re
+
 from tracedb.db import rows, scalar
 from tracedb.reports import ReportError
 
@@ -47,5 +49,15 @@ def why_empty(con, report, values):
     if runs and any(p.name == "iteration" for p in report.params) and not scalar(
             con, "SELECT count(*) FROM iterations WHERE run IN (SELECT unnest(?))", [runs]):
         who = f"run {runs[0]} has no iterations" if len(runs) == 1 else "no trace run has iterations"
-        return f"{who} (no step markers: ProfilerStep#N, step_num)"
+        why = f"{who} (no step markers: ProfilerStep#N, step_num)"
+        if it == "all" and _has_whole_trace_row(report):    # the whole trace was read, and had none
+            return f"{why}, and the whole trace (iteration NULL) has nothing for this report either"
+        return why
     return "nothing matched these parameters"
+
+
+def _has_whole_trace_row(report):
+    """Whether iteration=all adds a whole-trace row (its parameter says so), which a run
+    without iterations gets too."""
+    p = next((p for p in report.params if p.name == "iteration"), None)
+    return p is not None and re.search(r"whole[- ]trace", p.doc) is not None and "no whole-trace row" not in p.doc

@@ -7,7 +7,7 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the window from the first iteration's start to the last one's end, with every kernel of the run, in a step or not, and the GPU idle of their union); the steady one when absent
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the window from the first iteration's start to the last one's end, or in a run without iterations from its first kernel queued to its last kernel's end, with every kernel of the run, in a step or not, and the GPU idle of their union); the steady one when absent
 --   series BOOLEAN = false: the step series (one row per change) instead of the summary
 -- columns:
 --   run VARCHAR: trace run
@@ -31,6 +31,11 @@ WITH it AS (     -- the windows: the iterations asked for; with iteration=all al
     UNION ALL
     SELECT run, NULL, min(start_ns), max(end_ns) FROM iterations
     WHERE $iteration = 'all' AND ($run IS NULL OR run = $run)
+    GROUP BY run
+    UNION ALL    -- a trace run without iterations: its kernels' span, first queued to last ended
+    SELECT run, NULL, min(least(launch_end_ns, ts_ns)), max(ts_ns + dur_ns) FROM kernels
+    WHERE $iteration = 'all' AND ($run IS NULL OR run = $run) AND kind = 'kernel' AND ts_ns IS NOT NULL
+      AND run NOT IN (SELECT run FROM iterations) AND run IN (SELECT run FROM runs WHERE kind = 'trace')
     GROUP BY run
 ), gk AS (       -- each window's kernels: its iteration's, or for the whole trace every kernel of the run
     SELECT k.run, k.iteration, k.stream, k.ts_ns, k.dur_ns, k.launch_end_ns

@@ -427,6 +427,16 @@ def test_without_markers_the_cli_says_how(tmp_path, capsys):
         assert cli.main(["query", "top_kernels", "--db", dbp, "--format", "csv", *extra]) == 0
         assert capsys.readouterr().err.strip() == "tracedb: note: report top_kernels returned no rows: run " \
             "h100_cuda_graph_threads has no iterations (no step markers: ProfilerStep#N, step_num)"
+    # iteration=all reads the whole trace too: an empty answer then says so (the CUPTI
+    # trace's whole trace has no idle gap), and findings, which has no whole-trace row, not
+    assert cli.main(["ingest", str(DATA / "cupti" / "a100_cupti_range_profiler.json.gz"), "--db", dbp]) == 0
+    capsys.readouterr()
+    for name, tail in (("idle_breakdown", ", and the whole trace (iteration NULL) has nothing for this report either"),
+                       ("findings", "")):
+        assert cli.main(["query", name, "--db", dbp, "--format", "csv", "--run", "a100_cupti_range_profiler",
+                         "--param", "iteration=all"]) == 0
+        assert capsys.readouterr().err.strip() == f"tracedb: note: report {name} returned no rows: run " \
+            f"a100_cupti_range_profiler has no iterations (no step markers: ProfilerStep#N, step_num){tail}"
     assert cli.main(["ingest", str(DATA / "tf" / "cpu_sync_lenet_bs64.json.gz"), "--db", dbp]) == 0
     assert "no GPU kernel events" in capsys.readouterr().out
     assert cli.main(["ingest", str(AMP_TRACE), "--db", dbp, "--iterations-from", "nothing"]) == 1
@@ -438,7 +448,8 @@ def test_iteration_all_of_a_run_without_iterations_is_its_whole_trace(fresh_db):
     """A trace without step markers has no steady iteration (the default gives no rows,
     and says why), but iteration=all still gives the whole trace (iteration NULL), as
     for a run with iterations: top_kernels every kernel, idle_breakdown the gaps
-    between every kernel of each stream, both recomputed from the raw JSON."""
+    between every kernel of each stream, launch_queue each stream's queue from the
+    first kernel queued to the last one's end, all recomputed from the raw JSON."""
     ingest_file(fresh_db, GRAPH_TRACE, run="g")
     assert scalar(fresh_db, "SELECT count(*) FROM iterations WHERE run = 'g'") == 0
     doc = raw_trace(GRAPH_TRACE)
@@ -462,11 +473,26 @@ def test_iteration_all_of_a_run_without_iterations_is_its_whole_trace(fresh_db):
     t = reports.run(fresh_db, "idle_breakdown", {"run": "g", "iteration": "all"}).to_pylist()
     assert {(r["stream"], r["cause"]): r["idle_ns"] for r in t} == want
     assert {r["iteration"] for r in t} == {None} and sum(want.values()) > 10 ** 8
+    # launch_queue's window: from the first kernel queued (its call's end, or its start
+    # when earlier) to the last kernel's end
+    ends = {c: ref.ns(doc, l["ts"]) + int(Decimal(str(l["dur"])) * 1000) for c, (_, l) in la.items()}
+    ks = [(ref.ns(doc, e["ts"]), int(Decimal(str(e["dur"])) * 1000), e["args"]["correlation"])
+          for _, e in ref.gpu_events(doc) if ref.GPU_CATS[e["cat"]] == "kernel"]
+    s, e = min(min(ends[c], st) for st, _, c in ks), max(st + d for st, d, _ in ks)
+    want = ref.launch_queue(doc, s, e)
+    assert reports.run(fresh_db, "launch_queue", {"run": "g"}).num_rows == 0
+    t = reports.run(fresh_db, "launch_queue", {"run": "g", "iteration": "all"}).to_pylist()
+    assert {r["iteration"] for r in t} == {None} and {r["stream"] for r in t} == set(want) == {7}
+    for r in t:
+        mean, top, idle = want[r["stream"]]
+        assert (r["mean_queued"], r["max_queued"]) == (pytest.approx(mean, abs=0.0005), top)
+        assert r["empty_gpu_idle_pct"] == pytest.approx(idle, abs=0.005)
+    assert max(r["max_queued"] for r in t) > 1
     # with no run given: every trace run's whole trace, none for an ncu report's kernels
     amp = ingest_file(fresh_db, AMP_TRACE).run
     ncu = ingest_file(fresh_db, AMP_NCU_BASE, pair_with=amp).run
     assert scalar(fresh_db, "SELECT count(*) FROM kernels WHERE run = ?", [ncu]) > 800
-    for name in ("top_kernels", "idle_breakdown"):
+    for name in ("top_kernels", "idle_breakdown", "launch_queue"):
         t = reports.run(fresh_db, name, {"iteration": "all"}).to_pylist()
         assert {r["run"] for r in t if r["iteration"] is None} == {"g", amp}
         assert {r["run"] for r in t} == {"g", amp}
