@@ -9,7 +9,7 @@
 -- op_windows: iteration
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL, also of a run without iterations, whose default it is); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration (NULL: the whole trace)

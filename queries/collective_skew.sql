@@ -11,7 +11,7 @@
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   process_group VARCHAR = NULL: process group name (all when absent)
---   iteration VARCHAR = steady: one of steady | all | N: the job's steady iteration (chosen once from all ranks), every call plus a whole-trace row per collective, or iteration N
+--   iteration VARCHAR = steady: one of steady | all | N: the job's steady iteration (chosen once from all ranks), every call plus a whole-trace row per collective (also of a run without iterations), or iteration N
 -- columns:
 --   job VARCHAR: job
 --   process_group VARCHAR: process group name

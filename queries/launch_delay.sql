@@ -6,7 +6,7 @@
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all when absent)
---   by VARCHAR = 'kernel': one of kernel | launch: a row per kernel, in the trace's order within each iteration, or per launch call name
+--   by VARCHAR = 'kernel': one of kernel | launch: a row per kernel, within each iteration in the order of the trace file (kernel_id, not start time), or per launch call name
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration
@@ -35,6 +35,6 @@ UNION ALL
 SELECT run, iteration, launch_name, NULL, NULL, NULL, count(*), CAST(median(d) AS BIGINT), round(avg(d), 1),
        percentile_cont(0.95) WITHIN GROUP (ORDER BY d), max(d)
 FROM k WHERE $by = 'launch' GROUP BY run, iteration, launch_name
--- by=kernel rows in the trace's own order (kernel_id: an integer key, where the launch
+-- by=kernel rows in the trace file's order (kernel_id: an integer key, where the launch
 -- call's name made the sort of 2.5 M kernels twice as long); by=launch rows by call name
 ORDER BY run, iteration, kernel_id, launch_name;

@@ -33,9 +33,10 @@ WITH it AS (     -- the windows: the iterations asked for; with iteration=all al
     WHERE $iteration = 'all' AND ($run IS NULL OR run = $run)
     GROUP BY run
     UNION ALL    -- a trace run without iterations: its kernels' span, first queued to last ended
-    SELECT run, NULL, min(least(launch_end_ns, ts_ns)), max(ts_ns + dur_ns) FROM kernels
+                 -- (an ncu run's kernels have no ts_ns)
+    SELECT run, NULL, min(least(launch_end_ns, ts_ns)), max(ts_ns + dur_ns) FROM kernels k
     WHERE $iteration = 'all' AND ($run IS NULL OR run = $run) AND kind = 'kernel' AND ts_ns IS NOT NULL
-      AND run NOT IN (SELECT run FROM iterations) AND run IN (SELECT run FROM runs WHERE kind = 'trace')
+      AND NOT EXISTS (SELECT 1 FROM iterations i WHERE i.run = k.run)
     GROUP BY run
 ), gk AS (       -- each window's kernels: its iteration's, or for the whole trace every kernel of the run
     SELECT k.run, k.iteration, k.stream, k.ts_ns, k.dur_ns, k.launch_end_ns

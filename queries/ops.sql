@@ -12,7 +12,7 @@
 -- steady: run
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration VARCHAR = NULL: an iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent
+--   iteration VARCHAR = NULL: an iteration number, or all (every iteration and a whole-trace row with iteration NULL, also of a run without iterations); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration whose step marker holds the call's start (NULL: the whole trace)

@@ -488,6 +488,21 @@ def test_iteration_all_of_a_run_without_iterations_is_its_whole_trace(fresh_db):
         assert (r["mean_queued"], r["max_queued"]) == (pytest.approx(mean, abs=0.0005), top)
         assert r["empty_gpu_idle_pct"] == pytest.approx(idle, abs=0.005)
     assert max(r["max_queued"] for r in t) > 1
+    series = reports.run(fresh_db, "launch_queue", {"run": "g", "iteration": "all", "series": "true"}).to_pylist()
+    assert min(r["ts_ns"] for r in series) == s      # its series too, from the first kernel queued
+    # every report whose iteration parameter says a run without iterations gets its
+    # whole-trace row (the note of an empty answer relies on it) gives one here, or needs
+    # data this trace lacks
+    said = [n for n, rep in reports.all_reports().items() if rep.param("iteration")
+            and "run without iterations" in rep.param("iteration").doc]
+    assert len(said) >= 10
+    for name in said:
+        try:
+            t = reports.run(fresh_db, name, {"iteration": "all"} | ({"run": "g"} if reports.get(name).param("run") else {}))
+        except reports.ReportError as e:
+            assert "needs" in str(e) and "iterations" not in str(e), name
+            continue
+        assert t.num_rows and set(t.column("iteration").to_pylist()) == {None}, name
     # with no run given: every trace run's whole trace, none for an ncu report's kernels
     amp = ingest_file(fresh_db, AMP_TRACE).run
     ncu = ingest_file(fresh_db, AMP_NCU_BASE, pair_with=amp).run
