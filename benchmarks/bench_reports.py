@@ -1,7 +1,9 @@
 """Every saved report on a large database, timed in-process (the interactive bar:
 each under 2 s on the 2-core machine).
 
-usage: python benchmarks/bench_reports.py DB [RUN]
+usage: python benchmarks/bench_reports.py DB [RUN] [--all]
+--all: also every report that takes iteration=all, with it (every iteration and the
+whole trace: not held to the 2 s bar; docs/benchmarks.md says what each takes).
 """
 import os
 import sys
@@ -10,7 +12,7 @@ import time
 from tracedb import db, reports
 
 
-def main(path, run=None):
+def main(path, run=None, every_iteration=False):
     if not os.path.isfile(path):
         sys.exit(f"no such database: {path}")
     con = db.connect(path, read_only=True)
@@ -21,20 +23,25 @@ def main(path, run=None):
     print(f"{path}: run {run}, {n:,} events")
     print(f"{'report':<26} {'seconds':>8} {'rows':>8}  note")
     slow = 0
-    for name, rep in reports.all_reports().items():
-        params = {"run": run} if rep.param("run") else {}
+    cases = [(name, rep, {}) for name, rep in reports.all_reports().items()]
+    if every_iteration:
+        cases += [(name, rep, {"iteration": "all"}) for name, rep in reports.all_reports().items()
+                  if rep.param("iteration") and rep.param("iteration").type.upper() == "VARCHAR"]
+    for name, rep, extra in cases:
+        params = ({"run": run} if rep.param("run") else {}) | extra
         t0 = time.perf_counter()
         try:
             rows, note = reports.run(con, name, params).num_rows, ""
         except reports.ReportError as e:
             rows, note = 0, str(e)[:70]
         dt = time.perf_counter() - t0
-        slow += dt >= 2
-        print(f"{name:<26} {dt:8.2f} {rows:8d}  {note}")
-    print(f"{slow} report(s) at 2 s or more")
+        slow += dt >= 2 and not extra
+        print(f"{name + (' (all)' if extra else ''):<26} {dt:8.2f} {rows:8d}  {note}")
+    print(f"{slow} report(s) at 2 s or more" + (" (by default)" if every_iteration else ""))
 
 
 if __name__ == "__main__":
-    if not 1 <= len(sys.argv) - 1 <= 2 or sys.argv[1] in ("-h", "--help"):
+    args = [a for a in sys.argv[1:] if a != "--all"]
+    if not 1 <= len(args) <= 2 or args[0].startswith("-"):
         sys.exit(__doc__.strip())
-    main(*sys.argv[1:])
+    main(*args, every_iteration="--all" in sys.argv[1:])

@@ -189,6 +189,26 @@ def test_iteration_all_and_bad_values_are_not_narrowed(con):
     assert con.execute("SELECT getvariable('tracedb_op_windows')").fetchone()[0] is None
 
 
+def _joins(con, sql):
+    plan = "\n".join(str(r[1]) for r in con.execute("EXPLAIN " + sql).fetchall())
+    return set(re.findall(r"─ ([A-Za-z ]*Join) ─", plan))
+
+
+def test_unnarrowed_asof_joins_sort(con):
+    """iteration=all reads the FLOP views whole: their ASOF join of ops to iterations
+    must sort, not loop (db.asof_by_sort). DuckDB loops where it estimates the left side
+    under 64 rows, as it does here and for the million ops of a 10 GB trace, whose
+    loop made 1.6 G rows (docs/benchmarks.md, change 15)."""
+    assert "Asof Join" in _joins(con, "SELECT * FROM flop_ops") and \
+        "Nested Loop Join" not in _joins(con, "SELECT * FROM flop_ops")
+    con.execute("SET asof_loop_join_threshold = 64")                     # DuckDB's default
+    try:
+        assert "Nested Loop Join" in _joins(con, "SELECT * FROM flop_ops")
+    finally:
+        db.asof_by_sort(con)
+    assert con.execute("SELECT current_setting('asof_loop_join_threshold')").fetchone()[0] == 0
+
+
 @pytest.mark.parametrize("run, iteration", [("resnet18_bs32", 3), ("cpu_async_lenet_bs64", 1),
                                             ("cpu_sync_lenet_bs64", 1), ("straddle", 2)])
 def test_a_segment_window_cuts_the_same_segments(con, run, iteration):
