@@ -48,15 +48,15 @@ def why_empty(con, report, values):
             con, "SELECT count(*) FROM iterations WHERE run IN (SELECT unnest(?))", [runs]):
         who = f"run {runs[0]} has no iterations" if len(runs) == 1 else "no trace run has iterations"
         why = f"{who} (no step markers: ProfilerStep#N, step_num)"
-        if it == "all" and _has_whole_trace_row(report):    # the whole trace was read, and had none
+        if it == "all" and whole_trace_without_iterations(report):    # the whole trace was read, and had none
             return f"{why}, and the whole trace (iteration NULL) has nothing for this report either"
         return why
     return "nothing matched these parameters"
 
 
-def _has_whole_trace_row(report):
+def whole_trace_without_iterations(report):
     """Whether iteration=all gives a run without iterations its whole-trace row: the
     parameter's doc says so ("also of a run without iterations"). Others (memory_summary,
     the energy reports) take their whole trace from the iterations' span."""
-    p = next((p for p in report.params if p.name == "iteration"), None)
+    p = report.param("iteration")
     return p is not None and "run without iterations" in p.doc

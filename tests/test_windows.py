@@ -199,8 +199,8 @@ def test_unnarrowed_asof_joins_sort(con):
     must sort, not loop (db.asof_by_sort). DuckDB loops where it estimates the left side
     under 64 rows, as it does here and for the million ops of a 10 GB trace, whose
     loop made 1.6 G rows (docs/benchmarks.md, change 15)."""
-    assert "Asof Join" in _joins(con, "SELECT * FROM flop_ops") and \
-        "Nested Loop Join" not in _joins(con, "SELECT * FROM flop_ops")
+    joins = _joins(con, "SELECT * FROM flop_ops")
+    assert "Asof Join" in joins and "Nested Loop Join" not in joins
     con.execute("SET asof_loop_join_threshold = 64")                     # DuckDB's default
     try:
         assert "Nested Loop Join" in _joins(con, "SELECT * FROM flop_ops")
