@@ -16,7 +16,9 @@ Rules are data: one SQL file each in rules/, with a header that documents it
     -- suggestion: what to try
 
 and a query returning (run, iteration, value DOUBLE, evidence VARCHAR) that reads
-$run and $iteration (NULL: the steady iteration). A requirement is a relation,
+$run and $iteration (NULL: the steady iteration, or every iteration when $every is
+true: a rule passes it on as finding_iterations($run, $iteration, every_p := $every),
+and a report_NAME then holds every iteration's rows). A requirement is a relation,
 optionally with a column, that must hold (non-NULL) rows for the run; a relation
 `report_NAME` is the output of saved report NAME for the run and iteration, so rules
 build on the reports' definitions instead of repeating them. A rule whose data is
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracedb import reports
 from tracedb.db import bind, package_sql, rows, scalar
@@ -114,27 +117,44 @@ def parse_thresholds(text):
 
 
 def _report_params(report, run, iteration):
+    """The report's parameters for a rule's run and iteration ("all": every
+    iteration, where the report's iteration parameter takes all; one whose
+    iteration is a number gives every iteration when it is left out)."""
     out = {}
     if report.param("run") is not None and run is not None:
         out["run"] = run
-    if report.param("iteration") is not None and iteration is not None:
+    p = report.param("iteration")
+    if p is not None and iteration is not None and (iteration != "all" or p.type == "VARCHAR"):
         out["iteration"] = str(iteration)
     return out
 
 
 def _has_rows(con, relation, column, run):
+    return bool(_holding(con, relation, column, run, by_iteration=False))
+
+
+def _holding(con, relation, column, run, by_iteration):
+    """Whether relation holds rows (column non-NULL) for run: a bool, or with
+    by_iteration the set of their iterations (a row of iteration NULL stands for
+    every iteration: None is in the set)."""
     cols = {r[0] for r in con.execute(f"SELECT * FROM {relation} LIMIT 0").description}
     runcol = "run" if "run" in cols else "trace_run" if "trace_run" in cols else None
     where = [f"{column} IS NOT NULL"] if column else []
     if run is not None and runcol:
         where.append(f"{runcol} = $run")
-    sql = f"SELECT count(*) FROM (SELECT 1 FROM {relation}{' WHERE ' + ' AND '.join(where) if where else ''} LIMIT 1)"
+    filt = f"{' WHERE ' + ' AND '.join(where) if where else ''}"
+    if by_iteration:
+        sql = f"SELECT DISTINCT iteration FROM {relation}{filt}"
+        return {r[0] for r in con.execute(sql, {"run": run} if "$run" in sql else {}).fetchall()}
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM {relation}{filt} LIMIT 1)"
     return scalar(con, sql, {"run": run} if "$run" in sql else None) > 0
 
 
 class _Inputs:
     """The relations rules read: catalog lookups, and report outputs registered on the
-    connection as report_NAME (each report run once per evaluation)."""
+    connection as report_NAME (each report run once per evaluation). With iteration
+    "all", each report is run once for every iteration, less its whole-trace rows (a
+    finding is about a step)."""
 
     def __init__(self, con, run, iteration):
         self.con, self.run, self.iteration = con, run, iteration
@@ -143,8 +163,23 @@ class _Inputs:
         for t, c in rows(con, "SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal"):
             self.catalog.setdefault(t, set()).add(c)
 
+    def _register(self, name, report):
+        """Run the report into report_NAME; its error, or None."""
+        try:
+            table = reports.run(self.con, name, _report_params(report, self.run, self.iteration))
+        except ReportError as e:
+            self.failed[name] = str(e)
+            return str(e)
+        if self.iteration == "all" and report.param("iteration") is not None and "iteration" in table.column_names:
+            table = table.filter(pc.is_valid(table["iteration"]))
+        relation = f"report_{name}"
+        self.con.register(relation, table)
+        self.registered.append(relation)
+        self.catalog[relation] = set(table.column_names)
+        return None
+
     def missing(self, relation, column, meaning):
-        """Why the requirement is not met (None when it is)."""
+        """Why the requirement is not met for the run (None when it is)."""
         if relation.startswith("report_"):
             name = relation[len("report_"):]
             known = reports.all_reports()
@@ -152,28 +187,75 @@ class _Inputs:
                 return f"needs {meaning}: report {name} is not in this tracedb"
             if name in self.failed:
                 return f"needs {meaning}: {self.failed[name]}"
-            if relation not in self.registered:
-                rep = known[name]
-                try:
-                    table = reports.run(self.con, name, _report_params(rep, self.run, self.iteration))
-                except ReportError as e:
-                    self.failed[name] = str(e)
-                    return f"needs {meaning}: {e}"
-                self.con.register(relation, table)
-                self.registered.append(relation)
-                self.catalog[relation] = set(table.column_names)
+            if relation not in self.registered and (error := self._register(name, known[name])):
+                return f"needs {meaning}: {error}"
         elif relation not in self.catalog:
             return f"needs {meaning}: no relation {relation} in this database"
         if column and column not in self.catalog[relation]:
             return f"needs {meaning}: {relation} has no column {column}"
         if not _has_rows(self.con, relation, column, self.run):
-            what = f"{relation}.{column}" if column else relation
-            return f"needs {meaning}: {what} holds no rows" + (f" for run {self.run}" if self.run else "")
+            return self.no_rows(relation, column, meaning)
         return None
+
+    def no_rows(self, relation, column, meaning):
+        what = f"{relation}.{column}" if column else relation
+        return f"needs {meaning}: {what} holds no rows" + (f" for run {self.run}" if self.run else "")
+
+    def held_at(self, relation, column):
+        """With iteration "all", the iterations at which a report the requirement
+        names holds rows for the run (None: every iteration)."""
+        if not relation.startswith("report_") or "iteration" not in self.catalog[relation]:
+            return None
+        found = _holding(self.con, relation, column, self.run, by_iteration=True)
+        return None if None in found else found
 
     def close(self):
         for r in self.registered:
             self.con.unregister(r)
+
+
+def _found(rule, threshold, run, iteration, got):
+    """Finding dicts of a rule's rows (run, iteration, value, evidence); ok when none."""
+    base = {"rule": rule.name, "threshold": threshold, "unit": rule.unit, "suggestion": rule.suggestion,
+            "next_report": rule.next_report}
+    if not got:     # its data is there and nothing met the rule's condition: it passed
+        return [dict(base, run=run, iteration=iteration, severity="ok", value=None,
+                     evidence="no row of the data it reads meets the rule's condition")]
+    out = []
+    for r_run, r_it, value, evidence in got:
+        if value is None:
+            sev = "skipped"
+            evidence = f"value not computable: {evidence}"
+        else:
+            sev = rule.severity if rule.fired(value, threshold) else "ok"
+        out.append(dict(base, run=r_run, iteration=r_it, severity=sev,
+                        value=None if value is None else round(float(value), 3), evidence=evidence))
+    return out
+
+
+def _skipped(rule, threshold, run, iteration, why):
+    return dict(rule=rule.name, threshold=threshold, unit=rule.unit, suggestion=rule.suggestion,
+                next_report=rule.next_report, run=run, iteration=iteration, severity="skipped", value=None,
+                evidence=why)
+
+
+def _rows_of(con, rule, values):
+    try:
+        return con.execute(rule.sql, bind(rule.sql, values)).fetchall()
+    except duckdb.Error as e:
+        raise ReportError(f"rule {rule.name}: {str(e).splitlines()[0]}") from None
+
+
+def _worst_first(out):
+    def excess(f):          # how far beyond its threshold, for the order within a severity
+        if f["value"] is None:
+            return 0.0
+        d = f["value"] - f["threshold"]
+        return -abs(d) / (abs(f["threshold"]) or 1.0)
+    out.sort(key=lambda f: (ORDER[f["severity"]], excess(f), f["run"] or "", f["rule"]))
+    for i, f in enumerate(out):
+        f["ord"] = i
+    return out
 
 
 def evaluate(con, run=None, iteration=None, thresholds=None, only=None, resolve=True):
@@ -186,50 +268,63 @@ def evaluate(con, run=None, iteration=None, thresholds=None, only=None, resolve=
     rows, but DuckDB pushes the constant into the per-iteration views instead of
     computing every iteration to find the steady one (reports.resolve_steady)."""
     thresholds = thresholds or {}
-    rules = all_rules()
     steady = (scalar(con, reports.STEADY_OF["run"], {"run": run})
               if resolve and iteration is None and run is not None else None)
     out = []
     inputs = _Inputs(con, run, iteration)
     try:
-        for rule in rules.values():
+        for rule in all_rules().values():
             if only and rule.name not in only:
                 continue
             t = thresholds.get(rule.name, rule.threshold)
-            base = {"rule": rule.name, "threshold": t, "unit": rule.unit, "suggestion": rule.suggestion,
-                    "next_report": rule.next_report}
             why = next(filter(None, (inputs.missing(*r) for r in rule.requires)), None)
             if why:
-                out.append(dict(base, run=run, iteration=iteration, severity="skipped", value=None, evidence=why))
+                out.append(_skipped(rule, t, run, iteration, why))
                 continue
-            try:
-                bound = steady if rule.steady == "run" and steady is not None else iteration
-                got = con.execute(rule.sql, bind(rule.sql, {"run": run, "iteration": bound})).fetchall()
-            except duckdb.Error as e:
-                raise ReportError(f"rule {rule.name}: {str(e).splitlines()[0]}") from None
-            if not got:     # its data is there and nothing met the rule's condition: it passed
-                out.append(dict(base, run=run, iteration=iteration, severity="ok", value=None,
-                                evidence="no row of the data it reads meets the rule's condition"))
-            for r_run, r_it, value, evidence in got:
-                if value is None:
-                    sev = "skipped"
-                    evidence = f"value not computable: {evidence}"
-                else:
-                    sev = rule.severity if rule.fired(value, t) else "ok"
-                out.append(dict(base, run=r_run, iteration=r_it, severity=sev,
-                                value=None if value is None else round(float(value), 3), evidence=evidence))
+            bound = steady if rule.steady == "run" and steady is not None else iteration
+            out += _found(rule, t, run, iteration,
+                          _rows_of(con, rule, {"run": run, "iteration": bound, "every": False}))
     finally:
         inputs.close()
+    return _worst_first(out)
 
-    def excess(f):          # how far beyond its threshold, for the order within a severity
-        if f["value"] is None:
-            return 0.0
-        d = f["value"] - f["threshold"]
-        return -abs(d) / (abs(f["threshold"]) or 1.0)
-    out.sort(key=lambda f: (ORDER[f["severity"]], excess(f), f["run"] or "", f["rule"]))
-    for i, f in enumerate(out):
-        f["ord"] = i
-    return out
+
+def evaluate_every(con, run, iterations, thresholds=None, only=None):
+    """evaluate() of each of run's iterations (their numbers), every rule run once
+    for all of them: its reports with iteration=all, and $every true, which makes
+    finding_iterations give every iteration. The findings evaluate() gives iteration
+    by iteration, worst first (2,800 iterations of a 10 GB trace: about 1 s each
+    that way). A requirement on a report holds at the iterations its rows name."""
+    thresholds = thresholds or {}
+    out = []
+    inputs = _Inputs(con, run, "all")
+    try:
+        for rule in all_rules().values():
+            if only and rule.name not in only:
+                continue
+            t = thresholds.get(rule.name, rule.threshold)
+            why = {}            # iteration -> why the rule is skipped there (its first requirement not met)
+            for relation, column, meaning in rule.requires:
+                if not (open_ := [it for it in iterations if it not in why]):   # (few requirements)
+                    break
+                if (whole := inputs.missing(relation, column, meaning)) is not None:
+                    why.update(dict.fromkeys(open_, whole))
+                elif (held := inputs.held_at(relation, column)) is not None:
+                    why.update(dict.fromkeys([it for it in open_ if it not in held],
+                                             inputs.no_rows(relation, column, meaning)))
+            asked = set(iterations)
+            got = {}
+            if asked - why.keys():
+                for g in _rows_of(con, rule, {"run": run, "iteration": None, "every": True}):
+                    got.setdefault(g[1] if g[1] in asked else "other", []).append(g)
+            for it in iterations:
+                out += ([_skipped(rule, t, run, it, why[it])] if it in why
+                        else _found(rule, t, run, it, got.get(it, [])))
+            if "other" in got:        # rows of no iteration asked for: as they are
+                out += _found(rule, t, run, None, got["other"])
+    finally:
+        inputs.close()
+    return _worst_first(out)
 
 
 def table(findings):
@@ -253,10 +348,19 @@ def iterations_of(con, run, iteration):
 
 
 def evaluate_many(con, run=None, iteration=None, thresholds=None):
-    """evaluate() over the iterations `iteration` names (see iterations_of)."""
+    """evaluate() over the iterations `iteration` names (see iterations_of); for
+    all, each run's iterations at once (evaluate_every)."""
     out = []
-    for r, it in iterations_of(con, run, iteration):
-        out += evaluate(con, r, it, thresholds)
+    named = iterations_of(con, run, iteration)
+    if str(iteration).strip().lower() == "all":
+        by_run = {}
+        for r, it in named:
+            by_run.setdefault(r, []).append(it)
+        for r, its in by_run.items():
+            out += evaluate_every(con, r, its, thresholds)
+    else:
+        for r, it in named:
+            out += evaluate(con, r, it, thresholds)
     if len(out) > 1:
         out.sort(key=lambda f: (ORDER[f["severity"]], f["run"] or "", f["iteration"] or 0, f["rule"]))
     for i, f in enumerate(out):

@@ -6,6 +6,7 @@ schema/ is split by role, and a writable open applies it in this order:
   views/    shared views and macros (reports, the CLI and notebooks read them)
 load/ (per-reader load SQL) and match/ (kernel matching) run during ingest.
 """
+import functools
 import hashlib
 import os
 import re
@@ -178,6 +179,36 @@ def setting(con, name, value):
     finally:
         if value is not None:
             con.execute(f"RESET {name}")
+
+
+# DuckDB's memory limit while a trace loads or is exported, whatever its size: the
+# events are staged in batches (ingest/trace.py) and exported in windows
+# (perfetto.py), and the sorts and joins beyond it spill to DuckDB's temp directory
+# (docs/benchmarks.md: peak RSS per trace size).
+MEMORY_CAP = 1 << 30
+
+_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+          "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+@functools.cache
+def _default_memory_limit():
+    return duckdb.connect().execute("SELECT current_setting('memory_limit')").fetchone()[0]
+
+
+@contextmanager
+def memory_cap(con):
+    """DuckDB's memory limit lowered to MEMORY_CAP for the block (a trace's load, an
+    export), whatever the trace's size: what does not fit spills to disk instead of
+    growing with the trace. A limit the user set is left alone; the default comes
+    back exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
+    old = scalar(con, "SELECT current_setting('memory_limit')")
+    m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", old or "")
+    cap = MEMORY_CAP
+    lower = old == _default_memory_limit() and m is not None and float(m[1]) * _UNITS[m[2]] > cap
+    with setting(con, "memory_limit", f"{int(cap)}B" if lower else None):
+        yield
+
 
 
 # The one column declared with a compression (schema/tables/core.sql; why:

@@ -1,5 +1,4 @@
 """Load one Chrome-trace JSON file (PyTorch/Kineto, TensorFlow/JAX XProf) as a run."""
-import functools
 import hashlib
 import itertools
 import json
@@ -12,7 +11,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracedb.db import run_script, run_script_over, scalar, setting, sql_literal, sql_text
+from tracedb.db import memory_cap, run_script, run_script_over, scalar, sql_literal, sql_text
 from tracedb.ingest import trace_json
 from tracedb.ingest.errors import IngestError, database_error
 from tracedb.ingest.registry import Prepared, Reader, Reload
@@ -21,10 +20,6 @@ from tracedb.ingest.source import status
 # Above 2^43 µs a double's spacing exceeds 1 ns: DuckDB's JSON reader (which
 # parses numbers as doubles) would lose the nanoseconds of such timestamps.
 EXACT_DOUBLE_US = 2 ** 43
-# DuckDB's memory limit while a trace loads, whatever its size: with the events
-# staged in batches (below), the derivation's sorts and joins spill to DuckDB's
-# temp directory beyond it (docs/benchmarks.md: peak RSS per trace size).
-MEMORY_CAP = 1 << 30
 # A trace is staged in batches of this much JSON, 4 pieces (BATCH_ROWS: the same
 # for the exact path): memory stays bounded whatever the trace's size. DuckDB's
 # JSON reader parses a piece on one thread; the batches held 3 pieces (a size test
@@ -215,29 +210,6 @@ def _fast_stages(con, tf):
         staged = None          # inserted: let it go before the next batch is parsed
 
 
-_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-          "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
-@functools.cache
-def _default_memory_limit():
-    return duckdb.connect().execute("SELECT current_setting('memory_limit')").fetchone()[0]
-
-
-@contextmanager
-def memory_cap(con, content_bytes):
-    """DuckDB's memory limit lowered to MEMORY_CAP while a trace loads, whatever
-    its size (content_bytes): what does not fit spills to disk instead of growing
-    with the trace. A limit the user set is left alone; the default comes back
-    exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
-    old = scalar(con, "SELECT current_setting('memory_limit')")
-    m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", old or "")
-    cap = MEMORY_CAP
-    lower = old == _default_memory_limit() and m is not None and float(m[1]) * _UNITS[m[2]] > cap
-    with setting(con, "memory_limit", f"{int(cap)}B" if lower else None):
-        yield
-
-
 _MENDED = {
     "ts or dur not a number": "have a ts or dur that is not a number (NaN/Infinity are not JSON); stored as NULL",
     "negative dur": "have a negative duration; it was dropped (dur NULL)",
@@ -424,7 +396,7 @@ class TraceReader(Reader):
     @contextmanager
     def loading(self, con, prep):
         try:
-            with memory_cap(con, prep.content_bytes):
+            with memory_cap(con):
                 yield
         finally:
             prep.state.stop()      # no piece is copied after the load (its work directory goes)

@@ -8,7 +8,7 @@
 --   show=all adds the rules that passed (severity ok). `tracedb advise` prints it.
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
---   iteration VARCHAR = NULL: iteration number, or all (each iteration in turn; a finding is about a step, so no whole-trace row); the steady one when absent
+--   iteration VARCHAR = NULL: iteration number, or all (every iteration, each rule evaluated once over all of them; a finding is about a step, so no whole-trace row); the steady one when absent
 --   thresholds VARCHAR = NULL: RULE=VALUE pairs, comma-separated, replacing the rules' default thresholds
 --   show VARCHAR = 'findings': one of findings | all: findings and skipped rules, or every rule checked
 -- columns:

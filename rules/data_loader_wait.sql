@@ -14,7 +14,7 @@
 --   prefetch_factor=...)), pin memory, and move per-sample work (decoding, augmentation) off the
 --   training process or onto the GPU.
 WITH it AS (
-    SELECT * FROM finding_iterations($run, $iteration)
+    SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
 ), dl AS (
     SELECT it.run, it.iteration, e.event_id, greatest(e.ts_ns, it.start_ns) AS s,
            least(e.ts_ns + e.dur_ns, it.end_ns) AS e

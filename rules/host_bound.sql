@@ -15,7 +15,7 @@
 --   CUDA graphs, fused optimizers), and keep Python out of the step; launch_queue shows when the
 --   queue runs dry.
 WITH it AS (
-    SELECT * FROM finding_iterations($run, $iteration)
+    SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
 ), k AS (
     SELECT k.run, k.iteration, greatest(least(k.launch_end_ns, k.ts_ns), it.start_ns) AS q, k.ts_ns AS s,
            least(k.ts_ns + k.dur_ns, it.end_ns) AS e

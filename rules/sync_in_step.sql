@@ -15,7 +15,7 @@
 -- suggestion: Move .item()/.cpu()/print of GPU values out of the step (log every N steps), keep
 --   metrics on the GPU, and copy to the host with non_blocking=True into pinned memory.
 WITH it AS (
-    SELECT * FROM finding_iterations($run, $iteration)
+    SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
 ), s AS (
     SELECT it.run, it.iteration, e.name, e.dur_ns
     FROM events e JOIN it ON e.run = it.run AND e.ts_ns >= it.start_ns AND e.ts_ns < it.marker_end_ns

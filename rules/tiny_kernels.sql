@@ -13,7 +13,7 @@
 -- suggestion: Fuse the small kernels (torch.compile), capture the step in a CUDA graph, or give each
 --   kernel more work (a larger batch).
 WITH it AS (
-    SELECT * FROM finding_iterations($run, $iteration)
+    SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
 ), k AS (
     SELECT k.run, k.iteration, k.dur_ns, k.launch_end_ns - k.launch_ts_ns AS launch_ns
     FROM kernels k JOIN it USING (run, iteration)

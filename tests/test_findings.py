@@ -8,6 +8,7 @@ import pytest
 import independent as ref
 from conftest import AMP_NCU_BASE, DATA, TORCH, raw_trace, read_ncu_csv, run_name
 from tracedb import advise, db, reports
+from tracedb.advise import SEVERITIES
 from tracedb.ingest import ingest_file
 from tracedb.match import match
 
@@ -123,7 +124,10 @@ def test_every_rule_is_documented_with_a_threshold():
         assert r.description and r.suggestion and r.unit and r.requires, r.name
         assert r.next_report in reports.all_reports() or r.next_report in ("comm_overlap", "straggler_ranks",
                                                                             "memory_summary"), r.name
-        assert db.params_of(r.sql) <= {"run", "iteration"}, r.name
+        assert db.params_of(r.sql) <= {"run", "iteration", "every"}, r.name
+        # with iteration=all finding_iterations gives every iteration only when told to
+        assert ("finding_iterations(" not in r.sql
+                or r.sql.count("finding_iterations(") == r.sql.count("every_p := $every)")), r.name
 
 
 def test_host_bound_against_raw_json(found):
@@ -425,6 +429,40 @@ def test_every_iteration_with_iteration_all(fdb):
     assert one["iteration"] == 3 and one["value"] == next(r["value"] for r in waits if r["iteration"] == 3)
     with pytest.raises(reports.ReportError, match="iteration number or all"):
         reports.run(fdb, "findings", {"run": SLOW, "iteration": "last"})
+
+
+def test_iteration_all_gives_each_iterations_findings_at_once(fdb):
+    """advise.evaluate_every (iteration=all: every rule once over all iterations) gives,
+    for each iteration, the findings evaluate() gives for that iteration alone, on
+    every run with iterations. Two differences, by design: the loop repeated a row of
+    a report without an iteration parameter once per iteration (unmatched_kernels'
+    match_quality row of the matched iteration, on the DataLoader runs), and for an
+    iteration that report has no row for, the loop gave no finding of that rule where
+    evaluate_every says skipped, as for the rules reading per-iteration reports."""
+    key = lambda f: tuple((k, f[k]) for k in sorted(f) if k != "ord")
+    runs = {}
+    for run, it in advise.iterations_of(fdb, None, "all"):
+        runs.setdefault(run, []).append(it)
+    assert sum(len(its) > 1 for its in runs.values()) >= 3
+    compared = filled = 0
+    for run, its in runs.items():
+        loop = []
+        for it in its:
+            loop += [key(f) for f in advise.evaluate(fdb, run, it) if key(f) not in loop]
+        every = [key(f) for f in advise.evaluate_every(fdb, run, its)]
+        assert len(every) == len(set(every)), run
+        extra = set(every) - set(loop)
+        assert set(loop) <= set(every), run
+        had = {(dict(f)["rule"], dict(f)["iteration"]) for f in loop}
+        for f in map(dict, extra):
+            assert (f["rule"], f["iteration"]) not in had and f["severity"] == "skipped", (run, f)
+            assert "report_match_quality.time_covered_pct holds no rows" in f["evidence"], (run, f)
+        compared += len(loop)
+        filled += len(extra)
+        fired = {(dict(f)["rule"], dict(f)["iteration"]) for f in every if dict(f)["severity"] in SEVERITIES}
+        if run == SLOW:
+            assert {("data_loader_wait", it) for it in its} <= fired
+    assert compared > 200 and filled == 2 * 3           # SLOW and FIXED: 4 iterations, ncu of one
 
 
 def test_advise_command(tmp_path, capsys):

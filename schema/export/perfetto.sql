@@ -5,7 +5,10 @@
 -- the matched ncu kernel's levels and counters), and tracedb's own tracks
 -- (cat "tracedb"): iterations as slices, power, clocks and temperature of the
 -- paired power logs and allocated memory as counters. Parameters: $run, $base_ns
--- (the run's base time), $pid (the process id of tracedb's tracks).
+-- (the run's base time), $pid (the process id of tracedb's tracks), and $lo, $hi:
+-- perfetto.py asks for the run's own events a window of event ids at a time, each
+-- sorted alone (one sort of every line of a 10 GB trace held 9.8 GB), then for
+-- tracedb's tracks.
 
 -- µs text of an integer ns offset, exact (ns / 1000 with three decimals).
 CREATE OR REPLACE TEMP MACRO _pf_us(ns) AS
@@ -15,6 +18,7 @@ CREATE OR REPLACE TEMP MACRO _pf_us(ns) AS
 CREATE OR REPLACE TEMP MACRO _pf_id(v) AS
     CASE WHEN regexp_full_match(v, '-?[0-9]{1,15}') THEN v ELSE to_json(v)::VARCHAR END;
 
+-- The run's own events with event ids in [$lo, $hi), in the file's order.
 WITH lv AS (
     SELECT l.kernel_id, to_json({layer_type: l.layer_type, ncu_run: m.ncu_run, ncu_id: m.ncu_id,
                                  match_score: m.score, smsp_active_pct: m.smsp_active_pct,
@@ -26,26 +30,28 @@ WITH lv AS (
                                  dram_sectors_write: m.dram_sectors_write}) AS known
     FROM kernel_layers l
     LEFT JOIN kernel_levels m ON m.run = l.run AND m.kernel_id = l.kernel_id
-    WHERE l.run = $run
-), own AS (
-    SELECT 0 AS part, e.event_id AS sort,
-           '{' || concat_ws(',',
-               '"ph":' || to_json(e.ph),
-               '"cat":' || to_json(e.cat),
-               '"name":' || to_json(e.name),
-               '"pid":' || _pf_id(e.pid),
-               '"tid":' || _pf_id(e.tid),
-               '"ts":' || _pf_us(e.ts_ns - $base_ns),
-               '"dur":' || _pf_us(e.dur_ns),
-               '"id":' || _pf_id(e.flow_id),
-               CASE WHEN e.ph = 'f' THEN '"bp":"e"' END,
-               '"args":' || CASE WHEN lv.known IS NULL THEN e.args::VARCHAR
-                                 ELSE json_merge_patch(coalesce(e.args, '{}'::JSON),
-                                                       json_object('tracedb', json(lv.known)))::VARCHAR END
-           ) || '}' AS line
-    FROM events e LEFT JOIN lv ON lv.kernel_id = e.event_id
-    WHERE e.run = $run
-), span AS (
+    WHERE l.run = $run AND l.kernel_id >= $lo AND l.kernel_id < $hi
+)
+SELECT '{' || concat_ws(',',
+           '"ph":' || to_json(e.ph),
+           '"cat":' || to_json(e.cat),
+           '"name":' || to_json(e.name),
+           '"pid":' || _pf_id(e.pid),
+           '"tid":' || _pf_id(e.tid),
+           '"ts":' || _pf_us(e.ts_ns - $base_ns),
+           '"dur":' || _pf_us(e.dur_ns),
+           '"id":' || _pf_id(e.flow_id),
+           CASE WHEN e.ph = 'f' THEN '"bp":"e"' END,
+           '"args":' || CASE WHEN lv.known IS NULL THEN e.args::VARCHAR
+                             ELSE json_merge_patch(coalesce(e.args, '{}'::JSON),
+                                                   json_object('tracedb', json(lv.known)))::VARCHAR END
+       ) || '}' AS line
+FROM events e LEFT JOIN lv ON lv.kernel_id = e.event_id
+WHERE e.run = $run AND e.event_id >= $lo AND e.event_id < $hi
+ORDER BY e.event_id;
+
+-- tracedb's own tracks, after the run's events.
+WITH span AS (
     SELECT min(ts_ns) AS s, max(ts_ns + coalesce(dur_ns, 0)) AS e FROM events WHERE run = $run
 ), added AS (
     SELECT 1 AS part, 0 AS sort,
@@ -79,7 +85,5 @@ WITH lv AS (
     FROM events e
     WHERE e.run = $run AND e.name = '[memory]' AND TRY_CAST(e.args->>'Total Allocated' AS BIGINT) IS NOT NULL
 )
-SELECT part, sort, line FROM own
-UNION ALL
-SELECT part, sort, line FROM added
+SELECT line FROM added
 ORDER BY part, sort;

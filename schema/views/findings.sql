@@ -2,10 +2,11 @@
 -- Documented in docs/reports.md ("findings").
 
 -- The iterations a finding rule looks at: iteration it_p of each trace run
--- (run_p, or every run when NULL), or the steady one when it_p is NULL, with
--- the step marker's window and the GPU time of iteration_gpu_time.
-CREATE OR REPLACE MACRO finding_iterations(run_p, it_p) AS TABLE
+-- (run_p, or every run when NULL), or the steady one when it_p is NULL, or every
+-- iteration when every_p (advise.evaluate_every: the rules' $every), with the
+-- step marker's window and the GPU time of iteration_gpu_time.
+CREATE OR REPLACE MACRO finding_iterations(run_p, it_p, every_p := false) AS TABLE
 SELECT i.run, i.iteration, i.start_ns, i.marker_end_ns, i.end_ns, i.dur_ns,
        g.kernel_busy_ns, g.idle_ns, g.gpu_util_pct
 FROM iterations i JOIN iteration_gpu_time g USING (run, iteration)
-WHERE (run_p IS NULL OR i.run = run_p) AND (i.iteration = it_p OR (it_p IS NULL AND g.steady));
+WHERE (run_p IS NULL OR i.run = run_p) AND (i.iteration = it_p OR (it_p IS NULL AND (g.steady OR every_p)));
