@@ -8,6 +8,7 @@ no SET that would turn any of that back on. --write allows changing this
 database's own tables (INSERT, UPDATE, DELETE, CREATE, DROP); nothing else.
 """
 import duckdb
+import pyarrow as pa
 
 from tracedb import db
 
@@ -29,20 +30,26 @@ def sandboxed(path, write=False):
 
 
 def run(con, query, write=False):
-    """The result (Arrow) of the last statement of query; SqlError with DuckDB's whole
-    message on one line (its hints kept)."""
+    """The result of the last statement of query, as a pyarrow RecordBatchReader (its
+    rows written as they come: a query may return every event of a 10 GB trace), or
+    None for a statement without one; SqlError with DuckDB's whole message on one
+    line (its hints kept), also when met while reading."""
     if not query.strip() or not db.statements(query):
         raise SqlError("empty query: give SQL, e.g. tracedb sql 'SELECT run, kind FROM runs' --db DB")
     try:
         rel = con.sql(query)
+        if rel is None:                   # a statement without a result (CREATE, INSERT ...)
+            return None
+        reader = rel.to_arrow_reader(65536)
     except duckdb.Error as e:
         raise SqlError(_explain(e, write)) from None
-    if rel is None:                   # a statement without a result (CREATE, INSERT ...)
-        return None
-    try:
-        return rel.to_arrow_table()
-    except duckdb.Error as e:
-        raise SqlError(_explain(e, write)) from None
+
+    def mapped():
+        try:
+            yield from reader
+        except OSError as e:              # DuckDB's error, through pyarrow's reader
+            raise SqlError(_explain(e, write)) from None
+    return pa.RecordBatchReader.from_batches(reader.schema, mapped())
 
 
 def _explain(e, write):

@@ -129,10 +129,6 @@ def _report_params(report, run, iteration):
     return out
 
 
-def _has_rows(con, relation, column, run):
-    return bool(_holding(con, relation, column, run, by_iteration=False))
-
-
 def _holding(con, relation, column, run, by_iteration):
     """Whether relation holds rows (column non-NULL) for run: a bool, or with
     by_iteration the set of their iterations (a row of iteration NULL stands for
@@ -193,7 +189,7 @@ class _Inputs:
             return f"needs {meaning}: no relation {relation} in this database"
         if column and column not in self.catalog[relation]:
             return f"needs {meaning}: {relation} has no column {column}"
-        if not _has_rows(self.con, relation, column, self.run):
+        if not _holding(self.con, relation, column, self.run, by_iteration=False):
             return self.no_rows(relation, column, meaning)
         return None
 
@@ -214,10 +210,14 @@ class _Inputs:
             self.con.unregister(r)
 
 
+def _base(rule, threshold):
+    return {"rule": rule.name, "threshold": threshold, "unit": rule.unit, "suggestion": rule.suggestion,
+            "next_report": rule.next_report}
+
+
 def _found(rule, threshold, run, iteration, got):
     """Finding dicts of a rule's rows (run, iteration, value, evidence); ok when none."""
-    base = {"rule": rule.name, "threshold": threshold, "unit": rule.unit, "suggestion": rule.suggestion,
-            "next_report": rule.next_report}
+    base = _base(rule, threshold)
     if not got:     # its data is there and nothing met the rule's condition: it passed
         return [dict(base, run=run, iteration=iteration, severity="ok", value=None,
                      evidence="no row of the data it reads meets the rule's condition")]
@@ -234,9 +234,7 @@ def _found(rule, threshold, run, iteration, got):
 
 
 def _skipped(rule, threshold, run, iteration, why):
-    return dict(rule=rule.name, threshold=threshold, unit=rule.unit, suggestion=rule.suggestion,
-                next_report=rule.next_report, run=run, iteration=iteration, severity="skipped", value=None,
-                evidence=why)
+    return dict(_base(rule, threshold), run=run, iteration=iteration, severity="skipped", value=None, evidence=why)
 
 
 def _rows_of(con, rule, values):

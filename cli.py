@@ -64,7 +64,7 @@ def _params(pairs):
 
 
 def _write(table, args):
-    output.write(table, args.format, args.output, full_names=getattr(args, "full_names", False))
+    return output.write(table, args.format, args.output, full_names=getattr(args, "full_names", False))
 
 
 def cmd_ingest(args):
@@ -431,13 +431,14 @@ def cmd_query(args):
     if not args.db:
         raise UsageError("give --db FILE or set TRACEDB_DB (or --engine spark --lake DIR)")
     con = _open(args.db)
-    table = reports.run(con, args.name, params)
-    if table.num_rows == 0:
+    output.check(args.format, args.output)
+    with reports.batches(con, args.name, params) as rows:      # written as they come
+        written = _write(rows, args)
+    if written == 0:
         from tracedb.empty import why_empty
         report = reports.get(args.name)
         print(f"tracedb: note: report {args.name} returned no rows: "
               f"{why_empty(con, report, reports.bound_params(report, params))}", file=sys.stderr)
-    _write(table, args)
     return 0
 
 
@@ -450,14 +451,15 @@ def cmd_sql(args):
         con = adhoc.sandboxed(args.db, write=args.write)
     except duckdb.Error as e:
         raise UsageError(f"{args.db}: cannot open database ({str(e).splitlines()[0]})") from None
+    output.check(args.format, args.output)
     try:
-        table = adhoc.run(con, args.query, write=args.write)
+        rows = adhoc.run(con, args.query, write=args.write)
+        if rows is None:
+            print("done", file=sys.stderr)
+            return 0
+        _write(rows, args)
     except adhoc.SqlError as e:
         raise UsageError(f"sql: {e}") from None
-    if table is None:
-        print("done", file=sys.stderr)
-        return 0
-    _write(table, args)
     return 0
 
 

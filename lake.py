@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from tracedb.db import SCHEMA_VERSION, rows, sql_literal
+from tracedb.db import SCHEMA_VERSION, memory_cap, rows, sql_literal
 
 
 
@@ -116,6 +116,12 @@ def export(con, lake, runs=None, globals_=True, progress=None):
         runs = [r[0] for r in rows(con, "SELECT run FROM runs ORDER BY run")]
     if not runs:
         return []
+    with memory_cap(con):       # the views a lake holds are computed whole: what does not fit spills
+        _export(con, lake, runs, globals_, progress)
+    return runs
+
+
+def _export(con, lake, runs, globals_, progress):
     in_runs = "(" + ", ".join(sql_literal(r) for r in runs) + ")"
     ds = datasets_of(con)
     for i, name in enumerate(ds.tables + ds.views):
@@ -142,7 +148,6 @@ def export(con, lake, runs=None, globals_=True, progress=None):
         (lake / "_runs" / run_file_name(rec["run"])).write_text(json.dumps(rec))
     if globals_:                 # a worker of lake.ingest leaves the manifest to its parent
         write_manifest(lake)
-    return runs
 
 
 def write_manifest(lake):

@@ -6,6 +6,7 @@ printed vertically, `note` columns are never cut (they carry the caveats),
 integers are printed in full, floats to 4 significant digits, and kernel names
 lose their template and argument lists unless full_names.
 """
+import contextlib
 import io
 import json
 import os
@@ -142,39 +143,93 @@ def text_table(table: pa.Table, full_names=False) -> str:
     return render(table, full_names=full_names)
 
 
-def write(table: pa.Table, fmt, out=None, full_names=False):
-    """Write table in fmt (None: by out's extension) to the path `out`, or to stdout."""
+def check(fmt, out=None):
+    """The format write() will use for fmt and out; OutputError where it cannot
+    (called before a long query too, so that a bad -o fails first)."""
     fmt = choose_format(fmt, out, sys.stdout.isatty())
+    if fmt not in FORMATS:
+        raise OutputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if out is not None:
         folder = os.path.dirname(os.path.abspath(str(out)))
         if not os.path.isdir(folder):
             raise OutputError(f"{out}: folder {folder} does not exist")
-    if fmt == "parquet":
-        if out is None:
-            if sys.stdout.isatty():
-                raise OutputError("--format parquet writes binary: give -o FILE or redirect stdout")
-            buf = io.BytesIO()
-            pq.write_table(table, buf)
-            sys.stdout.buffer.write(buf.getvalue())
-        else:
-            pq.write_table(table, out)
-        return
-    if fmt == "table":
+    if fmt == "parquet" and out is None and sys.stdout.isatty():
+        raise OutputError("--format parquet writes binary: give -o FILE or redirect stdout")
+    return fmt
+
+
+def write(table, fmt, out=None, full_names=False):
+    """Write table (a pyarrow Table or RecordBatchReader) in fmt (None: by out's
+    extension) to the path `out`, or to stdout; returns the number of rows written.
+    CSV, JSON lines and a Parquet file are written a batch at a time (a reader's
+    rows are never all held), a file under a temporary name until it is whole."""
+    fmt = check(fmt, out)
+    if fmt == "table":             # fitted to every row's width
+        table = table if isinstance(table, pa.Table) else table.read_all()
         text = render(table, width=None if out is None else 200, full_names=full_names)
-    elif fmt == "csv":
-        buf = io.BytesIO()
-        pacsv.write_csv(table, buf)
-        text = buf.getvalue().decode()
-    elif fmt == "json":
-        text = "".join(json.dumps({k: _json_value(v) for k, v in r.items()}, default=str, allow_nan=False) + "\n"
-                       for r in table.to_pylist())
-    else:
-        raise OutputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        with _sink(out) as f:
+            f.write(text.encode())
+        return table.num_rows
+    batches = [table] if isinstance(table, pa.Table) else table      # tables or record batches
+    with _sink(out) as f:
+        return _WRITERS[fmt](table.schema, batches, f)
+
+
+def _csv(schema, batches, f):
+    n = 0
+    with pacsv.CSVWriter(f, schema) as w:
+        for b in batches:
+            w.write(b)
+            n += b.num_rows
+    return n
+
+
+def _json_lines(schema, batches, f):
+    n = 0
+    for b in batches:
+        f.write("".join(json.dumps({k: _json_value(v) for k, v in r.items()}, default=str, allow_nan=False) + "\n"
+                        for r in b.to_pylist()).encode())
+        n += b.num_rows
+    return n
+
+
+def _parquet(schema, batches, f):
+    n = 0
+    with pq.ParquetWriter(f, schema) as w:
+        for b in batches:
+            w.write(b)
+            n += b.num_rows
+    return n
+
+
+_WRITERS = {"csv": _csv, "json": _json_lines, "parquet": _parquet}
+
+
+@contextlib.contextmanager
+def _sink(out):
+    """A binary stream to write to: stdout, or a temporary file beside out that
+    becomes out once whole (an error part-way leaves no half-written out)."""
     if out is None:
-        sys.stdout.write(text)
-    else:
-        try:
-            with open(out, "w") as f:
-                f.write(text)
-        except OSError as e:
-            raise OutputError(f"{out}: cannot write ({e.strerror})") from None
+        sys.stdout.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    out = str(out)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.{os.getpid()}.partial")
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+        os.replace(tmp, out)
+    except OSError as e:
+        _remove(tmp)
+        raise OutputError(f"{out}: cannot write ({e.strerror})") from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -44,6 +44,42 @@ def test_ingest_query_sql_formats(tmp_path):
     assert "gpu_util_pct" in r.stdout.splitlines()[0] and "(3 rows)" in r.stdout
 
 
+def test_answers_are_written_a_batch_at_a_time_and_a_failed_one_leaves_no_file(tmp_path):
+    """`tracedb query` and `tracedb sql` write their rows as DuckDB's reader gives them
+    (reports.batches, adhoc.run), not all held: in batches of 100 the CSV, JSON lines
+    and Parquet of launch_delay (905 kernels) are what its table gives; a query that
+    fails part-way (DuckDB's error on the 1,000,001st row, after batches were written)
+    exits 1 with one line and leaves no file, nor its temporary one."""
+    from tracedb import db as tdb, output, reports
+    from tracedb.ingest import ingest_file
+    path = tmp_path / "c.duckdb"
+    con = tdb.connect(path)
+    ingest_file(con, AMP)
+    table = reports.run(con, "launch_delay", {"run": "h100_resnet50_bs64_amp"})
+    assert table.num_rows > 900
+    for fmt in ("csv", "json", "parquet"):
+        whole, batched = tmp_path / f"whole.{fmt}", tmp_path / f"batched.{fmt}"
+        assert output.write(table, fmt, whole) == table.num_rows
+        with reports.batches(con, "launch_delay", {"run": "h100_resnet50_bs64_amp"}, rows_per_batch=100) as rows:
+            assert output.write(rows, fmt, batched) == table.num_rows
+        if fmt == "parquet":
+            assert pq.read_table(batched).equals(pq.read_table(whole)) and pq.read_table(whole).equals(table)
+        else:
+            assert batched.read_bytes() == whole.read_bytes()
+    con.close()
+    out = tmp_path / "late.csv"
+    late = "SELECT CASE WHEN i > 1000000 THEN error('row ' || i) ELSE i END AS i FROM range(2000000) t(i)"
+    r = tracedb("sql", late, "--db", str(path), "--format", "csv")       # to stdout: rows came before the error
+    assert r.returncode == 1 and len(r.stdout.splitlines()) > 1000
+    r = tracedb("sql", late, "--db", str(path), "-o", str(out))
+    assert r.returncode == 1 and r.stderr.strip().startswith("tracedb: error: sql: Invalid Input Error: row ")
+    assert int(r.stderr.split()[-1]) > 1000000 and len(r.stderr.strip().splitlines()) == 1
+    r = tracedb("query", "ops", "--db", str(path), "--param", "iteration=77", "-o", str(out))
+    assert r.returncode == 1 and "has no iteration 77" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batched.csv", "batched.json", "batched.parquet", "c.duckdb",
+                                                          "whole.csv", "whole.json", "whole.parquet"]
+
+
 def test_errors_are_one_line_without_traceback(tmp_path):
     db = str(tmp_path / "c.duckdb")
     bad = tmp_path / "bad.json"
