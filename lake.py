@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from tracedb.db import SCHEMA_VERSION, memory_cap, rows, sql_literal
+from tracedb.db import SCHEMA_VERSION, memory_cap, rows, setting, sql_literal
 
+ROW_GROUP_ROWS = 122880          # DuckDB's Parquet row group
 
 
 @dataclass
@@ -116,7 +117,10 @@ def export(con, lake, runs=None, globals_=True, progress=None):
         runs = [r[0] for r in rows(con, "SELECT run FROM runs ORDER BY run")]
     if not runs:
         return []
-    with memory_cap(con):       # the views a lake holds are computed whole: what does not fit spills
+    # Under the cap, DuckDB's partitioned writer, which holds 524,288 rows of each
+    # partition before it writes them, thrashed (the 10 GB trace's kernels: 12 s
+    # against 3.7 s uncapped at 2.1 GB); flushed a Parquet row group at a time, 2.8 s at 0.8 GB.
+    with memory_cap(con), setting(con, "partitioned_write_flush_threshold", ROW_GROUP_ROWS):
         _export(con, lake, runs, globals_, progress)
     return runs
 

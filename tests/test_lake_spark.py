@@ -4,6 +4,7 @@ import gzip
 import json
 import math
 
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import AMP_NCU_BASE, DATA, TF, TORCH, run_name
@@ -53,6 +54,31 @@ def test_manifest_lists_datasets_and_runs(duck_and_lake):
     assert {r["run"] for r in m["runs"]} == {r[0] for r in con.execute("SELECT run FROM runs").fetchall()}
     assert (lk / "kernels" / "rank=-1" / f"run={AMP}").is_dir()      # fixtures carry no distributedInfo
     assert (lk / "collectives" / "rank=1").is_dir()                   # but the 2-rank job does
+
+
+def test_export_runs_under_the_memory_cap_and_writes_every_row(duck_and_lake, monkeypatch, tmp_path):
+    """A lake holds views computed whole, so its export runs under the ingest's 1 GiB
+    cap (peak RSS of the 10 GB trace's lake: 7.36 GB -> 1.27 GB), with DuckDB's
+    partitioned writer flushing a row group at a time (under the cap its default
+    thrashed); both settings come back after. Partitions flushed in several row
+    groups still hold every row once."""
+    con, _ = duck_and_lake
+    get = lambda name: con.execute(f"SELECT current_setting('{name}')").fetchone()[0]
+    before = (get("memory_limit"), get("partitioned_write_flush_threshold"))
+    seen, real = [], lake._copy
+    monkeypatch.setattr(lake, "_copy", lambda *a: (seen.append((get("memory_limit"),
+                                                                get("partitioned_write_flush_threshold"))), real(*a)))
+    monkeypatch.setattr(lake, "ROW_GROUP_ROWS", 100)       # several row groups per partition on these small traces
+    lake.export(con, tmp_path / "lake", runs=[AMP])
+    assert set(seen) == {("1.0 GiB", 100)} and (get("memory_limit"), get("partitioned_write_flush_threshold")) == before
+    for name in ("events", "kernels"):
+        files = list((tmp_path / "lake" / name / "rank=-1" / f"run={AMP}").glob("*.parquet"))
+        n = con.execute(f"SELECT count(*) FROM {name} WHERE run = ?", [AMP]).fetchone()[0]
+        assert n > 900 and sum(pq.ParquetFile(f).metadata.num_row_groups for f in files) > 1
+        assert con.execute(f"SELECT count(*), count(DISTINCT event_id) FROM read_parquet({[str(f) for f in files]}) "
+                           if name == "events" else
+                           f"SELECT count(*), count(DISTINCT kernel_id) FROM read_parquet({[str(f) for f in files]})"
+                           ).fetchone() == (n, n)
 
 
 SPARK_REPORTS = [n for n, r in reports.all_reports().items() if "spark" in engines.engines_of(r)]
