@@ -175,13 +175,16 @@ def write(table, fmt, out=None, full_names=False):
         return _WRITERS[fmt](table.schema, batches, f)
 
 
-def _csv(schema, batches, f):
-    n = 0
-    with pacsv.CSVWriter(f, schema) as w:
-        for b in batches:
-            w.write(b)
-            n += b.num_rows
-    return n
+def _with(writer):
+    """Write the batches with an Arrow writer class (CSV, Parquet); the row count."""
+    def write(schema, batches, f):
+        n = 0
+        with writer(f, schema) as w:
+            for b in batches:
+                w.write(b)
+                n += b.num_rows
+        return n
+    return write
 
 
 def _json_lines(schema, batches, f):
@@ -193,16 +196,7 @@ def _json_lines(schema, batches, f):
     return n
 
 
-def _parquet(schema, batches, f):
-    n = 0
-    with pq.ParquetWriter(f, schema) as w:
-        for b in batches:
-            w.write(b)
-            n += b.num_rows
-    return n
-
-
-_WRITERS = {"csv": _csv, "json": _json_lines, "parquet": _parquet}
+_WRITERS = {"csv": _with(pacsv.CSVWriter), "json": _json_lines, "parquet": _with(pq.ParquetWriter)}
 
 
 @contextlib.contextmanager
