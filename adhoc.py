@@ -46,8 +46,8 @@ def run(con, query, write=False):
 
     def mapped():
         try:
-            yield from reader
-        except OSError as e:              # DuckDB's error, through pyarrow's reader
+            yield from db.read_batches(reader)
+        except duckdb.Error as e:
             raise SqlError(_explain(e, write)) from None
     return pa.RecordBatchReader.from_batches(reader.schema, mapped())
 

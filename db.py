@@ -181,6 +181,26 @@ def setting(con, name, value):
             con.execute(f"RESET {name}")
 
 
+# DuckDB's errors by the words its messages start with: pyarrow raises an error met
+# while a DuckDB Arrow reader reads as an OSError (read_batches raises it again as DuckDB's).
+_DUCKDB_ERRORS = {"Invalid Input Error": duckdb.InvalidInputException,
+                  "Conversion Error": duckdb.ConversionException,
+                  "Out of Range Error": duckdb.OutOfRangeException,
+                  "Out of Memory Error": duckdb.OutOfMemoryException,
+                  "INTERRUPT Error": duckdb.InterruptException}
+
+
+def read_batches(reader):
+    """The batches of a DuckDB Arrow reader, its errors raised as DuckDB's own
+    (never an OSError, which callers writing files take for theirs)."""
+    try:
+        yield from reader
+    except OSError as e:
+        msg = str(e)
+        kind = next((k for w, k in _DUCKDB_ERRORS.items() if msg.startswith(w)), duckdb.Error)
+        raise kind(msg) from None
+
+
 # DuckDB's memory limit while a trace loads or is exported, whatever its size: the
 # events are staged in batches (ingest/trace.py) and exported in windows
 # (perfetto.py), and the sorts and joins beyond it spill to DuckDB's temp directory
@@ -192,8 +212,10 @@ _UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
 
 
 @functools.cache
-def _default_memory_limit():
-    return duckdb.connect().execute("SELECT current_setting('memory_limit')").fetchone()[0]
+def default_setting(name):
+    """DuckDB's own value of a setting (a new in-memory database's): a different
+    value on a connection is one its user set."""
+    return duckdb.connect().execute(f"SELECT current_setting('{name}')").fetchone()[0]
 
 
 @contextmanager
@@ -205,7 +227,7 @@ def memory_cap(con):
     old = scalar(con, "SELECT current_setting('memory_limit')")
     m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", old or "")
     cap = MEMORY_CAP
-    lower = old == _default_memory_limit() and m is not None and float(m[1]) * _UNITS[m[2]] > cap
+    lower = old == default_setting("memory_limit") and m is not None and float(m[1]) * _UNITS[m[2]] > cap
     with setting(con, "memory_limit", f"{int(cap)}B" if lower else None):
         yield
 

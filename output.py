@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shutil
 import sys
 
 import pyarrow as pa
@@ -201,24 +202,33 @@ _WRITERS = {"csv": _with(pacsv.CSVWriter), "json": _json_lines, "parquet": _with
 
 @contextlib.contextmanager
 def _sink(out):
-    """A binary stream to write to: stdout, or a temporary file beside out that
-    becomes out once whole (an error part-way leaves no half-written out)."""
+    """A binary stream to write to: stdout, or out. A new file, or a plain one that
+    is replaced, is written under a temporary name beside it and renamed once whole
+    (with the mode of the file it replaces), so an error part-way leaves no
+    half-written out; anything else (a link, a device, /dev/fd/N) is written as it is."""
     if out is None:
         sys.stdout.flush()
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
     out = str(out)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.{os.getpid()}.partial")
+    whole = not os.path.lexists(out) or (os.path.isfile(out) and not os.path.islink(out))
+    path = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.{os.getpid()}.partial") \
+        if whole else out
     try:
-        with open(tmp, "wb") as f:
+        with open(path, "wb") as f:
             yield f
-        os.replace(tmp, out)
+        if whole:
+            if os.path.exists(out):
+                shutil.copymode(out, path)
+            os.replace(path, out)
     except OSError as e:
-        _remove(tmp)
+        if whole:
+            _remove(path)
         raise OutputError(f"{out}: cannot write ({e.strerror})") from None
     except BaseException:
-        _remove(tmp)
+        if whole:
+            _remove(path)
         raise
 
 

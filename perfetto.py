@@ -10,7 +10,7 @@ import json
 import sys
 import time
 
-from tracedb.db import bind, memory_cap, rows, scalar, sql_text, statements
+from tracedb.db import bind, memory_cap, read_batches, rows, scalar, sql_text, statements
 
 TRACEDB_PID = 2_000_000_000     # process id of tracedb's own tracks (iterations, power, memory)
 # The run's events are sorted and written this many event ids at a time: one sort of
@@ -42,7 +42,7 @@ def _finding_events(con, run, base_ns):
 
 def _write(f, relation, n):
     """Append the relation's lines to the event array (n written before); the new n."""
-    for batch in relation.to_arrow_reader(50_000):
+    for batch in read_batches(relation.to_arrow_reader(50_000)):     # DuckDB's errors as its own, not OSError
         lines = batch.column("line").to_pylist()
         if lines:
             f.write((",\n" if n else "") + ",\n".join(lines))

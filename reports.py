@@ -35,7 +35,7 @@ import duckdb
 import pyarrow as pa
 
 from tracedb import windows
-from tracedb.db import bind, package_sql, params_of, scalar
+from tracedb.db import bind, package_sql, params_of, read_batches, scalar
 
 _TYPES = {"INTEGER": int, "BIGINT": int, "DOUBLE": float, "VARCHAR": str, "BOOLEAN": None}
 
@@ -291,19 +291,12 @@ def batches(con, name, params=None, rows_per_batch=65536):
     """run() as a pyarrow RecordBatchReader, inside the block: what writes the rows
     as they come (`tracedb query` to csv, json or parquet) holds a batch of them,
     not the table (launch_delay on a 10 GB trace: 2.5 M rows, 0.8 GB as a table).
-    An error of the report's SQL met while reading raises ReportError."""
-    def mapped(reader):
-        try:
-            yield from reader
-        except OSError as e:         # DuckDB's error, through pyarrow's reader
-            if not str(e).startswith(("Invalid Input Error", "Conversion Error")):
-                raise
-            raise _report_error(name, e) from None
+    An error of the report's SQL met while reading raises ReportError, as in run()."""
     try:
         with _running(con, name, params, True) as relation:
             reader = relation().to_arrow_reader(rows_per_batch)
             try:
-                yield pa.RecordBatchReader.from_batches(reader.schema, mapped(reader))
+                yield pa.RecordBatchReader.from_batches(reader.schema, read_batches(reader))
             finally:
                 reader.close()       # before what _running undoes: DuckDB refuses a query while it is open
     except (duckdb.InvalidInputException, duckdb.ConversionException) as e:

@@ -76,8 +76,24 @@ def test_answers_are_written_a_batch_at_a_time_and_a_failed_one_leaves_no_file(t
     assert int(r.stderr.split()[-1]) > 1000000 and len(r.stderr.strip().splitlines()) == 1
     r = tracedb("query", "ops", "--db", str(path), "--param", "iteration=77", "-o", str(out))
     assert r.returncode == 1 and "has no iteration 77" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    # DuckDB's other errors met while reading are DuckDB's, not the file's ("cannot write")
+    r = tracedb("sql", "SELECT CASE WHEN i > 1000000 THEN 9223372036854775807 + i ELSE i END AS i FROM range(2000000) t(i)",
+                "--db", str(path), "-o", str(out))
+    assert r.returncode == 1 and r.stderr.startswith("tracedb: error: sql: Out of Range Error: Overflow"), r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["batched.csv", "batched.json", "batched.parquet", "c.duckdb",
                                                           "whole.csv", "whole.json", "whole.parquet"]
+    # a link is written through, its file keeping its mode; a file replaced keeps its mode
+    target, link = tmp_path / "real.csv", tmp_path / "link.csv"
+    target.write_text("old\n")
+    target.chmod(0o640)
+    link.symlink_to(target)
+    for o in (link, target):
+        r = tracedb("sql", "SELECT 42 AS answer", "--db", str(path), "-o", str(o))
+        assert r.returncode == 0, r.stderr
+        assert link.is_symlink() and target.read_text() == '"answer"\n42\n' and target.stat().st_mode & 0o777 == 0o640
+    r = subprocess.run(f"{sys.executable} -m tracedb.cli sql 'SELECT 7 AS n' --db {path} --format csv -o /dev/fd/3 3>{tmp_path}/fd.csv",
+                       shell=True, capture_output=True, text=True)      # a file descriptor the shell opened
+    assert r.returncode == 0 and (tmp_path / "fd.csv").read_text() == '"n"\n7\n', r.stderr
 
 
 def test_errors_are_one_line_without_traceback(tmp_path):
