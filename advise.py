@@ -129,21 +129,27 @@ def _report_params(report, run, iteration):
     return out
 
 
-def _holding(con, relation, column, run, by_iteration):
-    """Whether relation holds rows (column non-NULL) for run: a bool, or with
-    by_iteration the set of their iterations (a row of iteration NULL stands for
-    every iteration: None is in the set)."""
+def _rows_for(con, relation, column, run):
+    """The WHERE clause (and its parameters) of relation's rows with column non-NULL
+    for run (the run column being run or trace_run; every row where it has none)."""
     cols = {r[0] for r in con.execute(f"SELECT * FROM {relation} LIMIT 0").description}
     runcol = "run" if "run" in cols else "trace_run" if "trace_run" in cols else None
     where = [f"{column} IS NOT NULL"] if column else []
     if run is not None and runcol:
         where.append(f"{runcol} = $run")
-    filt = f"{' WHERE ' + ' AND '.join(where) if where else ''}"
-    if by_iteration:
-        sql = f"SELECT DISTINCT iteration FROM {relation}{filt}"
-        return {r[0] for r in con.execute(sql, {"run": run} if "$run" in sql else {}).fetchall()}
-    sql = f"SELECT count(*) FROM (SELECT 1 FROM {relation}{filt} LIMIT 1)"
-    return scalar(con, sql, {"run": run} if "$run" in sql else None) > 0
+    return (" WHERE " + " AND ".join(where) if where else ""), ({"run": run} if run is not None and runcol else {})
+
+
+def _has_rows(con, relation, column, run):
+    where, params = _rows_for(con, relation, column, run)
+    return scalar(con, f"SELECT count(*) FROM (SELECT 1 FROM {relation}{where} LIMIT 1)", params) > 0
+
+
+def _iterations_with_rows(con, relation, column, run):
+    """The iterations of relation's rows for run (a row of iteration NULL stands for
+    every iteration: None is in the set)."""
+    where, params = _rows_for(con, relation, column, run)
+    return {r[0] for r in rows(con, f"SELECT DISTINCT iteration FROM {relation}{where}", params)}
 
 
 class _Inputs:
@@ -189,7 +195,7 @@ class _Inputs:
             return f"needs {meaning}: no relation {relation} in this database"
         if column and column not in self.catalog[relation]:
             return f"needs {meaning}: {relation} has no column {column}"
-        if not _holding(self.con, relation, column, self.run, by_iteration=False):
+        if not _has_rows(self.con, relation, column, self.run):
             return self.no_rows(relation, column, meaning)
         return None
 
@@ -202,7 +208,7 @@ class _Inputs:
         names holds rows for the run (None: every iteration)."""
         if not relation.startswith("report_") or "iteration" not in self.catalog[relation]:
             return None
-        found = _holding(self.con, relation, column, self.run, by_iteration=True)
+        found = _iterations_with_rows(self.con, relation, column, self.run)
         return None if None in found else found
 
     def close(self):
@@ -296,6 +302,7 @@ def evaluate_every(con, run, iterations, thresholds=None, only=None):
     thresholds = thresholds or {}
     out = []
     inputs = _Inputs(con, run, "all")
+    asked = set(iterations)
     try:
         for rule in all_rules().values():
             if only and rule.name not in only:
@@ -310,7 +317,6 @@ def evaluate_every(con, run, iterations, thresholds=None, only=None):
                 elif (held := inputs.held_at(relation, column)) is not None:
                     why.update(dict.fromkeys([it for it in open_ if it not in held],
                                              inputs.no_rows(relation, column, meaning)))
-            asked = set(iterations)
             got = {}
             if asked - why.keys():
                 for g in _rows_of(con, rule, {"run": run, "iteration": None, "every": True}):
@@ -331,13 +337,17 @@ def table(findings):
     return pa.table({c: pa.array([f[c] for f in findings], types.get(c, pa.string())) for c in COLUMNS})
 
 
+def _is_all(iteration):
+    return str(iteration).strip().lower() == "all"
+
+
 def iterations_of(con, run, iteration):
     """The iterations an `iteration` value names: [None] (steady), [N], or every
     (run, iteration) of the trace runs for "all"."""
     if iteration is None or str(iteration).strip() == "":
         return [(run, None)]
     text = str(iteration).strip().lower()
-    if text == "all":
+    if _is_all(iteration):
         return [(r, i) for r, i in rows(con, "SELECT run, iteration FROM iterations WHERE $run IS NULL OR run = $run "
                                              "ORDER BY run, iteration", {"run": run})]
     if not text.lstrip("-").isdigit():
@@ -350,7 +360,7 @@ def evaluate_many(con, run=None, iteration=None, thresholds=None):
     all, each run's iterations at once (evaluate_every)."""
     out = []
     named = iterations_of(con, run, iteration)
-    if str(iteration).strip().lower() == "all":
+    if _is_all(iteration):
         by_run = {}
         for r, it in named:
             by_run.setdefault(r, []).append(it)

@@ -218,19 +218,22 @@ def default_setting(name):
     return duckdb.connect().execute(f"SELECT current_setting('{name}')").fetchone()[0]
 
 
+def unless_set(con, name, value):
+    """value, or None (for setting(): leave it) where the connection's setting `name`
+    is not DuckDB's own: a value its user set is theirs."""
+    return value if scalar(con, f"SELECT current_setting('{name}')") == default_setting(name) else None
+
+
 @contextmanager
 def memory_cap(con):
     """DuckDB's memory limit lowered to MEMORY_CAP for the block (a trace's load, an
     export), whatever the trace's size: what does not fit spills to disk instead of
     growing with the trace. A limit the user set is left alone; the default comes
     back exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
-    old = scalar(con, "SELECT current_setting('memory_limit')")
-    m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", old or "")
-    cap = MEMORY_CAP
-    lower = old == default_setting("memory_limit") and m is not None and float(m[1]) * _UNITS[m[2]] > cap
-    with setting(con, "memory_limit", f"{int(cap)}B" if lower else None):
+    m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", default_setting("memory_limit") or "")
+    lower = m is not None and float(m[1]) * _UNITS[m[2]] > MEMORY_CAP
+    with setting(con, "memory_limit", unless_set(con, "memory_limit", f"{MEMORY_CAP}B") if lower else None):
         yield
-
 
 
 # The one column declared with a compression (schema/tables/core.sql; why:

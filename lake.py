@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from tracedb.db import SCHEMA_VERSION, default_setting, memory_cap, rows, setting, sql_literal
+from tracedb.db import SCHEMA_VERSION, memory_cap, rows, setting, sql_literal, unless_set
 
 ROW_GROUP_ROWS = 122880          # DuckDB's Parquet row group
 
@@ -122,8 +122,7 @@ def export(con, lake, runs=None, globals_=True, progress=None):
     # against 3.7 s uncapped at 2.1 GB); flushed a Parquet row group at a time, 2.8 s
     # at 0.8 GB. A threshold the user set is left alone, as memory_cap leaves a limit.
     flush = "partitioned_write_flush_threshold"
-    unset = rows(con, f"SELECT current_setting('{flush}')")[0][0] == default_setting(flush)
-    with memory_cap(con), setting(con, flush, ROW_GROUP_ROWS if unset else None):
+    with memory_cap(con), setting(con, flush, unless_set(con, flush, ROW_GROUP_ROWS)):
         _export(con, lake, runs, globals_, progress)
     return runs
 

@@ -40,13 +40,17 @@ def _finding_events(con, run, base_ns):
     return out
 
 
+def _append(f, lines, n):
+    """Append lines (JSON objects) to the event array, n written before; the new n."""
+    if lines:
+        f.write((",\n" if n else "") + ",\n".join(lines))
+    return n + len(lines)
+
+
 def _write(f, relation, n):
     """Append the relation's lines to the event array (n written before); the new n."""
     for batch in read_batches(relation.to_arrow_reader(50_000)):     # DuckDB's errors as its own, not OSError
-        lines = batch.column("line").to_pylist()
-        if lines:
-            f.write((",\n" if n else "") + ",\n".join(lines))
-            n += len(lines)
+        n = _append(f, batch.column("line").to_pylist(), n)
     return n
 
 
@@ -80,10 +84,7 @@ def export(con, run, path, progress=False):
                 if progress:
                     print(f"\rexporting {run}: {min(n, total)}/{total} events", end="", file=sys.stderr, flush=True)
             n = _write(f, con.sql(added, params=bind(added, params)), n)
-            findings = _finding_events(con, run, base)
-            if findings:
-                f.write((",\n" if n else "") + ",\n".join(findings))
-                n += len(findings)
+            n = _append(f, _finding_events(con, run, base), n)
             f.write("\n]}\n")
     except OSError as e:
         raise ExportError(f"{path}: cannot write ({e.strerror})") from None
