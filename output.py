@@ -8,12 +8,12 @@ lose their template and argument lists unless full_names.
 """
 import contextlib
 import io
-import json
 import os
 import re
 import shutil
 import sys
 
+import duckdb
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -25,11 +25,6 @@ EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json
 
 class OutputError(ValueError):
     """An output that cannot be written (bad extension, missing folder)."""
-
-
-def _json_value(v):
-    """NaN and infinities are not JSON: null, as a JSON reader expects."""
-    return None if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))) else v
 
 
 def choose_format(fmt, out, tty):
@@ -189,12 +184,57 @@ def _with(writer):
 
 
 def _json_lines(schema, batches, f):
+    """JSON lines, each row's object written by DuckDB's `to_json` (C++, not a Python
+    dict per row: 2.5 M rows in seconds, not minutes), in a scratch in-memory database."""
+    con = duckdb.connect()
+    row = ", ".join(f"{_finite(_quoted(name), t)} AS {_quoted(name)}" for name, t in zip(schema.names, schema.types))
     n = 0
     for b in batches:
-        f.write("".join(json.dumps({k: _json_value(v) for k, v in r.items()}, default=str, allow_nan=False) + "\n"
-                        for r in b.to_pylist()).encode())
+        con.register("batch", b if isinstance(b, pa.Table) else pa.Table.from_batches([b]))
+        lines = con.sql(f"SELECT to_json(r) || chr(10) AS line FROM (SELECT {row} FROM batch) r").to_arrow_table()
+        for text in lines.column(0).chunks:             # each line's bytes, one after another
+            text = text.cast(pa.string())
+            _, offsets, data = text.buffers()
+            offsets = memoryview(offsets).cast("i")
+            f.write(memoryview(data)[offsets[text.offset]:offsets[text.offset + len(text)]])
         n += b.num_rows
+    con.close()
     return n
+
+
+def _quoted(name):
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _finite(x, t, depth=0):
+    """The SQL of column x of Arrow type t with every NaN and infinity, at any depth,
+    made NULL: DuckDB writes them bare (NaN, Infinity), which is not JSON."""
+    e = f"e{depth}"
+    if pa.types.is_floating(t):
+        return f"CASE WHEN isfinite({x}) THEN {x} END"
+    if (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)) \
+            and _has_float(t.value_type):
+        return f"list_transform({x}, lambda {e}: {_finite(e, t.value_type, depth + 1)})"
+    if pa.types.is_map(t) and _has_float(t.item_type):
+        return (f"map_from_entries(list_transform(map_entries({x}), lambda {e}: "
+                f"{{'key': {e}.key, 'value': {_finite(e + '.value', t.item_type, depth + 1)}}}))")
+    if pa.types.is_struct(t) and _has_float(t):
+        fields = ", ".join(f"{_quoted(t.field(i).name)} := {_finite(f'{x}.{_quoted(t.field(i).name)}', t.field(i).type, depth + 1)}"
+                           for i in range(t.num_fields))
+        return f"CASE WHEN {x} IS NOT NULL THEN struct_pack({fields}) END"
+    return x
+
+
+def _has_float(t):
+    if pa.types.is_floating(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _has_float(t.value_type)
+    if pa.types.is_map(t):
+        return _has_float(t.item_type)
+    if pa.types.is_struct(t):
+        return any(_has_float(t.field(i).type) for i in range(t.num_fields))
+    return False
 
 
 _WRITERS = {"csv": _with(pacsv.CSVWriter), "json": _json_lines, "parquet": _with(pq.ParquetWriter)}

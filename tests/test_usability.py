@@ -442,6 +442,14 @@ def test_json_output_is_json_and_o_names_a_file(tmp_path):
     db.connect(path).close()
     r = cli("sql", "SELECT 'nan'::DOUBLE AS x, 'inf'::DOUBLE AS y, 1.5::DOUBLE AS z", "--db", path, "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout) == {"x": None, "y": None, "z": 1.5}
+    # at any depth (DuckDB's to_json writes them bare), and types json.dumps could not write
+    nested = ("SELECT ['nan'::DOUBLE, 2.5] AS l, {'k': '-inf'::FLOAT, 'v': [['inf'::DOUBLE]]} AS s, "
+              "MAP {'a': 'nan'::DOUBLE} AS m, [{'q': 'nan'::DOUBLE}] AS ls, NULL::STRUCT(k DOUBLE) AS n, "
+              "'infinity'::TIMESTAMP AS t, 18446744073709551615::UBIGINT AS u, 'a\"b' AS \"we\"\"ird\"")
+    r = cli("sql", nested, "--db", path, "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout) == {
+        "l": [None, 2.5], "s": {"k": None, "v": [[None]]}, "m": {"a": None}, "ls": [{"q": None}], "n": None,
+        "t": "infinity", "u": 18446744073709551615, 'we"ird': 'a"b'}
     (tmp_path / "out").mkdir()
     r = cli("sql", "SELECT 1 AS one", "--db", path, "-o", tmp_path / "out", "--format", "csv")
     assert r.returncode == 1 and r.stderr.strip() == f"tracedb: error: {tmp_path / 'out'}: is a directory: " \
