@@ -187,10 +187,13 @@ def _json_lines(schema, batches, f):
     """JSON lines, each row's object written by DuckDB's `to_json` (C++, not a Python
     dict per row: 2.5 M rows in seconds, not minutes), in a scratch in-memory database."""
     con = duckdb.connect()
-    row = ", ".join(f"{_finite(_quoted(name), t)} AS {_quoted(name)}" for name, t in zip(schema.names, schema.types))
+    # columns by position (c0, c1, ...): names may repeat or differ only in case, which
+    # SQL cannot tell apart; a repeated name is written as DuckDB makes it unique (a, a_1)
+    row = ", ".join(f"{_finite(f'c{i}', t)} AS {_quoted(name)}" for i, (name, t) in enumerate(zip(schema.names, schema.types)))
+    positions = [f"c{i}" for i in range(len(schema.names))]
     n = 0
     for b in batches:
-        con.register("batch", b if isinstance(b, pa.Table) else pa.Table.from_batches([b]))
+        con.register("batch", (b if isinstance(b, pa.Table) else pa.Table.from_batches([b])).rename_columns(positions))
         lines = con.sql(f"SELECT to_json(r) || chr(10) AS line FROM (SELECT {row} FROM batch) r").to_arrow_table()
         for text in lines.column(0).chunks:             # each line's bytes, one after another
             text = text.cast(pa.string())

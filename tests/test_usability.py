@@ -450,6 +450,9 @@ def test_json_output_is_json_and_o_names_a_file(tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout) == {
         "l": [None, 2.5], "s": {"k": None, "v": [[None]]}, "m": {"a": None}, "ls": [{"q": None}], "n": None,
         "t": "infinity", "u": 18446744073709551615, 'we"ird': 'a"b'}
+    # names that repeat or differ only in case keep every value (a dict per row lost them)
+    r = cli("sql", "SELECT 1 AS a, 2 AS a, 3 AS A", "--db", path, "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout) == {"a": 1, "a_1": 2, "A_2": 3}
     (tmp_path / "out").mkdir()
     r = cli("sql", "SELECT 1 AS one", "--db", path, "-o", tmp_path / "out", "--format", "csv")
     assert r.returncode == 1 and r.stderr.strip() == f"tracedb: error: {tmp_path / 'out'}: is a directory: " \
