@@ -29,18 +29,19 @@ def sandboxed(path, write=False):
     return con
 
 
-def run(con, query, write=False):
+def run(con, query, write=False, fmt="csv"):
     """The result of the last statement of query, as a pyarrow RecordBatchReader (its
     rows written as they come: a query may return every event of a 10 GB trace), or
     None for a statement without one; SqlError with DuckDB's whole message on one
-    line (its hints kept), also when met while reading."""
+    line (its hints kept), also when met while reading. Its columns are what output
+    format fmt can write (`writable`)."""
     if not query.strip() or not db.statements(query):
         raise SqlError("empty query: give SQL, e.g. tracedb sql 'SELECT run, kind FROM runs' --db DB")
     try:
         rel = con.sql(query)
         if rel is None:                   # a statement without a result (CREATE, INSERT ...)
             return None
-        reader = rel.to_arrow_reader(65536)
+        reader = writable(rel, fmt).to_arrow_reader(65536)
     except duckdb.Error as e:
         raise SqlError(_explain(e, write)) from None
 
@@ -50,6 +51,53 @@ def run(con, query, write=False):
         except duckdb.Error as e:
             raise SqlError(_explain(e, write)) from None
     return pa.RecordBatchReader.from_batches(reader.schema, mapped())
+
+
+# DuckDB types that Arrow, or its CSV and Parquet writers, cannot hold (an interval
+# of months, days and ns; a UNION; a UHUGEINT, which DuckDB 2.0 exports wrapped
+# round): written as DuckDB prints them
+_AS_TEXT = {"interval", "union", "time with time zone", "bignum", "uhugeint", "bit"}
+_NESTED = {"list", "array", "struct", "map"}
+
+
+def writable(rel, fmt):
+    """rel with every column in a type that output format fmt writes right: the
+    types above as DuckDB's text; for CSV and the terminal table, dates and times
+    as text too (an 'infinity' timestamp has no Python value) and BLOBs, lists,
+    structs and maps as DuckDB's text and JSON (pyarrow's CSV writer refuses them);
+    a name repeated (in any case) made unique as DuckDB does (a, a_1), so that no
+    value is lost where the columns become an object's keys."""
+    cols, seen, used = [], {}, {n.lower() for n in rel.columns}
+    changed = False
+    for i, (name, t) in enumerate(zip(rel.columns, rel.types), start=1):
+        if name.lower() in seen:
+            k = seen[name.lower()]
+            while f"{name}_{k}".lower() in used:
+                k += 1
+            seen[name.lower()] = k + 1
+            name = f"{name}_{k}"
+            used.add(name.lower())
+            changed = True
+        else:
+            seen[name.lower()] = 1
+        expr = _writable_expr(f"#{i}", t, fmt)
+        changed |= expr != f"#{i}"
+        cols.append(f'{expr} AS "{name.replace(chr(34), chr(34) * 2)}"')
+    return rel.project(", ".join(cols)) if changed else rel
+
+
+def _writable_expr(col, t, fmt):
+    text = f"CAST({col} AS VARCHAR)"
+    if t.id in _AS_TEXT:
+        return text
+    if fmt in ("csv", "table"):
+        if t.id in _NESTED:
+            return f"CAST(to_json({col}) AS VARCHAR)"
+        if t.id == "blob" or t.id.startswith(("date", "time")):
+            return text
+    elif t.id in _NESTED and any(odd.upper() in str(t) for odd in _AS_TEXT):
+        return f"CAST(to_json({col}) AS VARCHAR)"
+    return col
 
 
 def _explain(e, write):

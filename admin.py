@@ -137,6 +137,13 @@ def set_row(con, table, pairs, replace=True):
     missing = [k for k in key if k not in values]
     if missing:
         raise AdminError(f"{table}: give the key column(s) {', '.join(missing)}")
+    for col, v in values.items():       # a pattern DuckDB cannot compile would break every report that reads it
+        if (col == "pattern" or col.endswith("_pattern")) and v is not None:
+            try:
+                con.execute("SELECT regexp_matches('', $1)", [v])
+            except duckdb.Error as e:
+                raise AdminError(f"{table}.{col} {v!r} is not an RE2 regular expression "
+                                 f"({str(e).splitlines()[0].removeprefix('Invalid Input Error: ')})") from None
     values["source"] = "user"
     names = ", ".join(sql_ident(c) for c in values)
     binds = ", ".join(f"${i + 1}" for i in range(len(values)))

@@ -26,6 +26,7 @@ absent (relation, column, report, or rows) is skipped and listed as skipped with
 what it needs; it is never evaluated on a guess.
 """
 import contextlib
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -112,7 +113,9 @@ def parse_thresholds(text):
         try:
             out[name.strip()] = float(value)
         except ValueError:
-            raise ReportError(f"thresholds: {part!r}: {value!r} is not a number") from None
+            out[name.strip()] = math.nan
+        if not math.isfinite(out[name.strip()]):
+            raise ReportError(f"thresholds: {part!r}: {value!r} is not a number")
     return out
 
 
@@ -350,7 +353,7 @@ def iterations_of(con, run, iteration):
     if _is_all(iteration):
         return [(r, i) for r, i in rows(con, "SELECT run, iteration FROM iterations WHERE $run IS NULL OR run = $run "
                                              "ORDER BY run, iteration", {"run": run})]
-    if not text.lstrip("-").isdigit():
+    if not reports._is_step(text):
         raise ReportError(f"parameter iteration must be an iteration number or all, got {iteration!r}")
     return [(run, int(text))]
 

@@ -8,7 +8,7 @@ from importlib import resources
 import duckdb
 
 import tracedb
-from tracedb import adhoc, db, output, reports
+from tracedb import adhoc, argtypes, db, output, reports
 from tracedb.ingest import IngestError, ingest_file
 
 
@@ -59,6 +59,8 @@ def _params(pairs):
         if "=" not in p:
             raise UsageError(f"--param {p!r}: expected K=V")
         k, v = p.split("=", 1)
+        if k.strip() in out and out[k.strip()] != v:      # the last one silently won
+            raise UsageError(f"--param {k.strip()} given twice ({out[k.strip()]!r} and {v!r}): give it once")
         out[k.strip()] = v
     return out
 
@@ -451,9 +453,9 @@ def cmd_sql(args):
         con = adhoc.sandboxed(args.db, write=args.write)
     except duckdb.Error as e:
         raise UsageError(f"{args.db}: cannot open database ({str(e).splitlines()[0]})") from None
-    output.check(args.format, args.output)
+    fmt = output.check(args.format, args.output)
     try:
-        rows = adhoc.run(con, args.query, write=args.write)
+        rows = adhoc.run(con, args.query, write=args.write, fmt=fmt)
         if rows is None:
             print("done", file=sys.stderr)
             return 0
@@ -513,17 +515,17 @@ def parser():
                     "capture folders, or directories of rank traces")
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
-    sp.add_argument("--jobs", type=int, help="trace files parsed in parallel worker processes "
+    sp.add_argument("--jobs", type=argtypes.count, help="trace files parsed in parallel worker processes "
                     "(default: every core for the traces of a directory, files one by one; 1 with --lake)")
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
     sp.add_argument("--job", help="traces: the distributed job they are ranks of (default: a directory's name)")
-    sp.add_argument("--rank", type=int, help="trace without distributedInfo: its rank (single file)")
+    sp.add_argument("--rank", type=argtypes.index, help="trace without distributedInfo: its rank (single file)")
     sp.add_argument("--pair-with", help="trace run this ncu report or power log belongs to")
     sp.add_argument("--offset-ns", type=int, help="power log: trace time - power time, ns (traces without absolute time)")
     sp.add_argument("--tz", help="power log: time zone of nvidia-smi's local timestamps (default: this machine's)")
     sp.add_argument("--columns", help="power log: the --query-gpu list of a header-less nvidia-smi log")
     sp.add_argument("--start-ns", type=int, help="dcgmi dmon log: epoch ns of its first row")
-    sp.add_argument("--interval-ms", type=float, help="dcgmi dmon log: its sampling interval (-d)")
+    sp.add_argument("--interval-ms", type=argtypes.positive, help="dcgmi dmon log: its sampling interval (-d)")
     sp.add_argument("--iterations-from", metavar="NAME",
                     help="trace: the annotation or op (exact name) whose CPU-side events are the iterations, "
                          "for traces without ProfilerStep markers")
@@ -540,8 +542,8 @@ def parser():
 
     sp = sub.add_parser("power-log", help="sample NVML power to a CSV while a command runs")
     sp.add_argument("-o", "--output", required=True, help="the CSV to write")
-    sp.add_argument("--interval-ms", type=float, default=10, help="sampling interval, ms (default 10)")
-    sp.add_argument("--idle-s", type=float, default=0.5, help="idle sampling before and after (default 0.5)")
+    sp.add_argument("--interval-ms", type=argtypes.positive, default=10, help="sampling interval, ms (default 10)")
+    sp.add_argument("--idle-s", type=argtypes.non_negative, default=0.5, help="idle sampling before and after (default 0.5)")
     sp.add_argument("--gpus", help="comma-separated GPU indices (default: all)")
     sp.add_argument("command_", nargs=argparse.REMAINDER, metavar="-- COMMAND...",
                     help="command to run (none: sample until Ctrl-C)")
@@ -639,7 +641,7 @@ def parser():
 
     for name in ("ingest", "match", "export", "query", "chart", "sql", "demo", "rm", "settings"):   # the commands that open a database
         sub.choices[name].add_argument(
-            "--wait", type=float, default=0, metavar="SECONDS",
+            "--wait", type=argtypes.non_negative, default=0, metavar="SECONDS",
             help="while another process holds the database, wait up to this long (default: fail at once)")
     return p
 

@@ -4,7 +4,7 @@ add_commands; the work is in advise.py, diff.py and html_report.py."""
 import contextlib
 import sys
 
-from tracedb import output, reports
+from tracedb import argtypes, output, reports
 
 
 def _status(text):
@@ -103,15 +103,15 @@ def add_commands(sub, out_opts):
     sp.add_argument("base", help="the run to compare against (the baseline)")
     sp.add_argument("new", help="the run to judge")
     sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
-    sp.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+    sp.add_argument("--threshold", type=argtypes.non_negative, default=5.0, metavar="PCT",
                     help="smallest change that counts, %% (default 5; changes within twice the noise never count)")
-    sp.add_argument("--batch-size", type=int, help="samples per iteration: energy per sample")
+    sp.add_argument("--batch-size", type=argtypes.count, help="samples per iteration: energy per sample")
     out_opts(sp)
     sp.set_defaults(func=cmd_diff)
 
     sp = sub.add_parser("report", help="one self-contained HTML page on a run: findings, levels, kernels, energy")
     sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
     sp.add_argument("--run", required=True, help="the trace run the page is about")
-    sp.add_argument("--batch-size", type=int, help="samples per iteration")
+    sp.add_argument("--batch-size", type=argtypes.count, help="samples per iteration")
     sp.add_argument("-o", "--output", required=True, help="report.html")
     sp.set_defaults(func=cmd_report)

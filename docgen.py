@@ -202,7 +202,7 @@ def report_md(r):
     out = [f"### {r.name}", "", r.description, ""]
     if r.params:
         out += ["| parameter | type | default | meaning |", "|---|---|---|---|"]
-        out += [f"| {p.name} | {p.type} | {'' if p.default is None else p.default} | {_cell(p.doc)} |"
+        out += [f"| {p.name} | {p.type}{' ' + p.floor if p.floor else ''} | {'' if p.default is None else p.default} | {_cell(p.doc)} |"
                 for p in r.params]
         out.append("")
     out += ["| column | type | meaning |", "|---|---|---|"]

@@ -112,9 +112,13 @@ def export(con, lake, runs=None, globals_=True, progress=None):
     """Write the runs (all when None) of the database behind con into the lake;
     globals_: also the datasets that are not per run (rules, calibration fits);
     progress(i, total, dataset) before each dataset."""
-    lake = _lake_dir(lake)
     if runs is None:
         runs = [r[0] for r in rows(con, "SELECT run FROM runs ORDER BY run")]
+    else:
+        known = {r[0] for r in rows(con, "SELECT run FROM runs")}
+        if missing := [r for r in runs if r not in known]:
+            raise LakeError(f"no run {', '.join(missing)} in the database (see: tracedb query overview)")
+    lake = _lake_dir(lake)
     if not runs:
         return []
     # Under the cap, DuckDB's partitioned writer, which holds 524,288 rows of each

@@ -7,6 +7,7 @@ integers are printed in full, floats to 4 significant digits, and kernel names
 lose their template and argument lists unless full_names.
 """
 import contextlib
+import decimal
 import io
 import os
 import re
@@ -84,22 +85,30 @@ def _cell(v, full_names=False, name_col=False):
     return str(v)
 
 
+def _number(v):
+    """A DECIMAL (or HUGEINT) as the int or float it is printed as; one too large
+    for a float's digits as its own text."""
+    if not isinstance(v, decimal.Decimal):
+        return v
+    if v.as_tuple().exponent >= 0:
+        return int(v)
+    return float(v) if abs(v) < 10 ** 15 else v
+
+
 def render(table: pa.Table, width=None, full_names=False) -> str:
     """The table as text that fits `width` columns (rich); one row -> column: value lines."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    import decimal
     width = width or _width()
     console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None,
                       highlight=False, soft_wrap=False)
     names = table.column_names
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
                for t in table.schema.types]
-    data = table.to_pylist()
-    conv = lambda v: float(v) if isinstance(v, decimal.Decimal) else v
-    cells = [[_cell(conv(r[n]), full_names, _is_name(n)) for n in names] for r in data]
+    columns = [c.to_pylist() for c in table.columns]      # by position: names may repeat
+    cells = [[_cell(_number(v), full_names, _is_name(n)) for n, v in zip(names, row)] for row in zip(*columns)]
     need = []
     for i, (n, num) in enumerate(zip(names, numeric)):
         longest = max([len(n)] + [len(c[i]) for c in cells])
@@ -145,6 +154,8 @@ def check(fmt, out=None):
     fmt = choose_format(fmt, out, sys.stdout.isatty())
     if fmt not in FORMATS:
         raise OutputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if out is not None and not str(out).strip():
+        raise OutputError("-o: empty file name")
     if out is not None:
         folder = os.path.dirname(os.path.abspath(str(out)))
         if not os.path.isdir(folder):

@@ -28,6 +28,7 @@ docs/reports.md is generated from the headers.
 """
 import contextlib
 import importlib
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -51,6 +52,7 @@ class Param:
     default: object
     doc: str
     choices: tuple = ()      # from a doc that starts "one of a | b | c:"
+    floor: str = None        # "> 0" or ">= 0" after the type: a count, a size, a power, a share
 
 
 @dataclass
@@ -87,7 +89,12 @@ def _parse_default(text, type_):
     return _convert(text, type_, "default")
 
 
-def _convert(value, type_, name):
+# The range of each integer type: a value beyond it is the user's error, not DuckDB's
+# conversion error when the SQL binds it.
+_INT_BITS = {"INTEGER": 32, "BIGINT": 64}
+
+
+def _convert(value, type_, name, floor=None):
     if value is None:
         return None
     t = type_.upper()
@@ -97,9 +104,16 @@ def _convert(value, type_, name):
             if v not in ("true", "false", "1", "0"):
                 raise ValueError
             return v in ("true", "1")
-        return _TYPES.get(t, str)(value)
+        v = _TYPES.get(t, str)(value)
+        if t in _INT_BITS and not -(1 << (_INT_BITS[t] - 1)) <= v < 1 << (_INT_BITS[t] - 1):
+            raise ValueError
+        if t == "DOUBLE" and not math.isfinite(v):       # NaN or infinity: no count, power or share
+            raise ValueError
     except (TypeError, ValueError):
-        raise ReportError(f"parameter {name} must be {t}, got {value!r}") from None
+        raise ReportError(f"parameter {name} must be {t}{' ' + floor if floor else ''}, got {value!r}") from None
+    if floor and not (v > 0 if floor == "> 0" else v >= 0):
+        raise ReportError(f"parameter {name} must be {floor}, got {value!r}")
+    return v
 
 
 # Header keys that take one value, as the Report field of the same name: the module
@@ -133,12 +147,12 @@ def parse(text, fallback_name):
         if section == "description" and body:
             header["description"].append(body)
         elif section == "parameters" and body:
-            p = re.match(r"(\w+)\s+(\w+)(?:\s*=\s*([^:]+))?:\s*(.*)$", body)
+            p = re.match(r"(\w+)\s+(\w+)(?:\s*(>=?)\s*0)?(?:\s*=\s*([^:]+))?:\s*(.*)$", body)
             if p:
-                ch = re.match(r"one of ([\w|\s]+):", p.group(4))
+                ch = re.match(r"one of ([\w|\s]+):", p.group(5))
                 choices = tuple(c.strip() for c in ch.group(1).split("|")) if ch else ()
-                params.append(Param(p.group(1), p.group(2), _parse_default(p.group(3) or "NULL", p.group(2)),
-                                    p.group(4), choices))
+                params.append(Param(p.group(1), p.group(2), _parse_default(p.group(4) or "NULL", p.group(2)),
+                                    p.group(5), choices, p.group(3) and f"{p.group(3)} 0"))
         elif section == "columns" and body:
             c = re.match(r"(\w+)\s+(\w+):\s*(.*)$", body)
             if c:
@@ -200,7 +214,7 @@ def _iteration(report, p, value):
             return None
         raise ReportError(f"report {report.name} reads one iteration at a time: --param iteration=N, "
                           "or none for the steady one (docs/reports.md says why it has no iteration=all)")
-    if re.fullmatch(r"-?\d+", v):
+    if _is_step(v):
         return v
     raise ReportError(f"report {report.name}: parameter iteration must be an iteration number or all, got {value!r}")
 
@@ -217,13 +231,21 @@ def bound_params(report, given):
                           f"(it takes: {', '.join(known)})")
     values = {p.name: p.default for p in report.params}
     for k, v in given.items():
-        if k == "iteration":
-            v = _iteration(report, known[k], v)
-        values[k] = _convert(v, known[k].type, k)
-        if known[k].choices and values[k] not in known[k].choices \
-                and not ("N" in known[k].choices and re.fullmatch(r"-?\d+", str(values[k]))):   # N: any integer
-            raise ReportError(f"parameter {k} must be one of {', '.join(known[k].choices)}, got {v!r}")
+        try:
+            if k == "iteration":
+                v = _iteration(report, known[k], v)
+            values[k] = _convert(v, known[k].type, k, known[k].floor)
+            if known[k].choices and values[k] not in known[k].choices \
+                    and not ("N" in known[k].choices and _is_step(values[k])):   # N: any iteration number
+                raise ReportError(f"parameter {k} must be one of {', '.join(known[k].choices)}, got {v!r}")
+        except ReportError as e:
+            raise ReportError(str(e) if str(e).startswith("report ") else f"report {report.name}: {e}") from None
     return values
+
+
+def _is_step(value):
+    """An iteration number: an integer an INTEGER holds (iterations.iteration)."""
+    return bool(re.fullmatch(r"\s*-?\d+\s*", str(value))) and -(1 << 31) <= int(value) < 1 << 31
 
 
 def _run_column(con, relation):

@@ -226,9 +226,9 @@ def prepare(con, path, options, work):
         _check_ns(con, path)
         sel = {"ts_ns": "TRY_CAST(timestamp_ns AS BIGINT)",
                "gpu": "TRY_CAST(gpu AS INTEGER)" if "gpu" in names else "0",
-               "power_w": "TRY_CAST(power_mw AS DOUBLE) / 1e3",
-               "energy_j": "TRY_CAST(energy_mj AS DOUBLE) / 1e3" if "energy_mj" in names else "NULL",
-               "instant_power_w": "TRY_CAST(instant_power_mw AS DOUBLE) / 1e3" if "instant_power_mw" in names else "NULL",
+               "power_w": f"{_finite('power_mw')} / 1e3",
+               "energy_j": f"{_finite('energy_mj')} / 1e3" if "energy_mj" in names else "NULL",
+               "instant_power_w": f"{_finite('instant_power_mw')} / 1e3" if "instant_power_mw" in names else "NULL",
                "sm_clock_mhz": "TRY_CAST(sm_clock_mhz AS DOUBLE)" if "sm_clock_mhz" in names else "NULL",
                "mem_clock_mhz": "TRY_CAST(mem_clock_mhz AS DOUBLE)" if "mem_clock_mhz" in names else "NULL",
                "temp_c": "TRY_CAST(temp_c AS DOUBLE)" if "temp_c" in names else "NULL",
@@ -239,7 +239,9 @@ def prepare(con, path, options, work):
                   for k in ("mem_used_bytes", "mem_total_bytes", "throttle_reasons")},
                **{f"pcie_{d}_bytes_per_s": (f"TRY_CAST(pcie_{d}_kb_per_s AS DOUBLE) * {KB}"
                                              if f"pcie_{d}_kb_per_s" in names else "NULL") for d in ("tx", "rx")},
-               "bad": "TRY_CAST(timestamp_ns AS BIGINT) IS NULL OR (power_mw IS NOT NULL AND TRY_CAST(power_mw AS DOUBLE) IS NULL)"}
+               "bad": "TRY_CAST(timestamp_ns AS BIGINT) IS NULL OR (power_mw IS NOT NULL AND TRY_CAST(power_mw AS DOUBLE) IS NULL)",
+               "not_finite": " OR ".join(f"NOT isfinite(TRY_CAST({k} AS DOUBLE))" for k in
+                                         ("power_mw", "energy_mj", "instant_power_mw") if k in names)}
     else:
         src, cut, units = _smi_raw(con, path, form, options, work, plain)
         keys = [r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _power_raw)")]
@@ -268,10 +270,14 @@ def prepare(con, path, options, work):
                "mem_total_bytes": f"CAST({num('mem_total_mib')} * 1048576 AS BIGINT)",
                "throttle_reasons": "TRY_CAST(trim(throttle_reasons) AS BIGINT)" if "throttle_reasons" in keys else "NULL",
                "pcie_tx_bytes_per_s": "NULL", "pcie_rx_bytes_per_s": "NULL",
-               "bad": "TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S']) IS NULL"}
+               "bad": "TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S']) IS NULL",
+               "not_finite": "false"}
     con.execute(f"CREATE OR REPLACE TEMP TABLE _power_src AS SELECT {', '.join(f'{v} AS {k}' for k, v in sel.items())} "
                 "FROM _power_raw")
-    n, bad = rows(con, "SELECT count(*), count(*) FILTER (bad) FROM _power_src")[0]
+    n, bad, mended = rows(con, "SELECT count(*), count(*) FILTER (bad), count(*) FILTER (not_finite) FROM _power_src")[0]
+    if mended:
+        warnings.warn(f"{path}: {mended} samples have a power or energy of NaN or infinity: "
+                      "read as no value (NULL), so that no sum becomes NaN")
     if n == 0:
         raise IngestError(path, "the power log holds no samples")
     if bad:
@@ -281,6 +287,11 @@ def prepare(con, path, options, work):
                                 f"(first at data row {first})")
     meta["samples"] = n
     return digest, size, meta
+
+
+def _finite(col):
+    """A logged number, NULL where it is NaN or infinite (DuckDB reads 'nan' and 'inf')."""
+    return f"CASE WHEN isfinite(TRY_CAST({col} AS DOUBLE)) THEN TRY_CAST({col} AS DOUBLE) END"
 
 
 def load(con, path, run, meta):

@@ -275,8 +275,10 @@ def load(con, tf, run):
     iteration_marker = tf.iteration_marker
     path = tf.path
     base_ns = tf.members.get("baseTimeNanoseconds") or 0
-    if not isinstance(base_ns, int):
+    if not isinstance(base_ns, int) or isinstance(base_ns, bool):
         raise IngestError(path, f"baseTimeNanoseconds is not an integer: {base_ns!r}")
+    if not 0 <= base_ns < 1 << 62:      # epoch ns; beyond, the events' ns would not fit a BIGINT
+        raise IngestError(path, f"baseTimeNanoseconds {base_ns} is not a time in ns since 1970 (0 to 2^62)")
     con.execute("SET VARIABLE tracedb_run = ?", [run])
     con.execute("SET VARIABLE tracedb_base_ns = ?", [base_ns])
     con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])

@@ -935,6 +935,9 @@ def _joined_chunks(pieces):
                 yield chunk
 
 
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")      # how surrogateescape decodes a byte that is not UTF-8
+
+
 def exact_batches(tf, batch_rows=65536):
     """Stream the event array element by element into Arrow batches (numbers as text).
 
@@ -945,7 +948,11 @@ def exact_batches(tf, batch_rows=65536):
     cols = {k: [] for k in RAW_COLUMNS}
 
     def flush():
-        batch = pa.record_batch([pa.array(cols[k], pa.string()) for k in RAW_COLUMNS], schema=schema)
+        try:
+            batch = pa.record_batch([pa.array(cols[k], pa.string()) for k in RAW_COLUMNS], schema=schema)
+        except UnicodeEncodeError:      # an escape of half a UTF-16 pair ("\udc80"): no text
+            raise IngestError(tf.path, "malformed trace: a string holds a lone UTF-16 surrogate "
+                                       "(a \\uD800-\\uDFFF escape without its pair)") from None
         for v in cols.values():
             v.clear()
         return batch
@@ -995,6 +1002,9 @@ def exact_batches(tf, batch_rows=65536):
         if not isinstance(ev, dict):
             raise IngestError(tf.path, f"malformed trace: event {n} (at byte {at(pos)} of the content) "
                                        "is not an object")
+        if bad := _NOT_UTF8.search(s, pos, end):      # bytes that are not UTF-8 (surrogateescape's)
+            raise IngestError(tf.path, f"malformed trace: event {n} has bytes that are not UTF-8 "
+                                       f"(at byte {at(bad.start())} of the content)")
         pos, n = end, n + 1
         for k in RAW_COLUMNS:
             v = ev.get(k)

@@ -20,7 +20,7 @@
 --   calibration_gpu VARCHAR = NULL: calibration to use (the trace's GPU when absent)
 --   power_run VARCHAR = NULL: power log to use when the trace has several
 --   gpu INTEGER = NULL: GPU index in the power log
---   idle_power_w DOUBLE = NULL: idle power to use instead of the log's
+--   idle_power_w DOUBLE >= 0 = NULL: idle power to use instead of the log's
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration

@@ -13,7 +13,7 @@
 --   end_ns BIGINT = NULL: window end, ns
 --   power_run VARCHAR = NULL: power log to use when the trace has several
 --   gpu INTEGER = NULL: GPU index in the log (the lowest when absent)
---   idle_power_w DOUBLE = NULL: idle power to use instead of the log's
+--   idle_power_w DOUBLE >= 0 = NULL: idle power to use instead of the log's
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration (NULL for a start_ns/end_ns window, and for the whole trace with iteration=all)

@@ -10,7 +10,7 @@
 -- op_windows: steady
 -- parameters:
 --   batch_pattern VARCHAR = '_bs(\d+)': RE2 pattern over the run name whose first group is the batch size
---   tolerance_pct DOUBLE = 1.0: largest spread of FLOPs per sample that counts as consistent, %
+--   tolerance_pct DOUBLE >= 0 = 1.0: largest spread of FLOPs per sample that counts as consistent, %
 -- columns:
 --   model VARCHAR: run name without the batch token
 --   op_name VARCHAR: framework op

@@ -9,7 +9,7 @@
 --   of the median of the iterations after it (view iteration_steadiness).
 -- parameters:
 --   run VARCHAR = NULL: run to report on (all runs when absent)
---   batch_size INTEGER = NULL: samples per iteration; gives samples_per_s (default: the batch size the run recorded, view run_batch_size)
+--   batch_size INTEGER > 0 = NULL: samples per iteration; gives samples_per_s (default: the batch size the run recorded, view run_batch_size)
 -- columns:
 --   run VARCHAR: run name
 --   iteration INTEGER: step number

@@ -13,7 +13,7 @@
 -- parameters:
 --   run VARCHAR = NULL: trace run (all with memory events when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent
---   batch_size INTEGER = NULL: samples per iteration (default: the capture's batch_size in the trace's metadata)
+--   batch_size INTEGER > 0 = NULL: samples per iteration (default: the capture's batch_size in the trace's metadata)
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration (NULL: the whole trace)

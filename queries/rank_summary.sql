@@ -10,7 +10,7 @@
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   run VARCHAR = NULL: trace run to report on (every rank's run when absent)
 --   iteration VARCHAR = steady: one of steady | all | N: the job's steady iteration, every iteration, or iteration N
---   straggler_pct DOUBLE = 5: how much slower than the median rank a straggler is, %
+--   straggler_pct DOUBLE >= 0 = 5: how much slower than the median rank a straggler is, %
 -- columns:
 --   job VARCHAR: job
 --   rank INTEGER: rank (distributedInfo.rank or --rank)

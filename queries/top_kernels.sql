@@ -6,7 +6,7 @@
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every kernel of the run, also of a run without iterations); the steady one when absent
---   limit INTEGER = 20: rows per run and iteration
+--   limit INTEGER > 0 = 20: rows per run and iteration
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)

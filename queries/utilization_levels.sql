@@ -11,7 +11,7 @@
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the iterations together, their times summed, so a GPU tail that runs into the next iteration counts in both, and the counters of all their matched kernels); the steady one when absent
---   batch_size INTEGER = NULL: samples per iteration, for samples_per_s (default: the batch size the run recorded, view run_batch_size)
+--   batch_size INTEGER > 0 = NULL: samples per iteration, for samples_per_s (default: the batch size the run recorded, view run_batch_size)
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)

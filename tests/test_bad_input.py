@@ -37,6 +37,10 @@ def _write(tmp_path, name, data):
      "truncated"),
     ("garbage_inside.json", '{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2}, nonsense]}', "malformed"),
     ("scalar_event.json", '[{"ph": "X", "ts": 1, "dur": 2}, 42]', "malformed"),
+    ("base_huge.json", '{"baseTimeNanoseconds": 10000000000000000000000000, "traceEvents": [{"ph": "X", "ts": 1}]}',
+     "baseTimeNanoseconds 10000000000000000000000000 is not a time in ns"),
+    ("base_negative.json", '{"baseTimeNanoseconds": -1, "traceEvents": [{"ph": "X", "ts": 1}]}',
+     "baseTimeNanoseconds -1 is not a time in ns"),
 ])
 def test_rejected_with_clear_error_and_nothing_lost(loaded_db, tmp_path, name, data, words):
     before = snapshot(loaded_db)
@@ -44,6 +48,25 @@ def test_rejected_with_clear_error_and_nothing_lost(loaded_db, tmp_path, name, d
     with pytest.raises(IngestError) as e:
         ingest_file(loaded_db, p)
     assert str(p) in str(e.value) and words in str(e.value)
+    assert snapshot(loaded_db) == before
+
+
+@pytest.mark.parametrize("replacement,words", [
+    (b"NllLoss\xe9\xff", "has bytes that are not UTF-8 (at byte {at} of the content)"),
+    (b"NllLoss\\udcff", "lone UTF-16 surrogate"),
+])
+def test_text_that_is_not_utf8_is_refused_by_name(loaded_db, tmp_path, replacement, words):
+    """A real trace with one name made of bytes that are not UTF-8 (latin-1), or
+    with an escape of half a UTF-16 pair: one error naming the file and the byte
+    (the message was pyarrow's, 'utf-8 codec can't encode', and no file), and the
+    database as it was."""
+    text = gzip.decompress(AMP.read_bytes())
+    at = text.index(b"NllLossBackward0") + len(b"NllLoss")
+    p = _write(tmp_path, "odd_bytes.json", text.replace(b"NllLossBackward0", replacement, 1))
+    before = snapshot(loaded_db)
+    with pytest.raises(IngestError) as e:
+        ingest_file(loaded_db, p)
+    assert str(e.value).startswith(str(p)) and words.format(at=at) in str(e.value)
     assert snapshot(loaded_db) == before
 
 

@@ -115,6 +115,55 @@ def test_errors_are_one_line_without_traceback(tmp_path):
         assert len(lines) == 1 and words in lines[0], (args, r.stderr)
 
 
+def test_values_that_give_wrong_numbers_are_refused_by_name(tmp_path):
+    """A parameter value no report can mean (a negative or NaN idle power, a batch
+    size of 0, an iteration beyond an INTEGER) is one line naming the report and
+    the parameter; before, the report gave negative or NaN energy, or a traceback
+    (findings), or 'skipped' rules (advise). Command-line numbers are refused by
+    argparse, and a lake export of a run that does not exist says so (it reported
+    success)."""
+    db = str(tmp_path / "c.duckdb")
+    assert tracedb("ingest", AMP, "--db", db).returncode == 0
+    for args, line in [
+        (("query", "energy_summary", "--param", "idle_power_w=-1"),
+         "report energy_summary: parameter idle_power_w must be >= 0, got '-1'"),
+        (("query", "energy_summary", "--param", "idle_power_w=nan"),
+         "report energy_summary: parameter idle_power_w must be DOUBLE >= 0, got 'nan'"),
+        (("query", "utilization_levels", "--param", "batch_size=0"),
+         "report utilization_levels: parameter batch_size must be > 0, got '0'"),
+        (("query", "gpu_utilization", "--param", "batch_size=abc"),
+         "report gpu_utilization: parameter batch_size must be INTEGER > 0, got 'abc'"),
+        (("query", "findings", "--param", "iteration=99999999999999999999"),
+         "report findings: parameter iteration must be an iteration number or all, got '99999999999999999999'"),
+        (("query", "ops", "--param", "iteration=2147483648"),
+         "report ops: parameter iteration must be an iteration number or all, got '2147483648'"),
+        (("advise", "--iteration", "99999999999999999999"),
+         "parameter iteration must be an iteration number or all, got '99999999999999999999'"),
+        (("query", "findings", "--param", "thresholds=host_bound=nan"),
+         "thresholds: 'host_bound=nan': 'nan' is not a number"),
+        (("export", "--lake", str(tmp_path / "lake"), "--run", "nope"),
+         "export: no run nope in the database (see: tracedb query overview)"),
+    ]:
+        r = tracedb(*args, "--db", db)
+        assert r.returncode == 1 and r.stderr.strip() == f"tracedb: error: {line}", (args, r.stderr)
+    assert not (tmp_path / "lake").exists()
+    for args, line in [
+        (("ingest", AMP, "--jobs", "0"), "argument --jobs: must be a whole number above 0, got '0'"),
+        (("diff", "a", "b", "--threshold", "nan"), "argument --threshold: must be a number from 0, got 'nan'"),
+        (("report", "--run", "a", "-o", "x.html", "--batch-size", "-1"),
+         "argument --batch-size: must be a whole number above 0, got '-1'"),
+    ]:
+        r = tracedb(*args, "--db", db)
+        assert r.returncode == 2 and r.stderr.strip().endswith(line), (args, r.stderr)
+    r = tracedb("query", "top_kernels", "--db", db, "--param", "limit=1", "--param", "iteration=2", "--format", "csv")
+    assert r.returncode == 0 and len(list(csv.DictReader(io.StringIO(r.stdout)))) == 1
+    r = tracedb("query", "top_kernels", "--db", db, "--param", "iteration=2", "--param", "iteration=3")
+    assert r.returncode == 1 and r.stderr.strip() == ("tracedb: error: --param iteration given twice ('2' and '3'): "
+                                                      "give it once")
+    r = tracedb("query", "overview", "--db", db, "-o", "")
+    assert r.returncode == 1 and r.stderr.strip() == "tracedb: error: -o: empty file name"
+
+
 def test_reports_lists_descriptions():
     r = tracedb("reports")
     assert r.returncode == 0 and "gpu_utilization" in r.stdout and "overview" in r.stdout

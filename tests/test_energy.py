@@ -163,6 +163,27 @@ def test_malformed_power_logs_are_refused_and_lose_nothing(fresh_db, tmp_path, c
     assert scalar(fresh_db, "SELECT count(*) FROM power") == 364 and scalar(fresh_db, "SELECT count(*) FROM runs") == 1
 
 
+def test_nan_power_samples_are_null_with_a_warning(fresh_db, tmp_path):
+    """A real sampler log with every third power, one energy and one instant power
+    written as nan or inf (DuckDB reads both as numbers): those values load as NULL,
+    with a warning that counts the samples, so that no energy sum is NaN."""
+    lines = (POWER / "h100_resnet50_bs64_amp.csv").read_text().splitlines()
+    for i in range(1, len(lines), 3):
+        f = lines[i].split(",")
+        f[1] = "nan"
+        lines[i] = ",".join(f)
+    f = lines[2].split(","); f[2] = "inf"; f[3] = "-inf"; lines[2] = ",".join(f)
+    p = tmp_path / "nan_power.csv"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match=r"nan_power.csv: 123 samples have a power or energy of NaN or infinity"):
+        ingest_file(fresh_db, p)
+    n, power, energy, instant, nan = rows(fresh_db, """
+        SELECT count(*), count(power_w), count(energy_j), count(instant_power_w),
+               count(*) FILTER (isnan(power_w) OR isnan(energy_j) OR isnan(instant_power_w)
+                                OR isinf(power_w) OR isinf(energy_j) OR isinf(instant_power_w)) FROM power""")[0]
+    assert (n, power, energy, instant, nan) == (364, 364 - 122, 363, 363, 0)
+
+
 def test_cut_off_nvidia_smi_log_keeps_whole_lines(fresh_db, tmp_path):
     with gzip.open(POWER / "h200_nvidia_smi_units.csv.gz", "rt") as f:
         text = f.read()

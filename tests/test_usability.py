@@ -173,6 +173,11 @@ def test_settings_from_the_cli_change_reports_and_survive_reopening(full, tmp_pa
     assert r.returncode == 1 and "exists (use `set` to replace it)" in r.stderr
     r = cli("settings", "layer_rules", "set", "priority=one", "field=op", "pattern=x", "layer_type=x", env=env)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Could not convert string 'one'" in r.stderr
+    # a pattern RE2 cannot compile is refused (it was stored, and every report reading the rules failed)
+    r = cli("settings", "layer_rules", "add", "priority=5", "field=op", "pattern=(", "layer_type=x", env=env)
+    assert r.returncode == 1 and r.stderr.strip() == ("tracedb: error: settings: layer_rules.pattern '(' is not "
+                                                      "an RE2 regular expression (missing ): ()")
+    assert cli("query", "top_kernels", "--format", "csv", env=env).returncode == 0
     assert cli("settings", "layer_rules", "remove", "pattern=^aten::cudnn_batch_norm$", env=env).stdout == \
         "removed 1 row from layer_rules\n"
     r = cli("settings", "no_such", env=env)
@@ -453,6 +458,20 @@ def test_json_output_is_json_and_o_names_a_file(tmp_path):
     # names that repeat or differ only in case keep every value (a dict per row lost them)
     r = cli("sql", "SELECT 1 AS a, 2 AS a, 3 AS A", "--db", path, "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout) == {"a": 1, "a_1": 2, "A_2": 3}
+    # types Arrow or its CSV and Parquet writers cannot hold, and 'infinity', in every format
+    odd = ("SELECT INTERVAL 3 DAY AS i, union_value(num := 2)::UNION(num INT, str VARCHAR) AS u, "
+           "'infinity'::TIMESTAMP AS t, 340282366920938463463374607431768211455::UHUGEINT AS uh, "
+           "170141183460469231731687303715884105727::HUGEINT AS h, [1, 2] AS l, '\\xAA'::BLOB AS b, 1 AS a, 2 AS a")
+    want = {"i": "3 days", "u": "2", "t": "infinity", "uh": "340282366920938463463374607431768211455",
+            "h": "170141183460469231731687303715884105727", "l": "[1,2]", "b": "\\xAA", "a": "1", "a_1": "2"}
+    r = cli("sql", odd, "--db", path, "--format", "csv")
+    assert r.returncode == 0 and list(csv.DictReader(io.StringIO(r.stdout))) == [want], r.stderr
+    r = cli("sql", odd, "--db", path, "--format", "table")
+    assert r.returncode == 0 and [l.split(None, 1) for l in r.stdout.splitlines()[:-1]] == [[k, v] for k, v in want.items()]
+    r = cli("sql", odd, "--db", path, "-o", tmp_path / "odd.parquet")
+    got = pq.read_table(tmp_path / "odd.parquet").drop_columns(["t"]).to_pylist()
+    assert r.returncode == 0 and got == [{"i": "3 days", "u": "2", "uh": want["uh"], "h": int(want["h"]),
+                                          "l": [1, 2], "b": b"\xaa", "a": 1, "a_1": 2}], r.stderr
     (tmp_path / "out").mkdir()
     r = cli("sql", "SELECT 1 AS one", "--db", path, "-o", tmp_path / "out", "--format", "csv")
     assert r.returncode == 1 and r.stderr.strip() == f"tracedb: error: {tmp_path / 'out'}: is a directory: " \
