@@ -32,6 +32,8 @@ def _check_db_file(path, must_exist):
         raise UsageError(f"{path}: is a directory, not a database file")
     with open(path, "rb") as f:
         head = f.read(12)
+    if not head and must_exist:        # DuckDB's own word: "Cannot launch in-memory database in read-only mode"
+        raise UsageError(f"{path}: an empty file, not a DuckDB database")
     if head and head[8:12] != DUCKDB_MAGIC:
         raise UsageError(f"{path}: not a DuckDB database (--db names the database file; "
                          "give the data file as PATH of tracedb ingest)")
@@ -381,7 +383,8 @@ def cmd_export(args):
     if args.perfetto:
         from tracedb import perfetto
         if not args.output or not args.run or len(args.run) != 1:
-            raise UsageError("export --perfetto writes one trace run: give --run RUN and -o FILE.json")
+            given = f" (got {len(args.run)}: {', '.join(args.run)})" if args.run and len(args.run) > 1 else ""
+            raise UsageError(f"export --perfetto writes one trace run: give one --run RUN{given} and -o FILE.json")
         con = _open(args.db)
         n = perfetto.export(con, args.run[0], args.output, progress=sys.stderr.isatty())
         print(f"wrote {args.output} ({n} events of run {args.run[0]}; open it in ui.perfetto.dev or chrome://tracing)")

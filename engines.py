@@ -87,9 +87,10 @@ def run_spark(name, params, lake_dir, master=None):
     if "spark" not in engines_of(report):
         raise reports.ReportError(f"report {name} runs on DuckDB only (see docs/reports.md, 'Engines')")
     sql = _spark_sql(transpile(name, "spark", params, pretty=False))
+    datasets = lake.datasets(lake_dir)          # not a lake: said before Spark takes seconds to start
     spark = spark_session(master)
     have = set()
-    for ds, path in lake.datasets(lake_dir).items():
+    for ds, path in datasets.items():
         spark.read.option("mergeSchema", "true").parquet(path).createOrReplaceTempView(ds)
         have.add(ds)
     for view, select in lake.job_views():      # the views that join a job's runs, from their own SQL

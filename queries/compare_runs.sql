@@ -29,9 +29,22 @@
 --   tc_issue_ratio DOUBLE: tc_issue_pct_iter / baseline's
 -- requires:
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
-WITH wanted AS (
+WITH sizes_checked AS (
+    -- batch_sizes that cannot be read were ignored without a word (samples_per_s empty)
+    SELECT CASE
+        WHEN $batch_sizes IS NULL THEN true
+        WHEN $runs IS NULL THEN error('batch_sizes needs runs: one batch size per run, in its order')
+        WHEN len(string_split($batch_sizes, ',')) <> len(string_split($runs, ','))
+            THEN error(format('batch_sizes gives {} sizes for {} runs', len(string_split($batch_sizes, ',')),
+                              len(string_split($runs, ','))))
+        WHEN NOT list_bool_and(list_transform(string_split($batch_sizes, ','),
+                                              lambda s: coalesce(TRY_CAST(trim(s) AS INTEGER) > 0, false)))
+            THEN error(format('batch_sizes {} holds a size that is not a whole number above 0', $batch_sizes))
+        ELSE true END AS ok
+), wanted AS (
     SELECT trim(r) AS run, i AS pos, TRY_CAST(trim(string_split(coalesce($batch_sizes, ''), ',')[i]) AS INTEGER) AS bs
     FROM (SELECT unnest(string_split($runs, ',')) AS r, generate_subscripts(string_split($runs, ','), 1) AS i)
+    WHERE (SELECT ok FROM sizes_checked)
     UNION ALL
     SELECT run, row_number() OVER (ORDER BY run), NULL FROM (SELECT DISTINCT run FROM iterations)
     WHERE $runs IS NULL

@@ -31,10 +31,16 @@
 --   note VARCHAR: alignment, idle power source, and warnings
 -- requires:
 --   trace_power_pairs: a power log aligned with the run (tracedb ingest LOG --pair-with RUN)
-WITH win AS (
+WITH window_checked AS (
+    -- one end of a window alone was ignored (end_ns) or gave no energy (start_ns) without a word
+    SELECT CASE WHEN ($start_ns IS NULL) <> ($end_ns IS NULL)
+                    THEN error('start_ns and end_ns go together: give both (a window) or neither')
+                WHEN $end_ns <= $start_ns THEN error(format('end_ns {} is not after start_ns {}', $end_ns, $start_ns))
+                ELSE true END AS ok
+), win AS (
     SELECT run, iteration, 'iteration' AS label, start_ns AS s, end_ns AS e
     FROM iteration_utilization JOIN iterations USING (run, iteration)
-    WHERE $start_ns IS NULL AND ($run IS NULL OR run = $run)
+    WHERE $start_ns IS NULL AND ($run IS NULL OR run = $run) AND (SELECT ok FROM window_checked)
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
            -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
            ELSE iteration = CAST($iteration AS INTEGER) END
@@ -46,7 +52,7 @@ WITH win AS (
     GROUP BY run
     UNION ALL
     SELECT run, NULL, 'window', $start_ns, $end_ns FROM runs
-    WHERE $start_ns IS NOT NULL AND kind = 'trace' AND ($run IS NULL OR run = $run)
+    WHERE $start_ns IS NOT NULL AND kind = 'trace' AND ($run IS NULL OR run = $run) AND (SELECT ok FROM window_checked)
 ), en AS (
     SELECT * FROM energy_of_windows('win', $power_run, $gpu)
 ), n AS (

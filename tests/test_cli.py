@@ -100,10 +100,14 @@ def test_errors_are_one_line_without_traceback(tmp_path):
     db = str(tmp_path / "c.duckdb")
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X"}, ')
+    bad.with_name("empty.duckdb").write_bytes(b"")
     for args, words in [
         (("ingest", str(bad), "--db", db), str(bad)),
         (("ingest", str(tmp_path / "missing.json"), "--db", db), "no such file"),
         (("query", "gpu_utilization", "--db", str(tmp_path / "none.duckdb")), "no such database"),
+        (("query", "overview", "--db", str(bad.with_name("empty.duckdb"))), "empty.duckdb: an empty file, not a DuckDB"),
+        # said before Spark starts (which took seconds and printed the JVM's warnings first)
+        (("query", "overview", "--engine", "spark", "--lake", str(tmp_path / "nolake")), "not a tracedb lake"),
         (("query", "nope", "--db", db), "no report named"),
         (("sql", "SELECT * FROM nowhere", "--db", db), "nowhere"),
         (("query", "gpu_utilization", "--db", db, "--param", "x"), "K=V"),
@@ -141,6 +145,10 @@ def test_values_that_give_wrong_numbers_are_refused_by_name(tmp_path):
          "parameter iteration must be an iteration number or all, got '99999999999999999999'"),
         (("query", "findings", "--param", "thresholds=host_bound=nan"),
          "thresholds: 'host_bound=nan': 'nan' is not a number"),
+        (("query", "compare_runs", "--param", "runs=h100_resnet50_bs64_amp", "--param", "batch_sizes=6a"),
+         "report compare_runs: batch_sizes 6a holds a size that is not a whole number above 0"),
+        (("query", "compare_runs", "--param", "runs=h100_resnet50_bs64_amp", "--param", "batch_sizes=64,64"),
+         "report compare_runs: batch_sizes gives 2 sizes for 1 runs"),
         (("export", "--lake", str(tmp_path / "lake"), "--run", "nope"),
          "export: no run nope in the database (see: tracedb query overview)"),
     ]:

@@ -106,6 +106,12 @@ def test_energy_summary_of_a_given_window_and_idle_power(energy_db):
     assert "shorter" not in r["note"] and "idle power: given" in r["note"]
     # over 2 s the counter and the integral agree within a few percent
     assert abs(r["difference_j"]) < 0.05 * r["energy_integrated_j"]
+    # one end alone was ignored (end_ns) or gave no energy (start_ns), without a word
+    for window, words in [({"end_ns": str(b)}, "start_ns and end_ns go together"),
+                          ({"start_ns": str(a)}, "start_ns and end_ns go together"),
+                          ({"start_ns": str(b), "end_ns": str(a)}, f"end_ns {a} is not after start_ns {b}")]:
+        with pytest.raises(reports.ReportError, match=f"^report energy_summary: {words}"):
+            reports.run(energy_db, "energy_summary", {"run": AMP, **window})
 
 
 def test_nvidia_smi_logs_parse_like_an_independent_reader(energy_db, tmp_path):
