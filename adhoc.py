@@ -56,8 +56,8 @@ def run(con, query, write=False, fmt="csv"):
 # DuckDB types that Arrow, or its CSV and Parquet writers, cannot hold (an interval
 # of months, days and ns; a UNION; a UHUGEINT, which DuckDB 2.0 exports wrapped
 # round): written as DuckDB prints them
-_AS_TEXT = {"interval", "union", "time with time zone", "bignum", "uhugeint", "bit"}
-_NESTED = {"list", "array", "struct", "map"}
+_AS_TEXT = {"interval", "union", "time with time zone", "bignum", "uhugeint", "bit", "variant", "geometry"}
+_NESTED = {"list", "array", "struct", "tuple", "map"}
 
 
 def writable(rel, fmt):
@@ -95,9 +95,17 @@ def _writable_expr(col, t, fmt):
             return f"CAST(to_json({col}) AS VARCHAR)"
         if t.id == "blob" or t.id.startswith(("date", "time")):
             return text
-    elif t.id in _NESTED and any(odd.upper() in str(t) for odd in _AS_TEXT):
+    elif t.id in _NESTED and _holds_text_type(t):
         return f"CAST(to_json({col}) AS VARCHAR)"
     return col
+
+
+def _holds_text_type(t):
+    """Whether a nested type holds, at any depth, a type of _AS_TEXT (by the types
+    themselves: a field named ORBIT is no BIT)."""
+    if t.id in _AS_TEXT:
+        return True
+    return t.id in _NESTED and any(_holds_text_type(child) for _, child in t.children)
 
 
 def _explain(e, write):

@@ -6,12 +6,12 @@ import argparse
 import math
 
 
-def _number(kind, text, ok, what):
+def _number(kind, text, ok, what, infinite=False):
     try:
         v = kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{what}, got {text!r}") from None
-    if not (math.isfinite(v) and ok(v)):
+    if not ((math.isfinite(v) or (infinite and v == math.inf)) and ok(v)):
         raise argparse.ArgumentTypeError(f"{what}, got {text!r}")
     return v
 
@@ -34,3 +34,8 @@ def positive(text):
 def non_negative(text):
     """A finite number from 0 (a wait, a threshold)."""
     return _number(float, text, lambda v: v >= 0, "must be a number from 0")
+
+
+def seconds(text):
+    """A wait from 0, or inf: until the database is free."""
+    return _number(float, text, lambda v: v >= 0, "must be a number of seconds from 0, or inf", infinite=True)

@@ -55,14 +55,16 @@ def _open(path, write=False):
         raise UsageError(f"{path}: cannot open database ({str(e).splitlines()[0]})") from None
 
 
-def _params(pairs):
-    out = {}
+def _params(pairs, run=None):
+    """--param K=V pairs as a dict, with --run as the run parameter."""
+    out = {} if run is None else {"run": run}
     for p in pairs or []:
         if "=" not in p:
             raise UsageError(f"--param {p!r}: expected K=V")
         k, v = p.split("=", 1)
         if k.strip() in out and out[k.strip()] != v:      # the last one silently won
-            raise UsageError(f"--param {k.strip()} given twice ({out[k.strip()]!r} and {v!r}): give it once")
+            raise UsageError(f"--param {k.strip()} given twice ({out[k.strip()]!r} and {v!r}; --run is the run "
+                             "parameter): give it once")
         out[k.strip()] = v
     return out
 
@@ -275,9 +277,7 @@ def cmd_match(args):
 
 def cmd_chart(args):
     from tracedb import charts
-    params = _params(args.param)
-    if args.run is not None:
-        params["run"] = args.run
+    params = _params(args.param, args.run)
     con = _open(args.db)
     chart = charts.build(con, args.name, params)
     charts.save(chart, args.output, progress=sys.stderr.isatty())
@@ -416,9 +416,7 @@ def cmd_reports(args):
 
 
 def cmd_query(args):
-    params = _params(args.param)
-    if args.run is not None:
-        params["run"] = args.run
+    params = _params(args.param, args.run)
     if args.print_sql:
         from tracedb import engines
         print(engines.transpile(args.name, args.dialect or "duckdb", params))
@@ -644,7 +642,7 @@ def parser():
 
     for name in ("ingest", "match", "export", "query", "chart", "sql", "demo", "rm", "settings"):   # the commands that open a database
         sub.choices[name].add_argument(
-            "--wait", type=argtypes.non_negative, default=0, metavar="SECONDS",
+            "--wait", type=argtypes.seconds, default=0, metavar="SECONDS",
             help="while another process holds the database, wait up to this long (default: fail at once)")
     return p
 

@@ -22,7 +22,8 @@ def describe(report, width=100):
     for p in report.params:
         default = "NULL" if p.default is None else repr(p.default) if isinstance(p.default, str) else p.default
         allowed = f" one of {' | '.join(p.choices)};" if p.choices else ""
-        out.append(wrap(f"{p.name} {p.type} (default {default};{allowed} --param {p.name}=...): {p.doc}", "  "))
+        floor = f" {p.floor}" if p.floor else ""
+        out.append(wrap(f"{p.name} {p.type}{floor} (default {default};{allowed} --param {p.name}=...): {p.doc}", "  "))
     out.append("columns:")
     for name, type_, doc in report.columns:
         out.append(wrap(f"{name} {type_}: {doc}", "  "))

@@ -80,13 +80,13 @@ class Report:
         return next((p for p in self.params if p.name == name), None)
 
 
-def _parse_default(text, type_):
+def _parse_default(text, type_, floor=None):
     text = text.strip()
     if text.upper() == "NULL":
         return None
     if text.startswith("'") and text.endswith("'"):
         return text[1:-1]
-    return _convert(text, type_, "default")
+    return _convert(text, type_, "default", floor)
 
 
 # The range of each integer type: a value beyond it is the user's error, not DuckDB's
@@ -125,7 +125,7 @@ _ONE_VALUE = ("prepared_by", "steady", *windows.KINDS)
 def parse(text, fallback_name):
     """Read a report's header and SQL; disagreements go to Report.problems."""
     header, section = {"name": fallback_name, "description": []}, None
-    params, columns, requires, engines = [], [], [], ["duckdb"]
+    params, columns, requires, engines, problems = [], [], [], ["duckdb"], []
     for line in text.splitlines():
         if not line.startswith("--"):
             break
@@ -151,8 +151,13 @@ def parse(text, fallback_name):
             if p:
                 ch = re.match(r"one of ([\w|\s]+):", p.group(5))
                 choices = tuple(c.strip() for c in ch.group(1).split("|")) if ch else ()
-                params.append(Param(p.group(1), p.group(2), _parse_default(p.group(4) or "NULL", p.group(2)),
-                                    p.group(5), choices, p.group(3) and f"{p.group(3)} 0"))
+                floor = p.group(3) and f"{p.group(3)} 0"
+                try:
+                    default = _parse_default(p.group(4) or "NULL", p.group(2), floor)
+                except ReportError as e:          # a default its own floor or type refuses
+                    problems.append(f"{p.group(1)}: {e}")
+                    default = None
+                params.append(Param(p.group(1), p.group(2), default, p.group(5), choices, floor))
         elif section == "columns" and body:
             c = re.match(r"(\w+)\s+(\w+):\s*(.*)$", body)
             if c:
@@ -162,7 +167,7 @@ def parse(text, fallback_name):
             if r:
                 requires.append((r.group(1), r.group(2)))
     report = Report(header["name"], " ".join(header["description"]), text, params, columns, requires, engines,
-                    **{key: header.get(key) for key in _ONE_VALUE})
+                    **{key: header.get(key) for key in _ONE_VALUE}, problems=problems)
     if report.steady is not None and (report.steady not in STEADY_OF or report.param("iteration") is None):
         report.problems.append(f"steady: {report.steady} needs an iteration parameter and one of "
                                f"{', '.join(STEADY_OF)}")
@@ -231,6 +236,8 @@ def bound_params(report, given):
                           f"(it takes: {', '.join(known)})")
     values = {p.name: p.default for p in report.params}
     for k, v in given.items():
+        if v is None:              # given as None (the Python API): the default, as when not given
+            continue
         try:
             if k == "iteration":
                 v = _iteration(report, known[k], v)

@@ -22,6 +22,7 @@ event (an array of objects in its args), the piece ending there is not valid
 JSON, DuckDB rejects it, and the caller loads the joined pieces instead
 (`join_pieces`): a cut never changes what is loaded.
 """
+import codecs
 import decimal
 import errno
 import functools
@@ -960,13 +961,16 @@ def exact_batches(tf, batch_rows=65536):
     chunks = _joined_chunks(tf.pieces)
     s, pos, eof, n = "", 0, False, 0
     dropped = 0                       # bytes of the array before s[0]
+    # incremental: a character whose bytes a chunk's end splits is decoded whole
+    # (chunk by chunk, its halves read as bytes that are not UTF-8)
+    utf8 = codecs.getincrementaldecoder("utf-8")("surrogateescape")
 
     def more():
         nonlocal s, pos, eof, dropped
         chunk = next(chunks, b"")
         eof = not chunk
         dropped += len(s[:pos].encode("utf-8", "surrogateescape"))
-        s = s[pos:] + chunk.decode("utf-8", "surrogateescape")
+        s = s[pos:] + utf8.decode(chunk, final=eof)
         pos = 0
 
     def at(i):

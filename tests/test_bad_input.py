@@ -70,6 +70,26 @@ def test_text_that_is_not_utf8_is_refused_by_name(loaded_db, tmp_path, replaceme
     assert snapshot(loaded_db) == before
 
 
+@pytest.mark.parametrize("chunk", [997, 1001])
+def test_utf8_split_by_a_chunk_end_is_read_whole(fresh_db, tmp_path, monkeypatch, chunk):
+    """The exact path (here: a real trace as a cut-off bare array) reads its text in
+    chunks; names with characters of 2 to 4 bytes (µ, é, €, 𝜇) that chunks of 997 or
+    1,001 bytes cut in two load as written (each chunk decoded alone, their halves
+    read as bytes that are not UTF-8: the valid file was refused)."""
+    from tracedb.ingest import trace_json
+    events = json.loads(gzip.decompress(AMP.read_bytes()))["traceEvents"][:400]
+    for k, e in enumerate(events):
+        if "name" in e:
+            e["name"] = f"{e['name']} µé€𝜇{k}"
+    text = "[\n" + ",\n".join(json.dumps(e, ensure_ascii=False) for e in events)
+    p = _write(tmp_path, "utf8_cut.json", (text[: text.rindex('{"')] + '{"ph": "X", "na').encode())
+    monkeypatch.setattr(trace_json, "CHUNK", chunk)
+    with pytest.warns(UserWarning, match="cut off"):
+        ingest_file(fresh_db, p, run="u")
+    got = [r[0] for r in rows(fresh_db, "SELECT name FROM events WHERE run = 'u' ORDER BY event_id")]
+    assert got == [e.get("name") for e in events[:-1]]
+
+
 def test_truncated_gzip_of_object_trace_rejected(loaded_db, tmp_path):
     data = AMP.read_bytes()
     p = _write(tmp_path, "cut.json.gz", data[: len(data) // 2])

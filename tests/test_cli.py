@@ -166,10 +166,25 @@ def test_values_that_give_wrong_numbers_are_refused_by_name(tmp_path):
     r = tracedb("query", "top_kernels", "--db", db, "--param", "limit=1", "--param", "iteration=2", "--format", "csv")
     assert r.returncode == 0 and len(list(csv.DictReader(io.StringIO(r.stdout)))) == 1
     r = tracedb("query", "top_kernels", "--db", db, "--param", "iteration=2", "--param", "iteration=3")
-    assert r.returncode == 1 and r.stderr.strip() == ("tracedb: error: --param iteration given twice ('2' and '3'): "
-                                                      "give it once")
+    assert r.returncode == 1 and r.stderr.strip() == ("tracedb: error: --param iteration given twice ('2' and '3'; "
+                                                      "--run is the run parameter): give it once")
+    r = tracedb("query", "top_kernels", "--db", db, "--run", "h100_resnet50_bs64_amp", "--param", "run=other")
+    assert r.returncode == 1 and "--param run given twice ('h100_resnet50_bs64_amp' and 'other'" in r.stderr
     r = tracedb("query", "overview", "--db", db, "-o", "")
     assert r.returncode == 1 and r.stderr.strip() == "tracedb: error: -o: empty file name"
+    assert tracedb("sql", "SELECT 1", "--db", db, "--wait", "inf").returncode == 0       # inf: until it is free
+    r = tracedb("sql", "SELECT 1", "--db", db, "--wait", "nan")
+    assert r.returncode == 2 and "argument --wait: must be a number of seconds from 0, or inf" in r.stderr
+    # the Python API: None is the default (limit=None gave no rows), and a header whose
+    # default its own floor refuses is a broken report
+    from tracedb import db as tdb, reports
+    con = tdb.connect(db, read_only=True)
+    got = reports.run(con, "top_kernels", {"run": "h100_resnet50_bs64_amp", "limit": None})
+    con.close()
+    assert got.num_rows == 20
+    bad = reports.parse("-- name: x\n-- description: d\n-- parameters:\n--   limit INTEGER > 0 = 0: rows\n"
+                        "SELECT $limit", "x")
+    assert bad.problems == ["limit: parameter default must be > 0, got '0'"]
 
 
 def test_reports_lists_descriptions():

@@ -170,24 +170,32 @@ def test_malformed_power_logs_are_refused_and_lose_nothing(fresh_db, tmp_path, c
 
 
 def test_nan_power_samples_are_null_with_a_warning(fresh_db, tmp_path):
-    """A real sampler log with every third power, one energy and one instant power
-    written as nan or inf (DuckDB reads both as numbers): those values load as NULL,
-    with a warning that counts the samples, so that no energy sum is NaN."""
+    """A real sampler log with every third sample's power and instant power written
+    as nan, and one energy as inf (DuckDB reads both as numbers): the non-finite
+    values load as NULL with a warning, the samples left with no power are dropped,
+    and the integrated energy is an independent trapezoid integral of the samples
+    that remain (kept with a NULL power, the two trapezoids beside each were summed
+    to nothing: a third of the energy gone; stored as NaN before, every sum NaN)."""
+    raw = sampler_rows(POWER / "h100_resnet50_bs64_amp.csv")
     lines = (POWER / "h100_resnet50_bs64_amp.csv").read_text().splitlines()
     for i in range(1, len(lines), 3):
         f = lines[i].split(",")
-        f[1] = "nan"
+        f[1] = f[3] = "nan"                     # power_mw, instant_power_mw
         lines[i] = ",".join(f)
-    f = lines[2].split(","); f[2] = "inf"; f[3] = "-inf"; lines[2] = ",".join(f)
+    f = lines[2].split(","); f[2] = "inf"; lines[2] = ",".join(f)        # energy_mj
     p = tmp_path / "nan_power.csv"
     p.write_text("\n".join(lines) + "\n")
-    with pytest.warns(UserWarning, match=r"nan_power.csv: 123 samples have a power or energy of NaN or infinity"):
-        ingest_file(fresh_db, p)
-    n, power, energy, instant, nan = rows(fresh_db, """
-        SELECT count(*), count(power_w), count(energy_j), count(instant_power_w),
+    with pytest.warns(UserWarning, match=r"nan_power.csv: 123 samples have a power or energy of NaN or infinity.* "
+                                         r"122 of them have no power left and are dropped"):
+        r = ingest_file(fresh_db, p)
+    n, energy, nan = rows(fresh_db, """
+        SELECT count(*), count(energy_j),
                count(*) FILTER (isnan(power_w) OR isnan(energy_j) OR isnan(instant_power_w)
                                 OR isinf(power_w) OR isinf(energy_j) OR isinf(instant_power_w)) FROM power""")[0]
-    assert (n, power, energy, instant, nan) == (364, 364 - 122, 363, 363, 0)
+    assert (n, energy, nan) == (364 - 122, 364 - 122 - 1, 0)
+    kept = [(x["timestamp_ns"], x["instant_power_mw"] / 1e3) for i, x in enumerate(raw) if i % 3 != 0]
+    got = scalar(fresh_db, "SELECT max(cum_j) FROM power_integral WHERE run = ?", [r.run])
+    assert got == pytest.approx(integrate(kept, kept[0][0], kept[-1][0]), rel=1e-9)
 
 
 def test_cut_off_nvidia_smi_log_keeps_whole_lines(fresh_db, tmp_path):

@@ -252,7 +252,7 @@ def test_help_version_and_report_headers():
         assert r.returncode == 0, r.stderr
         flat = " ".join(r.stdout.split())
         for p_ in rep.params:
-            assert f"{p_.name} {p_.type} (default" in flat
+            assert f"{p_.name} {p_.type}{' ' + p_.floor if p_.floor else ''} (default" in flat
             for c in p_.choices:
                 assert c in flat
         for col, type_, doc in rep.columns:
@@ -450,20 +450,23 @@ def test_json_output_is_json_and_o_names_a_file(tmp_path):
     # at any depth (DuckDB's to_json writes them bare), and types json.dumps could not write
     nested = ("SELECT ['nan'::DOUBLE, 2.5] AS l, {'k': '-inf'::FLOAT, 'v': [['inf'::DOUBLE]]} AS s, "
               "MAP {'a': 'nan'::DOUBLE} AS m, [{'q': 'nan'::DOUBLE}] AS ls, NULL::STRUCT(k DOUBLE) AS n, "
-              "'infinity'::TIMESTAMP AS t, 18446744073709551615::UBIGINT AS u, 'a\"b' AS \"we\"\"ird\"")
+              "'infinity'::TIMESTAMP AS t, 18446744073709551615::UBIGINT AS u, 'a\"b' AS \"we\"\"ird\", "
+              "{'ORBIT': 'nan'::DOUBLE} AS o")
     r = cli("sql", nested, "--db", path, "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout) == {
         "l": [None, 2.5], "s": {"k": None, "v": [[None]]}, "m": {"a": None}, "ls": [{"q": None}], "n": None,
-        "t": "infinity", "u": 18446744073709551615, 'we"ird': 'a"b'}
+        "t": "infinity", "u": 18446744073709551615, 'we"ird': 'a"b', "o": {"ORBIT": None}}
     # names that repeat or differ only in case keep every value (a dict per row lost them)
     r = cli("sql", "SELECT 1 AS a, 2 AS a, 3 AS A", "--db", path, "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout) == {"a": 1, "a_1": 2, "A_2": 3}
     # types Arrow or its CSV and Parquet writers cannot hold, and 'infinity', in every format
     odd = ("SELECT INTERVAL 3 DAY AS i, union_value(num := 2)::UNION(num INT, str VARCHAR) AS u, "
            "'infinity'::TIMESTAMP AS t, 340282366920938463463374607431768211455::UHUGEINT AS uh, "
-           "170141183460469231731687303715884105727::HUGEINT AS h, [1, 2] AS l, '\\xAA'::BLOB AS b, 1 AS a, 2 AS a")
+           "170141183460469231731687303715884105727::HUGEINT AS h, [1, 2] AS l, '\\xAA'::BLOB AS b, 1 AS a, 2 AS a, "
+           "row(1, INTERVAL 1 DAY) AS tup, (INTERVAL 1 DAY)::VARIANT AS v")
     want = {"i": "3 days", "u": "2", "t": "infinity", "uh": "340282366920938463463374607431768211455",
-            "h": "170141183460469231731687303715884105727", "l": "[1,2]", "b": "\\xAA", "a": "1", "a_1": "2"}
+            "h": "170141183460469231731687303715884105727", "l": "[1,2]", "b": "\\xAA", "a": "1", "a_1": "2",
+            "tup": '[1,"1 day"]', "v": "1 day"}
     r = cli("sql", odd, "--db", path, "--format", "csv")
     assert r.returncode == 0 and list(csv.DictReader(io.StringIO(r.stdout))) == [want], r.stderr
     r = cli("sql", odd, "--db", path, "--format", "table")
@@ -471,7 +474,8 @@ def test_json_output_is_json_and_o_names_a_file(tmp_path):
     r = cli("sql", odd, "--db", path, "-o", tmp_path / "odd.parquet")
     got = pq.read_table(tmp_path / "odd.parquet").drop_columns(["t"]).to_pylist()
     assert r.returncode == 0 and got == [{"i": "3 days", "u": "2", "uh": want["uh"], "h": int(want["h"]),
-                                          "l": [1, 2], "b": b"\xaa", "a": 1, "a_1": 2}], r.stderr
+                                          "l": [1, 2], "b": b"\xaa", "a": 1, "a_1": 2, "tup": '[1,"1 day"]',
+                                          "v": "1 day"}], r.stderr
     (tmp_path / "out").mkdir()
     r = cli("sql", "SELECT 1 AS one", "--db", path, "-o", tmp_path / "out", "--format", "csv")
     assert r.returncode == 1 and r.stderr.strip() == f"tracedb: error: {tmp_path / 'out'}: is a directory: " \
