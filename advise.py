@@ -111,11 +111,12 @@ def parse_thresholds(text):
         if not sep or name.strip() not in known:
             raise ReportError(f"thresholds: {part!r} is not RULE=NUMBER with a rule of: {', '.join(known)}")
         try:
-            out[name.strip()] = float(value)
+            number = float(value)
         except ValueError:
-            out[name.strip()] = math.nan
-        if not math.isfinite(out[name.strip()]):
+            number = math.nan
+        if not math.isfinite(number):          # nan and inf parse as floats, but compare with nothing
             raise ReportError(f"thresholds: {part!r}: {value!r} is not a number")
+        out[name.strip()] = number
     return out
 
 

@@ -222,33 +222,26 @@ def _quoted(name):
 
 def _finite(x, t, depth=0):
     """The SQL of column x of Arrow type t with every NaN and infinity, at any depth,
-    made NULL: DuckDB writes them bare (NaN, Infinity), which is not JSON."""
+    made NULL: DuckDB writes them bare (NaN, Infinity), which is not JSON. x itself
+    where t holds no float (a nested value is rebuilt only around its floats)."""
     e = f"e{depth}"
     if pa.types.is_floating(t):
         return f"CASE WHEN isfinite({x}) THEN {x} END"
-    if (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)) \
-            and _has_float(t.value_type):
-        return f"list_transform({x}, lambda {e}: {_finite(e, t.value_type, depth + 1)})"
-    if pa.types.is_map(t) and _has_float(t.item_type):
-        return (f"map_from_entries(list_transform(map_entries({x}), lambda {e}: "
-                f"{{'key': {e}.key, 'value': {_finite(e + '.value', t.item_type, depth + 1)}}}))")
-    if pa.types.is_struct(t) and _has_float(t):
-        fields = ", ".join(f"{_quoted(t.field(i).name)} := {_finite(f'{x}.{_quoted(t.field(i).name)}', t.field(i).type, depth + 1)}"
-                           for i in range(t.num_fields))
-        return f"CASE WHEN {x} IS NOT NULL THEN struct_pack({fields}) END"
-    return x
-
-
-def _has_float(t):
-    if pa.types.is_floating(t):
-        return True
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return _has_float(t.value_type)
+        inner = _finite(e, t.value_type, depth + 1)
+        return x if inner == e else f"list_transform({x}, lambda {e}: {inner})"
     if pa.types.is_map(t):
-        return _has_float(t.item_type)
+        inner = _finite(f"{e}.value", t.item_type, depth + 1)
+        return x if inner == f"{e}.value" else \
+            f"map_from_entries(list_transform(map_entries({x}), lambda {e}: {{'key': {e}.key, 'value': {inner}}}))"
     if pa.types.is_struct(t):
-        return any(_has_float(t.field(i).type) for i in range(t.num_fields))
-    return False
+        fields = [(f"{x}.{_quoted(f.name)}", f) for f in t]
+        inner = [_finite(ref, f.type, depth + 1) for ref, f in fields]
+        if inner == [ref for ref, _ in fields]:
+            return x
+        packed = ", ".join(f"{_quoted(f.name)} := {v}" for (_, f), v in zip(fields, inner))
+        return f"CASE WHEN {x} IS NOT NULL THEN struct_pack({packed}) END"
+    return x
 
 
 _WRITERS = {"csv": _with(pacsv.CSVWriter), "json": _json_lines, "parquet": _with(pq.ParquetWriter)}

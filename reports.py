@@ -94,6 +94,11 @@ def _parse_default(text, type_, floor=None):
 _INT_BITS = {"INTEGER": 32, "BIGINT": 64}
 
 
+def _fits(v, t):
+    """Whether the int v fits the SQL integer type t."""
+    return -(1 << (_INT_BITS[t] - 1)) <= v < 1 << (_INT_BITS[t] - 1)
+
+
 def _convert(value, type_, name, floor=None):
     if value is None:
         return None
@@ -105,7 +110,7 @@ def _convert(value, type_, name, floor=None):
                 raise ValueError
             return v in ("true", "1")
         v = _TYPES.get(t, str)(value)
-        if t in _INT_BITS and not -(1 << (_INT_BITS[t] - 1)) <= v < 1 << (_INT_BITS[t] - 1):
+        if t in _INT_BITS and not _fits(v, t):
             raise ValueError
         if t == "DOUBLE" and not math.isfinite(v):       # NaN or infinity: no count, power or share
             raise ValueError
@@ -252,7 +257,7 @@ def bound_params(report, given):
 
 def _is_step(value):
     """An iteration number: an integer an INTEGER holds (iterations.iteration)."""
-    return bool(re.fullmatch(r"\s*-?\d+\s*", str(value))) and -(1 << 31) <= int(value) < 1 << 31
+    return bool(re.fullmatch(r"\s*-?\d+\s*", str(value))) and _fits(int(value), "INTEGER")
 
 
 def _run_column(con, relation):
