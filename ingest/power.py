@@ -242,9 +242,6 @@ def prepare(con, path, options, work):
                "bad": "TRY_CAST(timestamp_ns AS BIGINT) IS NULL OR (power_mw IS NOT NULL AND TRY_CAST(power_mw AS DOUBLE) IS NULL)",
                "not_finite": " OR ".join(f"NOT isfinite(TRY_CAST({k} AS DOUBLE))" for k in
                                          ("power_mw", "energy_mj", "instant_power_mw") if k in names)}
-        # a sample left with no power at all (p_w of power_integral) is dropped: kept with
-        # NULL, the two trapezoids beside it summed to nothing (a third of the energy gone)
-        sel["no_power"] = (f"({sel['not_finite']}) AND coalesce({sel['instant_power_w']}, {sel['power_w']}) IS NULL")
     else:
         src, cut, units = _smi_raw(con, path, form, options, work, plain)
         keys = [r[0] for r in rows(con, "SELECT column_name FROM (DESCRIBE _power_raw)")]
@@ -274,11 +271,12 @@ def prepare(con, path, options, work):
                "throttle_reasons": "TRY_CAST(trim(throttle_reasons) AS BIGINT)" if "throttle_reasons" in keys else "NULL",
                "pcie_tx_bytes_per_s": "NULL", "pcie_rx_bytes_per_s": "NULL",
                "bad": "TRY_STRPTIME(trim(ts), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S']) IS NULL",
-               "not_finite": "false", "no_power": "false"}
+               "not_finite": "false"}
     con.execute(f"CREATE OR REPLACE TEMP TABLE _power_src AS SELECT {', '.join(f'{v} AS {k}' for k, v in sel.items())} "
                 "FROM _power_raw")
-    n, bad, mended, dropped = rows(con, "SELECT count(*), count(*) FILTER (bad), count(*) FILTER (not_finite), "
-                                        "count(*) FILTER (no_power) FROM _power_src")[0]
+    n, bad, mended, no_power = rows(con, """
+        SELECT count(*), count(*) FILTER (bad), count(*) FILTER (not_finite),
+               count(*) FILTER (coalesce(instant_power_w, power_w, average_power_w) IS NULL) FROM _power_src""")[0]
     if n == 0:
         raise IngestError(path, "the power log holds no samples")
     if bad:
@@ -286,14 +284,16 @@ def prepare(con, path, options, work):
                             "WHERE bad LIMIT 1")
         raise IngestError(path, f"{bad} of {n} samples have a timestamp or power that is not a number "
                                 f"(first at data row {first})")
+    if no_power == n:
+        raise IngestError(path, "the power log holds no samples with a power")
     if mended:
-        con.execute("DELETE FROM _power_src WHERE no_power")
         warnings.warn(f"{path}: {mended} samples have a power or energy of NaN or infinity, read as no value "
-                      f"(NULL) so that no sum becomes NaN; {dropped} of them have no power left and are "
-                      "dropped, so that the energy is integrated across them")
-        n -= dropped
-        if n == 0:
-            raise IngestError(path, "the power log holds no samples with a power")
+                      "(NULL) so that no sum becomes NaN")
+    if no_power:
+        # power_integral leaves them out, so the energy is integrated across them (kept
+        # in its window, a NULL power summed the two trapezoids beside it to nothing)
+        warnings.warn(f"{path}: {no_power} of {n} samples have no power (NaN, empty or [N/A]): the energy is "
+                      "integrated across them; their other columns are kept")
     meta["samples"] = n
     return digest, size, meta
 

@@ -27,7 +27,7 @@
 --   static_j DOUBLE: idle_power_w x window, J
 --   dynamic_j DOUBLE: energy_integrated_j - static_j, J
 --   mean_power_w DOUBLE: energy_integrated_j / window, W
---   samples BIGINT: power samples inside the window
+--   samples BIGINT: power samples inside the window (those with a power)
 --   note VARCHAR: alignment, idle power source, and warnings
 -- requires:
 --   trace_power_pairs: a power log aligned with the run (tracedb ingest LOG --pair-with RUN)
@@ -56,7 +56,7 @@ WITH window_checked AS (
 ), en AS (
     SELECT * FROM energy_of_windows('win', $power_run, $gpu)
 ), n AS (
-    SELECT en.run, en.label, en.s, en.e, count(p.ts_ns) AS samples
+    SELECT en.run, en.label, en.s, en.e, count(coalesce(p.instant_power_w, p.power_w, p.average_power_w)) AS samples
     FROM en LEFT JOIN power p ON p.run = en.power_run AND p.gpu = en.gpu AND p.ts_ns BETWEEN en.ps AND en.pe
     GROUP BY en.run, en.label, en.s, en.e
 )

@@ -172,10 +172,11 @@ def test_malformed_power_logs_are_refused_and_lose_nothing(fresh_db, tmp_path, c
 def test_nan_power_samples_are_null_with_a_warning(fresh_db, tmp_path):
     """A real sampler log with every third sample's power and instant power written
     as nan, and one energy as inf (DuckDB reads both as numbers): the non-finite
-    values load as NULL with a warning, the samples left with no power are dropped,
-    and the integrated energy is an independent trapezoid integral of the samples
-    that remain (kept with a NULL power, the two trapezoids beside each were summed
-    to nothing: a third of the energy gone; stored as NaN before, every sum NaN)."""
+    values load as NULL with a warning, the samples left with no power keep their
+    other columns, and the integrated energy is an independent trapezoid integral of
+    the samples that have a power (in its window, a NULL power summed the two
+    trapezoids beside each to nothing: a third of the energy gone; stored as NaN
+    before, every sum NaN)."""
     raw = sampler_rows(POWER / "h100_resnet50_bs64_amp.csv")
     lines = (POWER / "h100_resnet50_bs64_amp.csv").read_text().splitlines()
     for i in range(1, len(lines), 3):
@@ -185,17 +186,53 @@ def test_nan_power_samples_are_null_with_a_warning(fresh_db, tmp_path):
     f = lines[2].split(","); f[2] = "inf"; lines[2] = ",".join(f)        # energy_mj
     p = tmp_path / "nan_power.csv"
     p.write_text("\n".join(lines) + "\n")
-    with pytest.warns(UserWarning, match=r"nan_power.csv: 123 samples have a power or energy of NaN or infinity.* "
-                                         r"122 of them have no power left and are dropped"):
+    with pytest.warns(UserWarning) as w:
         r = ingest_file(fresh_db, p)
-    n, energy, nan = rows(fresh_db, """
-        SELECT count(*), count(energy_j),
+    said = [str(x.message) for x in w]
+    assert any(re.fullmatch(r".*nan_power.csv: 123 samples have a power or energy of NaN or infinity, read as no "
+                            r"value \(NULL\).*", m) for m in said), said
+    assert any(re.fullmatch(r".*nan_power.csv: 122 of 364 samples have no power \(NaN, empty or \[N/A\]\): the "
+                            r"energy is integrated across them.*", m) for m in said), said
+    n, power, energy, nan = rows(fresh_db, """
+        SELECT count(*), count(power_w), count(energy_j),
                count(*) FILTER (isnan(power_w) OR isnan(energy_j) OR isnan(instant_power_w)
                                 OR isinf(power_w) OR isinf(energy_j) OR isinf(instant_power_w)) FROM power""")[0]
-    assert (n, energy, nan) == (364 - 122, 364 - 122 - 1, 0)
+    assert (n, power, energy, nan) == (364, 364 - 122, 364 - 1, 0)
     kept = [(x["timestamp_ns"], x["instant_power_mw"] / 1e3) for i, x in enumerate(raw) if i % 3 != 0]
     got = scalar(fresh_db, "SELECT max(cum_j) FROM power_integral WHERE run = ?", [r.run])
     assert got == pytest.approx(integrate(kept, kept[0][0], kept[-1][0]), rel=1e-9)
+
+
+def test_nvidia_smi_samples_without_power_are_integrated_across(fresh_db, tmp_path):
+    """nvidia-smi prints [N/A] where it cannot read a value. A real log with every
+    fourth sample's three powers [N/A]: those samples keep their clocks and
+    temperature, the energy of a window is an independent trapezoid integral of the
+    samples that have a power (kept in the integral, a NULL power summed the two
+    trapezoids beside each to nothing), and a log with no power at all is refused."""
+    with gzip.open(POWER / "h100_nvidia_smi_3power.csv.gz", "rt") as f:
+        lines = f.read().splitlines()
+    samples = []
+    for i in range(1, len(lines)):
+        f = [x.strip() for x in lines[i].split(",")]
+        t = datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=timezone.utc)
+        if i % 4 == 0:
+            f[3] = f[4] = f[5] = "[N/A]"
+        else:
+            samples.append((int(t.timestamp() * 1e6) * 1000, float(f[4].split()[0])))    # instant power
+        lines[i] = ", ".join(f)
+    p = tmp_path / "smi_na.csv"
+    p.write_text("\n".join(lines) + "\n")
+    n = len(lines) - 1
+    with pytest.warns(UserWarning, match=rf"smi_na.csv: {n // 4} of {n} samples have no power"):
+        r = ingest_file(fresh_db, p, options={"tz": "UTC"})
+    assert rows(fresh_db, "SELECT count(*), count(power_w), count(sm_clock_mhz), count(temp_c) FROM power "
+                          "WHERE run = ?", [r.run])[0] == (n, n - n // 4, n, n)
+    got = scalar(fresh_db, "SELECT max(cum_j) FROM power_integral WHERE run = ?", [r.run])
+    assert got == pytest.approx(integrate(samples, samples[0][0], samples[-1][0]), rel=1e-9)
+    none = tmp_path / "smi_none.csv"
+    none.write_text("\n".join(lines[:1] + [l for i, l in enumerate(lines) if i % 4 == 0 and i]) + "\n")
+    with pytest.raises(IngestError, match="smi_none.csv.*holds no samples with a power"):
+        ingest_file(fresh_db, none, options={"tz": "UTC"})
 
 
 def test_cut_off_nvidia_smi_log_keeps_whole_lines(fresh_db, tmp_path):

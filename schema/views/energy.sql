@@ -21,7 +21,7 @@ SELECT tr.run, pw.run, 0, 'absolute', 'not paired at ingest: the log overlaps th
 FROM tr JOIN pw ON pw.s <= tr.e AND tr.s <= pw.e
 WHERE NOT EXISTS (SELECT 1 FROM power_alignment a WHERE a.trace_run = tr.run AND a.power_run = pw.run);
 
--- Each power sample with the power used for integration (METHOD.md section 6:
+-- Each power sample that has a power, with the power used for integration (METHOD.md section 6:
 -- instant power when the log has it, since nvmlDeviceGetPowerUsage/power.draw
 -- and power.draw.average are 1 s averages on Ampere+ that smear a short window;
 -- else power.draw, else power.draw.average; power_field says which), the
@@ -32,7 +32,7 @@ WHERE NOT EXISTS (SELECT 1 FROM power_alignment a WHERE a.trace_run = tr.run AND
 -- @column ts_ns          sample time, absolute epoch ns (the power log's clock)
 -- @column p_w            power used for integration, W: instant_power_w, else power_w, else
 --                        average_power_w
--- @column power_field    which power p_w is: instant | draw | average (NULL when the sample has none)
+-- @column power_field    which power p_w is: instant | draw | average
 -- @column energy_j       the cumulative energy counter (power.energy_j), J
 -- @column phase          tracedb power-log phase: idle_before | run | idle_after (NULL for other logs)
 -- @column next_ts        ts_ns of the next sample of the run and GPU, ns (NULL on the last)
@@ -47,6 +47,9 @@ WITH c AS (
                 WHEN power_w IS NOT NULL THEN 'draw'
                 WHEN average_power_w IS NOT NULL THEN 'average' END AS power_field
     FROM power
+    -- a sample with no power (NaN, empty or [N/A] in the log) is passed over: the
+    -- trapezoid runs from the sample before it to the one after
+    WHERE coalesce(instant_power_w, power_w, average_power_w) IS NOT NULL
 ), s AS (
     SELECT run, gpu, ts_ns, p_w, power_field, energy_j, phase,
            lead(ts_ns) OVER w AS next_ts, lead(p_w) OVER w AS next_p,
@@ -80,7 +83,7 @@ CREATE OR REPLACE MACRO counter_at(energy_j, ts_ns, next_energy_j, next_ts, t) A
 -- @column idle_power_w       idle power, W: the median p_w of the idle_before and idle_after
 --                            samples, else the 5th percentile of p_w over the log
 -- @column idle_source        which: 'median of the idle phases' or '5th percentile of the log'
--- @column samples            number of samples of the GPU in the log
+-- @column samples            number of samples of the GPU in the log that have a power
 -- @column start_ns           first sample time, absolute epoch ns (the power log's clock)
 -- @column end_ns             last sample time, absolute epoch ns
 -- @column counter_period_ns  median time between changes of the energy counter, ns
