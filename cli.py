@@ -1,5 +1,6 @@
 """The `tracedb` command: ingest, reports, query, sql, demo."""
 import argparse
+import contextlib
 import os
 import sys
 import warnings
@@ -24,6 +25,8 @@ def _check_db_file(path, must_exist):
     """UsageError unless path is a DuckDB file (or absent/empty where it may be created):
     DuckDB would open a .csv/.json/.parquet file as an empty in-memory database,
     and an ingest would then print `loaded` and keep nothing."""
+    if not path:
+        raise UsageError("give --db FILE (or set TRACEDB_DB)")
     if not os.path.exists(path):
         if must_exist:
             raise UsageError(f"{path}: no such database (create it with `tracedb ingest ... --db {path}`)")
@@ -44,8 +47,6 @@ _WAIT_S = 0.0       # --wait: how long to wait for a database another process ho
 
 def _open(path, write=False):
     from tracedb.dblock import DatabaseLocked, say_on_stderr
-    if not path:
-        raise UsageError("give --db FILE (or set TRACEDB_DB)")
     _check_db_file(path, must_exist=not write)
     try:
         return db.connect(path, read_only=not write, wait_s=_WAIT_S, say=say_on_stderr)
@@ -100,12 +101,25 @@ def cmd_ingest(args):
         from tracedb.ingest import check_run_name
         if why := check_run_name(args.run):
             raise UsageError(why)
+    new = not os.path.exists(args.db)
     con = _open(args.db, write=True)
     db.pool_blocks(con)        # the process ends with the ingest
     try:
         return _ingest_paths(con, args, options, groups)
     finally:
+        empty = new and _holds_no_run(con)
         con.close()         # checkpointed, also when interrupted
+        if empty:           # nothing loaded: the database this command made goes too
+            for f in (args.db, args.db + ".wal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(f)
+
+
+def _holds_no_run(con):
+    try:
+        return db.scalar(con, "SELECT count(*) FROM runs") == 0
+    except duckdb.Error:        # a connection an interrupt left unusable: keep the file
+        return False
 
 
 def _ingest_paths(con, args, options, groups):

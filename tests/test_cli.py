@@ -101,6 +101,7 @@ def test_errors_are_one_line_without_traceback(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X"}, ')
     bad.with_name("empty.duckdb").write_bytes(b"")
+    assert tracedb("ingest", LENET, "--db", db).returncode == 0
     for args, words in [
         (("ingest", str(bad), "--db", db), str(bad)),
         (("ingest", str(tmp_path / "missing.json"), "--db", db), "no such file"),
@@ -210,3 +211,21 @@ def test_chart_command(tmp_path):
     r = tracedb("chart", "levels", "--db", dbp, "-o", str(tmp_path / "l.pdf"))
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [f"tracedb: error: {tmp_path / 'l.pdf'}: chart files are .html, .png, .svg or .json"]
+
+
+def test_a_failed_ingest_into_a_new_database_leaves_no_file(tmp_path):
+    """An ingest whose every file fails leaves no database behind when the command
+    made it (an empty one looked like a load); an existing database, or one where
+    a file landed, stays."""
+    bad = tmp_path / "cut.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": ')
+    db = tmp_path / "new.duckdb"
+    r = tracedb("ingest", str(bad), "--db", str(db))
+    assert r.returncode == 1 and str(bad) in r.stderr
+    assert not db.exists() and not (tmp_path / "new.duckdb.wal").exists()
+    r = tracedb("ingest", str(bad), AMP, "--db", str(db))           # one lands: the database stays
+    assert r.returncode == 1 and db.exists()
+    r = tracedb("ingest", str(bad), "--db", str(db))                # an existing database stays
+    assert r.returncode == 1 and db.exists()
+    out = tracedb("sql", "SELECT count(*) AS n FROM runs", "--db", str(db), "--format", "csv")
+    assert list(csv.reader(io.StringIO(out.stdout))) == [["n"], ["1"]]

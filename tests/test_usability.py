@@ -184,8 +184,9 @@ def test_settings_from_the_cli_change_reports_and_survive_reopening(full, tmp_pa
     assert r.returncode == 1 and "no settings table 'no_such'" in r.stderr
     r = cli("query", "overview")
     assert r.returncode == 1 and "tracedb: error: give --db FILE or set TRACEDB_DB" in r.stderr
-    r = cli("settings")
-    assert r.returncode == 1 and r.stderr.strip() == "tracedb: error: give --db FILE (or set TRACEDB_DB)"
+    for command in (("settings",), ("sql", "SELECT 1")):         # sql without a database was a traceback
+        r = cli(*command)
+        assert r.returncode == 1 and r.stderr.strip() == "tracedb: error: give --db FILE (or set TRACEDB_DB)"
 
 
 # ---- the terminal ------------------------------------------------------------------
