@@ -213,6 +213,8 @@ def _fast_stages(con, tf):
 _MENDED = {
     "ts or dur not a number": "have a ts or dur that is not a number (NaN/Infinity are not JSON); stored as NULL",
     "negative dur": "have a negative duration; it was dropped (dur NULL)",
+    "no ts": "have no ts (only metadata events, ph M, may lack one); stored with ts NULL, outside every "
+             "iteration and report",
     "id beyond 64 bits": "have a correlation or external id beyond 64 bits; each got a negative stand-in "
                          "(id_stand_in), so kernels keep their launches",
 }

@@ -106,6 +106,26 @@ def test_negative_duration_is_dropped_with_a_warning(fresh_db, tmp_path, amp_doc
     assert util and all(0 <= u <= 100 for u in util)
 
 
+def test_events_without_ts_are_named(fresh_db, tmp_path, amp_doc):
+    """A kernel and an op of the real trace with their ts left out (a null ts, a
+    missing one) load with ts NULL and a warning naming the first; the metadata
+    events (ph M), which TensorFlow's traces write without a ts, are not named."""
+    doc = copy.deepcopy(amp_doc)
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    op = next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")
+    kernel["ts"] = None
+    del op["ts"]
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "M":
+            e.pop("ts", None)
+    first = min((kernel, op), key=doc["traceEvents"].index)
+    p = write(tmp_path, "nots.json", dump(doc))
+    r, said = ingest_warned(fresh_db, p)
+    assert said == [f"{p}: 2 events have no ts (only metadata events, ph M, may lack one); stored with ts NULL, "
+                    f"outside every iteration and report (first: {first['name']!r})"]
+    assert scalar(fresh_db, "SELECT count(*) FROM events WHERE run = ? AND ts_ns IS NULL AND ph <> 'M'", [r.run]) == 2
+
+
 def test_nan_and_infinity_are_null_with_a_warning(fresh_db, tmp_path, amp_doc):
     doc = copy.deepcopy(amp_doc)
     ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]

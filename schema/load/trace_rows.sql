@@ -12,6 +12,7 @@
 -- NULL, and so does a ts or dur that is not a number (the load reads such a file's
 -- numbers as text; a number written as a string is that number; a boolean is 1 or
 -- 0 µs when every other ts and dur is a number: read as doubles, DuckDB casts it);
+-- an event other than metadata (ph M) without a ts is named (its ts_ns is NULL);
 -- a correlation or external id beyond 64 bits gets a negative stand-in derived from
 -- its text (real ids are positive), so a kernel keeps its launch.
 -- reads: _trace_source (ingest/trace.py: DuckDB's JSON reader over the pieces, or an Arrow batch)
@@ -34,6 +35,7 @@ SELECT
         CASE WHEN (ts IS NOT NULL AND ts_ns IS NULL) OR (dur IS NOT NULL AND dur_ns IS NULL)
              THEN 'ts or dur not a number' END,
         CASE WHEN dur_ns < 0 THEN 'negative dur' END,
+        CASE WHEN ts IS NULL AND ph <> 'M' THEN 'no ts' END,
         CASE WHEN TRY_CAST(corr AS BIGINT) IS NULL AND id_stand_in(corr) IS NOT NULL
                OR TRY_CAST(ext AS BIGINT) IS NULL AND id_stand_in(ext) IS NOT NULL THEN 'id beyond 64 bits' END
     ), '') AS problem
