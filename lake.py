@@ -12,6 +12,7 @@ A run name becomes part of a path: it is percent-encoded there (run_file_name;
 DuckDB encodes the run=<run> directories the same way), so a name such as
 `../x`, `/abs` or `a/b` (from a database made elsewhere) stays inside the lake.
 """
+import functools
 import json
 import os
 import re
@@ -60,7 +61,6 @@ def _lake_dir(lake):
 
 
 def datasets_of(con):
-    from tracedb import engines, reports
     cols = {}
     for rel, col, is_view in rows(con, """
             SELECT c.table_name, c.column_name, v.view_name IS NOT NULL
@@ -70,6 +70,21 @@ def datasets_of(con):
         cols.setdefault(rel, (set(), is_view))[0].add(col)
     run_column = {r: ("run" if "run" in c else "trace_run") for r, (c, _) in cols.items()
                   if "run" in c or "trace_run" in c}
+    read, jobs = _read_on_spark()
+    tables = sorted(r for r, (_, v) in cols.items() if not v and r in run_column)
+    tables.remove("runs")
+    views = sorted(r for r in read if r in cols and cols[r][1] and r in run_column)
+    global_ = sorted(r for r in read | {r for r, (_, v) in cols.items() if not v}
+                     if r in cols and r not in run_column and r != "schema_info")
+    return Datasets(["runs"] + tables, views, global_, run_column, sorted(jobs))
+
+
+@functools.cache
+def _read_on_spark():
+    """The relations the Spark reports and the job views read, and the job views'
+    names. Parsed once per process: sqlglot takes most of a second for every report,
+    and a parallel ingest asks once per file."""
+    from tracedb import engines, reports
     read = set()
     for r in reports.all_reports().values():
         if "spark" in r.engines and not r.problems:
@@ -77,13 +92,7 @@ def datasets_of(con):
     jobs = dict(job_views())          # join the runs of a job: the engine defines them (engines.py)
     for _, select in jobs.items():
         read |= engines.relations_of(select)
-    read -= set(jobs)
-    tables = sorted(r for r, (_, v) in cols.items() if not v and r in run_column)
-    tables.remove("runs")
-    views = sorted(r for r in read if r in cols and cols[r][1] and r in run_column)
-    global_ = sorted(r for r in read | {r for r, (_, v) in cols.items() if not v}
-                     if r in cols and r not in run_column and r != "schema_info")
-    return Datasets(["runs"] + tables, views, global_, run_column, sorted(jobs))
+    return frozenset(read - set(jobs)), jobs
 
 
 def job_views():

@@ -21,22 +21,26 @@ REPORTS = ["kernel_type_breakdown", "comm_overlap", "temporal_breakdown", "colle
 
 def make_job(d):
     """RANKS rank traces in d: rank k is a copy of source rank k % 2 with world size
-    RANKS, `Group size` RANKS on its collectives and its clock k µs later."""
+    RANKS, `Group size` RANKS on its collectives and its clock k µs later. Each source
+    is edited once, as JSON; its copies differ only in two numbers, set in its text."""
     d.mkdir()
-    src = {}
+    text = {}
     for r in (0, 1):
         with gzip.open(SRC / f"rank{r}.json.gz", "rt") as f:
-            src[r] = f.read()
-    for k in range(RANKS):
-        doc = json.loads(src[k % 2])
-        doc["distributedInfo"].update(rank=k, world_size=RANKS)
-        doc["baseTimeNanoseconds"] = (doc.get("baseTimeNanoseconds") or 0) + 1000 * k
+            doc = json.load(f)
+        doc["distributedInfo"].update(rank="@RANK@", world_size=RANKS)
+        base = doc.get("baseTimeNanoseconds") or 0
+        doc["baseTimeNanoseconds"] = "@BASE@"
         for e in doc["traceEvents"]:
             a = e.get("args")
             if a and "Group size" in a:
                 a["Group size"] = RANKS
+        text[r] = (json.dumps(doc), base)
+    for k in range(RANKS):
+        src, base = text[k % 2]
+        out = src.replace('"@RANK@"', str(k), 1).replace('"@BASE@"', str(base + 1000 * k), 1)
         with gzip.open(d / f"rank{k}.json.gz", "wt", compresslevel=1) as f:
-            json.dump(doc, f)
+            f.write(out)
     return d
 
 
