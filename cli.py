@@ -1,6 +1,5 @@
 """The `tracedb` command: ingest, reports, query, sql, demo."""
 import argparse
-import contextlib
 import os
 import sys
 import warnings
@@ -110,9 +109,7 @@ def cmd_ingest(args):
         empty = new and _holds_no_run(con)
         con.close()         # checkpointed, also when interrupted
         if empty:           # nothing loaded: the database this command made goes too
-            for f in (args.db, args.db + ".wal"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(f)
+            db.remove(args.db)
 
 
 def _holds_no_run(con):

@@ -326,6 +326,13 @@ def _apply_table_comments(con):
 STORAGE_COMPATIBILITY = "v1.4.0"
 
 
+def remove(path):
+    """Remove a database file and the WAL beside it, where they are."""
+    for f in (path, path + ".wal"):
+        if os.path.exists(f):
+            os.remove(f)
+
+
 def connect(path, read_only=False, wait_s=0.0, say=None, _template=True):
     """Open (and create if needed) a tracedb DuckDB file with the schema applied; a
     new file is written in STORAGE_COMPATIBILITY's format, as a copy of a template

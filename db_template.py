@@ -93,9 +93,7 @@ def _make(where, template):
             os.fsync(f.fileno())
         os.replace(made, template)
     finally:
-        for f in (made, made + ".wal"):
-            if os.path.exists(f):
-                os.unlink(f)
+        db.remove(made)
     _prune(where, template)
 
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import duckdb
 
-from tracedb.db import rows, scalar, sql_literal
+from tracedb.db import remove, rows, scalar, sql_literal
 from tracedb.ingest.errors import IngestError, database_error
 
 
@@ -120,8 +120,6 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
                     report((path, error))
                 else:
                     report(_copy_run(con, scratch, run, path))
-                for f in (scratch, scratch + ".wal"):
-                    if os.path.exists(f):
-                        os.remove(f)
+                remove(scratch)
                 at(sizes[path], events)
     return failed
