@@ -11,6 +11,7 @@ import duckdb
 import pyarrow as pa
 
 from tracedb import db
+from tracedb.output import finite
 
 WRITE_HELP = ("allow the SQL to change this database's tables (INSERT, UPDATE, DELETE, CREATE, DROP); "
               "files outside the database stay out of reach either way")
@@ -90,13 +91,16 @@ def _writable_expr(col, t, fmt):
     text = f"CAST({col} AS VARCHAR)"
     if t.id in _AS_TEXT:
         return text
+    # JSON text for a file is JSON (NaN and infinities null, as in --format json);
+    # the terminal's table shows them as they are
+    as_json = f"CAST(to_json({col if fmt == 'table' else finite(col, t)}) AS VARCHAR)"
     if fmt in ("csv", "table"):
         if t.id in _NESTED:
-            return f"CAST(to_json({col}) AS VARCHAR)"
+            return as_json
         if t.id == "blob" or t.id.startswith(("date", "time")):
             return text
     elif t.id in _NESTED and _holds_text_type(t):
-        return f"CAST(to_json({col}) AS VARCHAR)"
+        return as_json
     return col
 
 

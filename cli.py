@@ -396,6 +396,9 @@ def cmd_export(args):
         if not args.output or not args.run or len(args.run) != 1:
             given = f" (got {len(args.run)}: {', '.join(args.run)})" if args.run and len(args.run) > 1 else ""
             raise UsageError(f"export --perfetto writes one trace run: give one --run RUN{given} and -o FILE.json")
+        if not str(args.output).lower().endswith((".json", ".json.gz")):
+            raise UsageError(f"export --perfetto: -o {args.output}: it writes Chrome-trace JSON: name the file "
+                             "FILE.json, or FILE.json.gz to compress it")
         con = _open(args.db)
         n = perfetto.export(con, args.run[0], args.output, progress=sys.stderr.isatty())
         print(f"wrote {args.output} ({n} events of run {args.run[0]}; open it in ui.perfetto.dev or chrome://tracing)")

@@ -200,11 +200,13 @@ def _json_lines(schema, batches, f):
     con = duckdb.connect()
     # columns by position (c0, c1, ...): names may repeat or differ only in case, which
     # SQL cannot tell apart; a repeated name is written as DuckDB makes it unique (a, a_1)
-    row = ", ".join(f"{_finite(f'c{i}', t)} AS {_quoted(name)}" for i, (name, t) in enumerate(zip(schema.names, schema.types)))
     positions = [f"c{i}" for i in range(len(schema.names))]
-    n = 0
+    row, n = None, 0
     for b in batches:
         con.register("batch", (b if isinstance(b, pa.Table) else pa.Table.from_batches([b])).rename_columns(positions))
+        if row is None:
+            types = con.sql("SELECT * FROM batch").types
+            row = ", ".join(f"{finite(f'c{i}', t)} AS {_quoted(name)}" for i, (name, t) in enumerate(zip(schema.names, types)))
         lines = con.sql(f"SELECT to_json(r) || chr(10) AS line FROM (SELECT {row} FROM batch) r").to_arrow_table()
         for text in lines.column(0).chunks:             # each line's bytes, one after another
             text = text.cast(pa.string())
@@ -220,26 +222,26 @@ def _quoted(name):
     return '"' + name.replace('"', '""') + '"'
 
 
-def _finite(x, t, depth=0):
-    """The SQL of column x of Arrow type t with every NaN and infinity, at any depth,
-    made NULL: DuckDB writes them bare (NaN, Infinity), which is not JSON. x itself
-    where t holds no float (a nested value is rebuilt only around its floats)."""
+def finite(x, t, depth=0):
+    """The SQL of column x of DuckDB type t with every NaN and infinity, at any depth,
+    made NULL: DuckDB's to_json writes them bare (NaN, Infinity), which is not JSON.
+    x itself where t holds no float (a nested value is rebuilt only around its floats)."""
     e = f"e{depth}"
-    if pa.types.is_floating(t):
+    if t.id in ("float", "double"):
         return f"CASE WHEN isfinite({x}) THEN {x} END"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        inner = _finite(e, t.value_type, depth + 1)
+    if t.id in ("list", "array"):
+        inner = finite(e, t.children[0][1], depth + 1)
         return x if inner == e else f"list_transform({x}, lambda {e}: {inner})"
-    if pa.types.is_map(t):
-        inner = _finite(f"{e}.value", t.item_type, depth + 1)
+    if t.id == "map":
+        inner = finite(f"{e}.value", t.children[1][1], depth + 1)
         return x if inner == f"{e}.value" else \
             f"map_from_entries(list_transform(map_entries({x}), lambda {e}: {{'key': {e}.key, 'value': {inner}}}))"
-    if pa.types.is_struct(t):
-        fields = [(f"{x}.{_quoted(f.name)}", f) for f in t]
-        inner = [_finite(ref, f.type, depth + 1) for ref, f in fields]
-        if inner == [ref for ref, _ in fields]:
+    if t.id == "struct":
+        fields = [(f"struct_extract({x}, '{name.replace(chr(39), chr(39) * 2)}')", name, ft) for name, ft in t.children]
+        inner = [finite(ref, ft, depth + 1) for ref, _, ft in fields]
+        if inner == [ref for ref, _, _ in fields]:
             return x
-        packed = ", ".join(f"{_quoted(f.name)} := {v}" for (_, f), v in zip(fields, inner))
+        packed = ", ".join(f"{_quoted(name)} := {v}" for (_, name, _), v in zip(fields, inner))
         return f"CASE WHEN {x} IS NOT NULL THEN struct_pack({packed}) END"
     return x
 

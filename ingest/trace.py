@@ -217,6 +217,12 @@ _MENDED = {
              "iteration and report",
     "id beyond 64 bits": "have a correlation or external id beyond 64 bits; each got a negative stand-in "
                          "(id_stand_in), so kernels keep their launches",
+    "id not an integer": "have a correlation or external id that is not an integer (a fraction, or text); "
+                         "stored as NULL, so they link to nothing",
+    "args not an object": "have args that are not a JSON object (a list, a string or a number); kept as "
+                          "written, with no correlation, external id, stream or device",
+    "gpu activity not ph X": "are GPU activity (a kernel, memcpy or memset category) but not a complete "
+                             "event (ph X); kept in events, left out of kernels",
 }
 
 
@@ -333,10 +339,40 @@ def _load_cupti_ranges(con, path, run):
                       "launches (counts differ); their counters are kept without an op")
 
 
-def run_metadata(con, run, members):
+def _whole(v, low, high):
+    """v when it is an integer (not a bool) in [low, high), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and low <= v < high else None
+
+
+def _distributed(path, dist):
+    """(rank, world_size) of a trace's distributedInfo; what is not a rank of its
+    world (text, a fraction, a negative, a rank past world_size - 1) is warned of and
+    left out, so the run loads as a single trace (--rank N gives it one)."""
+    if not dist:
+        return None, None
+    if not isinstance(dist, dict):
+        warnings.warn(f"{path}: distributedInfo is not an object ({type(dist).__name__}); ignored")
+        return None, None
+    rank, world = dist.get("rank"), dist.get("world_size")
+    good_rank, good_world = _whole(rank, 0, 1 << 31), _whole(world, 1, 1 << 31)
+    bad = [f"{k} {json.dumps(v, default=str)} is not an integer from {lo} to 2^31 - 1" for k, v, good, lo in
+           (("rank", rank, good_rank, 0), ("world_size", world, good_world, 1)) if v is not None and good is None]
+    if good_rank is not None and good_world is not None and good_rank >= good_world:
+        bad.append(f"rank {rank} is not below world_size {world}: both")
+        good_rank = good_world = None
+    if bad:
+        warnings.warn(f"{path}: distributedInfo: {'; '.join(bad)}; left out (--rank N sets the rank)")
+    return good_rank, good_world
+
+
+def run_metadata(con, run, members, path):
     """Framework, device and distributed fields of the runs row, from members and events."""
     devs = members.get("deviceProperties") or []
+    if not (isinstance(devs, list) and all(isinstance(d, dict) for d in devs)):
+        warnings.warn(f"{path}: deviceProperties is not a list of objects; kept in the run's metadata only")
+        devs = []
     dist = members.get("distributedInfo") or {}
+    rank, world = _distributed(path, dist)
     framework = scalar(con, """
         WITH c AS (SELECT DISTINCT lower(cat) AS cat FROM events WHERE run = $run),
              n AS (SELECT DISTINCT name FROM events WHERE run = $run AND cat IS NULL)
@@ -347,7 +383,7 @@ def run_metadata(con, run, members):
             WHEN EXISTS (SELECT 1 FROM n WHERE name IN ('EagerExecute', 'EagerKernelExecute',
                                                         'TFE_Py_FastPathExecute_C')) THEN 'tensorflow'
             ELSE 'unknown' END""", {"run": run})
-    device = devs[0].get("name") if devs and isinstance(devs[0], dict) else None
+    device = devs[0].get("name") if devs else None
     if device is None:
         device = scalar(con, "SELECT min(process_name) FROM threads WHERE run = ? AND process_name LIKE '/device:%'",
                         [run])
@@ -355,8 +391,8 @@ def run_metadata(con, run, members):
         "framework": framework,
         "device_name": device,
         "device_properties": json.dumps(devs) if devs else None,
-        "rank": dist.get("rank") if isinstance(dist, dict) else None,
-        "world_size": dist.get("world_size") if isinstance(dist, dict) else None,
+        "rank": rank,
+        "world_size": world,
         "distributed_info": json.dumps(dist) if dist else None,
         "metadata": json.dumps(members, default=str),
     }
@@ -418,7 +454,7 @@ class TraceReader(Reader):
         except trace_json.PiecesGone:     # read again another way: from piece files
             raise Reload() from None
         prep.content_bytes = tf.content_bytes
-        fields = run_metadata(con, run, tf.members)
+        fields = run_metadata(con, run, tf.members, tf.path)
         fields.update(info)
         fields["n_events"] = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [run])
         return fields

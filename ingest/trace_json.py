@@ -1012,7 +1012,9 @@ def exact_batches(tf, batch_rows=65536):
         pos, n = end, n + 1
         for k in RAW_COLUMNS:
             v = ev.get(k)
-            cols[k].append(json.dumps(v, separators=(",", ":"), default=float)
+            # args as DuckDB's reader writes them (UTF-8, not \u escapes), so a lone
+            # surrogate in them is found here as in any other string (flush)
+            cols[k].append(json.dumps(v, separators=(",", ":"), default=float, ensure_ascii=False)
                            if k == "args" and v is not None else _text(v))
         if len(cols["ph"]) >= batch_rows:
             yield flush()

@@ -51,18 +51,19 @@ def test_rejected_with_clear_error_and_nothing_lost(loaded_db, tmp_path, name, d
     assert snapshot(loaded_db) == before
 
 
-@pytest.mark.parametrize("replacement,words", [
-    (b"NllLoss\xe9\xff", "has bytes that are not UTF-8 (at byte {at} of the content)"),
-    (b"NllLoss\\udcff", "lone UTF-16 surrogate"),
+@pytest.mark.parametrize("original,replacement,words", [
+    (b"NllLossBackward0", b"NllLoss\xe9\xff", "has bytes that are not UTF-8 (at byte {at} of the content)"),
+    (b"NllLossBackward0", b"NllLoss\\udcff", "lone UTF-16 surrogate"),
+    (b'"args": {', b'"args": {"note": "x\\udcff", ', "lone UTF-16 surrogate"),
 ])
-def test_text_that_is_not_utf8_is_refused_by_name(loaded_db, tmp_path, replacement, words):
+def test_text_that_is_not_utf8_is_refused_by_name(loaded_db, tmp_path, original, replacement, words):
     """A real trace with one name made of bytes that are not UTF-8 (latin-1), or
-    with an escape of half a UTF-16 pair: one error naming the file and the byte
-    (the message was pyarrow's, 'utf-8 codec can't encode', and no file), and the
-    database as it was."""
+    with an escape of half a UTF-16 pair in a name or in args: one error naming the
+    file and the byte (the message was pyarrow's, 'utf-8 codec can't encode', and no
+    file; in args, 'malformed trace JSON'), and the database as it was."""
     text = gzip.decompress(AMP.read_bytes())
-    at = text.index(b"NllLossBackward0") + len(b"NllLoss")
-    p = _write(tmp_path, "odd_bytes.json", text.replace(b"NllLossBackward0", replacement, 1))
+    at = text.index(original) + len(b"NllLoss")
+    p = _write(tmp_path, "odd_bytes.json", text.replace(original, replacement, 1))
     before = snapshot(loaded_db)
     with pytest.raises(IngestError) as e:
         ingest_file(loaded_db, p)

@@ -21,7 +21,7 @@ from decimal import Decimal
 import pytest
 
 from conftest import AMP_TRACE, DATA, raw_trace
-from independent import launches
+from independent import launches, ns
 from tracedb import db, reports
 from tracedb.cli import main
 from tracedb.db import rows, scalar
@@ -157,6 +157,95 @@ def test_correlation_beyond_64_bits_keeps_the_kernel_launch(fresh_db, tmp_path, 
                     if e.get("cat") == "kernel" and e["args"]["correlation"] in ref)
     got = sorted(rows(fresh_db, "SELECT name, launch_name FROM kernels WHERE run = ? AND kind = 'kernel'", [r.run]))
     assert got == expect and all(g[1] is not None for g in got)
+
+
+def test_ids_that_are_not_integers_link_to_nothing(fresh_db, tmp_path, amp_doc):
+    """A kernel of the real trace given the correlation of another launch minus a half
+    (DuckDB's cast rounded it onto that launch), and an op given a text External id:
+    both NULL, named in one warning; every other kernel keeps the launch that the
+    independent reference finds for it."""
+    doc = copy.deepcopy(amp_doc)
+    ref = launches(doc)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["args"]["correlation"] in ref]
+    victim, other = kernels[10], kernels[20]
+    victim["args"]["correlation"] = other["args"]["correlation"] - 0.5
+    op = next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and "External id" in e["args"])
+    op["args"]["External id"] = "first"
+    p = write(tmp_path, "fraction.json", dump(doc))
+    r, said = ingest_warned(fresh_db, p)
+    first = min((victim, op), key=doc["traceEvents"].index)
+    assert said == [f"{p}: 2 events have a correlation or external id that is not an integer (a fraction, or "
+                    f"text); stored as NULL, so they link to nothing (first: {first['name']!r})"]
+    got = {(n, t): (c, launch) for n, t, c, launch in rows(
+        fresh_db, "SELECT name, ts_ns, correlation, launch_name FROM kernels WHERE run = ? AND kind = 'kernel'",
+        [r.run])}
+    assert got[(victim["name"], ns(doc, victim["ts"]))] == (None, None)
+    expect = {(e["name"], ns(doc, e["ts"])): (e["args"]["correlation"], ref[e["args"]["correlation"]][1]["name"])
+              for e in kernels if e is not victim}
+    assert {k: v for k, v in got.items() if k in expect} == expect
+    assert scalar(fresh_db, "SELECT count(*) FROM events WHERE run = ? AND cat = 'cpu_op' AND external_id IS NULL",
+                  [r.run]) == 1
+
+
+def test_args_that_are_not_objects_and_gpu_events_that_are_not_complete_are_named(fresh_db, tmp_path, amp_doc):
+    """A kernel's args made a list, an op's a string, and another kernel made an
+    instant event (ph i): each kind named in a warning with its count and first event;
+    the args are kept as written, and the instant is not a kernel."""
+    doc = copy.deepcopy(amp_doc)
+    gpu = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    listed, instant = gpu[3], gpu[7]
+    listed["args"] = [listed["args"]]
+    op = next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")
+    op["args"] = "not an object"
+    instant["ph"] = "i"
+    p = write(tmp_path, "oddargs.json", dump(doc))
+    r, said = ingest_warned(fresh_db, p)
+    first = min((listed, op), key=doc["traceEvents"].index)
+    assert said == [
+        f"{p}: 2 events have args that are not a JSON object (a list, a string or a number); kept as written, with "
+        f"no correlation, external id, stream or device (first: {first['name']!r})",
+        f"{p}: 1 events are GPU activity (a kernel, memcpy or memset category) but not a complete event (ph X); "
+        f"kept in events, left out of kernels (first: {instant['name']!r})"]
+    assert scalar(fresh_db, "SELECT count(*) FROM kernels WHERE run = ? AND kind = 'kernel'", [r.run]) == len(gpu) - 1
+    kept = {a for (a,) in rows(fresh_db, "SELECT CAST(args AS VARCHAR) FROM events WHERE run = ? "
+                                         "AND NOT starts_with(CAST(args AS VARCHAR), '{')", [r.run])}
+    assert {json.loads(a) for a in kept if a.startswith('"')} == {"not an object"}
+    assert [json.loads(a) for a in kept if a.startswith("[")] == [json.loads(dump(listed["args"]))]
+
+
+@pytest.mark.parametrize("dist, rank, world, said", [
+    ({"rank": 1, "world_size": 4}, 1, 4, None),
+    ({"rank": "abc", "world_size": 2}, None, 2, 'rank "abc" is not an integer from 0 to 2^31 - 1'),
+    ({"rank": 2.5, "world_size": 4}, None, 4, "rank 2.5 is not an integer from 0 to 2^31 - 1"),
+    ({"rank": True, "world_size": 4}, None, 4, "rank true is not an integer from 0 to 2^31 - 1"),
+    ({"rank": 2 ** 40, "world_size": 4}, None, 4, f"rank {2 ** 40} is not an integer from 0 to 2^31 - 1"),
+    ({"rank": 5, "world_size": 4}, None, None, "rank 5 is not below world_size 4: both"),
+    ({"rank": 0, "world_size": 0}, 0, None, "world_size 0 is not an integer from 1 to 2^31 - 1"),
+    ([0, 4], None, None, None),
+])
+def test_distributed_info_that_names_no_rank_is_left_out(fresh_db, tmp_path, amp_doc, dist, rank, world, said):
+    """The real trace with an odd distributedInfo: what is not a rank of its world is
+    warned of and left out (it was a database error for text, and rounded, negative
+    or past the world size silently); the trace still loads."""
+    doc = copy.deepcopy(amp_doc)
+    doc["distributedInfo"] = dist
+    p = write(tmp_path, "dist.json", dump(doc))
+    r, warned = ingest_warned(fresh_db, p)
+    if isinstance(dist, list):
+        assert warned == [f"{p}: distributedInfo is not an object (list); ignored"]
+    else:
+        assert warned == ([f"{p}: distributedInfo: {said}; left out (--rank N sets the rank)"] if said else [])
+    assert rows(fresh_db, "SELECT rank, world_size FROM runs WHERE run = ?", [r.run]) == [(rank, world)]
+
+
+def test_device_properties_that_are_not_objects_are_named(fresh_db, tmp_path, amp_doc):
+    doc = copy.deepcopy(amp_doc)
+    doc["deviceProperties"] = "NVIDIA H100"
+    p = write(tmp_path, "dev.json", dump(doc))
+    r, warned = ingest_warned(fresh_db, p)
+    assert warned == [f"{p}: deviceProperties is not a list of objects; kept in the run's metadata only"]
+    assert rows(fresh_db, "SELECT device_name, device_properties, json_extract_string(metadata, '$.deviceProperties') "
+                          "FROM runs WHERE run = ?", [r.run]) == [(None, None, "NVIDIA H100")]
 
 
 def test_gzip_without_its_trailer_loads_whole_with_a_warning(fresh_db, tmp_path, amp_doc):
@@ -436,6 +525,16 @@ def test_sampler_timestamps_not_in_ns_are_refused(loaded, tmp_path, scale, fmt):
         v = int(t) // scale if fmt == "{:d}" else int(t) / scale
         out.append(fmt.format(v) + "," + rest)
     refused(loaded, write(tmp_path, "secs_power.csv", "\n".join(out) + "\n"), "not epoch nanoseconds")
+
+
+def test_sampler_timestamps_before_1970_are_refused(loaded, tmp_path):
+    """The real sampler log moved before the epoch (each timestamp minus the last):
+    refused, where it loaded and paired by nothing."""
+    text = SAMPLER.read_text().splitlines()
+    last = int(text[-1].split(",", 1)[0])
+    out = [text[0]] + [f"{int(t) - last - 1},{rest}" for t, rest in (l.split(",", 1) for l in text[1:])]
+    msg = refused(loaded, write(tmp_path, "old_power.csv", "\n".join(out) + "\n"), "before 1970")
+    assert f"timestamp_ns holds '{int(text[1].split(',', 1)[0]) - last - 1}'" in msg
 
 
 def test_sampler_log_with_a_cut_off_last_row(fresh_db, tmp_path):

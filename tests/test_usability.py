@@ -408,6 +408,10 @@ def test_perfetto_export_is_chrome_trace_json_that_tracedb_reingests(full, tmp_p
     con.close()
     r = cli("export", "--perfetto", "--run", f"{AMP}_raw", "-o", tmp_path / "x.json", "--db", path)
     assert r.returncode == 1 and "is of kind ncu" in r.stderr
+    # a name that does not say JSON is refused before anything is written (it wrote JSON to x.txt)
+    r = cli("export", "--perfetto", "--run", AMP, "-o", tmp_path / "x.txt", "--db", path)
+    assert r.returncode == 1 and not (tmp_path / "x.txt").exists() and r.stderr.count("\n") == 1
+    assert "x.txt: it writes Chrome-trace JSON: name the file FILE.json, or FILE.json.gz" in r.stderr
 
 
 # ---- nothing silently empty ----------------------------------------------------------
@@ -457,6 +461,11 @@ def test_json_output_is_json_and_o_names_a_file(tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout) == {
         "l": [None, 2.5], "s": {"k": None, "v": [[None]]}, "m": {"a": None}, "ls": [{"q": None}], "n": None,
         "t": "infinity", "u": 18446744073709551615, 'we"ird': 'a"b', "o": {"ORBIT": None}}
+    # a CSV cell holding a nested value is JSON too (it was `[NaN,2.5]`, which json.loads refuses)
+    r = cli("sql", nested, "--db", path, "--format", "csv")
+    cells = next(csv.DictReader(io.StringIO(r.stdout)))
+    assert r.returncode == 0 and {k: json.loads(cells[k]) for k in ("l", "s", "m", "ls", "o")} == {
+        "l": [None, 2.5], "s": {"k": None, "v": [[None]]}, "m": {"a": None}, "ls": [{"q": None}], "o": {"ORBIT": None}}
     # names that repeat or differ only in case keep every value (a dict per row lost them)
     r = cli("sql", "SELECT 1 AS a, 2 AS a, 3 AS A", "--db", path, "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout) == {"a": 1, "a_1": 2, "A_2": 3}

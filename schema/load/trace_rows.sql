@@ -14,7 +14,11 @@
 -- 0 µs when every other ts and dur is a number: read as doubles, DuckDB casts it);
 -- an event other than metadata (ph M) without a ts is named (its ts_ns is NULL);
 -- a correlation or external id beyond 64 bits gets a negative stand-in derived from
--- its text (real ids are positive), so a kernel keeps its launch.
+-- its text (real ids are positive), so a kernel keeps its launch; one that is not
+-- an integer (1.5, text) is dropped (NULL: DuckDB's cast would round 1.5 onto
+-- another event's id 2); args that are not an object (a list, a string) and GPU
+-- activity that is not a complete event (ph X: derive_trace.sql reads only those)
+-- are named.
 -- reads: _trace_source (ingest/trace.py: DuckDB's JSON reader over the pieces, or an Arrow batch)
 -- columns of it read here: ph cat name pid tid ts dur id args ts_ns dur_ns needs_exact
 -- creates: _trace_rows (view; ingest/trace.py drops it once staged)
@@ -23,8 +27,8 @@ SELECT
     ph, cat, name, pid, tid,
     ts_ns,
     CASE WHEN dur_ns >= 0 THEN dur_ns END AS dur_ns,
-    coalesce(TRY_CAST(corr AS BIGINT), id_stand_in(corr)) AS correlation,
-    coalesce(TRY_CAST(ext AS BIGINT), id_stand_in(ext)) AS external_id,
+    CASE WHEN corr_n IS NULL THEN id_stand_in(corr) WHEN NOT id_unusable(corr, corr_n) THEN corr_n END AS correlation,
+    CASE WHEN ext_n IS NULL THEN id_stand_in(ext) WHEN NOT id_unusable(ext, ext_n) THEN ext_n END AS external_id,
     coalesce(TRY_CAST(a[5] AS BIGINT),
              CASE WHEN tid LIKE 'stream %' THEN TRY_CAST(substr(tid, 8) AS BIGINT) END) AS stream,
     TRY_CAST(a[6] AS BIGINT) AS device,
@@ -36,14 +40,18 @@ SELECT
              THEN 'ts or dur not a number' END,
         CASE WHEN dur_ns < 0 THEN 'negative dur' END,
         CASE WHEN ts IS NULL AND ph <> 'M' THEN 'no ts' END,
-        CASE WHEN TRY_CAST(corr AS BIGINT) IS NULL AND id_stand_in(corr) IS NOT NULL
-               OR TRY_CAST(ext AS BIGINT) IS NULL AND id_stand_in(ext) IS NOT NULL THEN 'id beyond 64 bits' END
+        CASE WHEN corr_n IS NULL AND id_stand_in(corr) IS NOT NULL
+               OR ext_n IS NULL AND id_stand_in(ext) IS NOT NULL THEN 'id beyond 64 bits' END,
+        CASE WHEN id_unusable(corr, corr_n) OR id_unusable(ext, ext_n) THEN 'id not an integer' END,
+        CASE WHEN NOT starts_with(CAST(args AS VARCHAR), '{') THEN 'args not an object' END,
+        CASE WHEN ph <> 'X' AND gpu_activity_kind(cat) IS NOT NULL THEN 'gpu activity not ph X' END
     ), '') AS problem
 FROM (
-    SELECT *, coalesce(a[1], a[2]) AS corr, coalesce(a[3], a[4]) AS ext
+    SELECT *, TRY_CAST(corr AS BIGINT) AS corr_n, TRY_CAST(ext AS BIGINT) AS ext_n
+    FROM (SELECT *, coalesce(a[1], a[2]) AS corr, coalesce(a[3], a[4]) AS ext
     FROM (
         SELECT *, json_extract_string(args, ['$.correlation', '$.correlation_id', '$."External id"',
                                              '$."external id"', '$.stream', '$.device']) AS a
         FROM _trace_source
-    )
+    ))
 );

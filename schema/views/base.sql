@@ -31,6 +31,15 @@ CREATE OR REPLACE MACRO us_double_to_ns(d) AS
 CREATE OR REPLACE MACRO id_stand_in(t) AS
     CASE WHEN regexp_full_match(t, '-?[0-9]{19,}') THEN -1 - CAST(hash(t) >> 2 AS BIGINT) END;
 
+-- A correlation or external id's text `t`, cast to BIGINT as `n`, that names no
+-- event: a fraction (DuckDB's cast rounds 1.5 to 2, another event's id) or text
+-- that is not a number (and not an integer beyond 64 bits: id_stand_in).
+CREATE OR REPLACE MACRO id_unusable(t, n) AS
+    CASE WHEN n IS NULL THEN t IS NOT NULL AND id_stand_in(t) IS NULL
+         WHEN contains(t, '.') OR contains(t, 'e') OR contains(t, 'E')
+         THEN coalesce(TRY_CAST(t AS DOUBLE) <> n, true)
+         ELSE false END;
+
 -- Runtime or driver API call (the launch side of a correlation id).
 CREATE OR REPLACE MACRO is_launch_category(cat) AS
     lower(cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver');
