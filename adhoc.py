@@ -109,7 +109,8 @@ def _holds_text_type(t):
     themselves: a field named ORBIT is no BIT)."""
     if t.id in _AS_TEXT:
         return True
-    return t.id in _NESTED and any(_holds_text_type(child) for _, child in t.children)
+    return t.id in _NESTED and any(_holds_text_type(child) for _, child in t.children
+                                   if not isinstance(child, int))     # an ARRAY's ('size', n)
 
 
 def _explain(e, write):

@@ -236,6 +236,11 @@ def finite(x, t, depth=0):
         inner = finite(f"{e}.value", t.children[1][1], depth + 1)
         return x if inner == f"{e}.value" else \
             f"map_from_entries(list_transform(map_entries({x}), lambda {e}: {{'key': {e}.key, 'value': {inner}}}))"
+    if t.id == "tuple":         # unnamed fields (row(...)): by position
+        inner = [finite(f"struct_extract({x}, {i})", ft, depth + 1) for i, (_, ft) in enumerate(t.children, 1)]
+        if inner == [f"struct_extract({x}, {i})" for i in range(1, len(inner) + 1)]:
+            return x
+        return f"CASE WHEN {x} IS NOT NULL THEN row({', '.join(inner)}) END"
     if t.id == "struct":
         fields = [(f"struct_extract({x}, '{name.replace(chr(39), chr(39) * 2)}')", name, ft) for name, ft in t.children]
         inner = [finite(ref, ft, depth + 1) for ref, _, ft in fields]

@@ -71,7 +71,7 @@ def export(con, run, path, progress=False):
         con.execute(m)
     ((total, first, last),) = rows(con, "SELECT count(*), min(event_id), max(event_id) FROM events WHERE run = ?",
                                    [run])
-    opener = gzip.open if str(path).endswith(".gz") else open
+    opener = gzip.open if str(path).lower().endswith(".gz") else open
     t0, n = time.monotonic(), 0
     try:
         with memory_cap(con), opener(path, "wt", encoding="utf-8") as f:

@@ -217,12 +217,12 @@ _MENDED = {
              "iteration and report",
     "id beyond 64 bits": "have a correlation or external id beyond 64 bits; each got a negative stand-in "
                          "(id_stand_in), so kernels keep their launches",
-    "id not an integer": "have a correlation or external id that is not an integer (a fraction, or text); "
-                         "stored as NULL, so they link to nothing",
+    "id not an integer": "have a correlation or external id that is not an integer (a fraction, text, or a "
+                         "float beyond 64 bits); stored as NULL, so they link to nothing",
     "args not an object": "have args that are not a JSON object (a list, a string or a number); kept as "
                           "written, with no correlation, external id, stream or device",
     "gpu activity not ph X": "are GPU activity (a kernel, memcpy or memset category) but not a complete "
-                             "event (ph X); kept in events, left out of kernels",
+                             "event (ph X, or no ph); kept in events, left out of kernels",
 }
 
 
@@ -340,7 +340,12 @@ def _load_cupti_ranges(con, path, run):
 
 
 def _whole(v, low, high):
-    """v when it is an integer (not a bool) in [low, high), else None."""
+    """v as an int when it is a whole number in [low, high), also written as a float
+    (1.0) or as digits ("1"); None for anything else (a bool, 2.5, "abc")."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    elif isinstance(v, str) and re.fullmatch(r"\s*[0-9]+\s*", v):
+        v = int(v)
     return v if isinstance(v, int) and not isinstance(v, bool) and low <= v < high else None
 
 
@@ -358,7 +363,7 @@ def _distributed(path, dist):
     bad = [f"{k} {json.dumps(v, default=str)} is not an integer from {lo} to 2^31 - 1" for k, v, good, lo in
            (("rank", rank, good_rank, 0), ("world_size", world, good_world, 1)) if v is not None and good is None]
     if good_rank is not None and good_world is not None and good_rank >= good_world:
-        bad.append(f"rank {rank} is not below world_size {world}: both")
+        bad.append(f"rank {good_rank} is not below world_size {good_world}: both")
         good_rank = good_world = None
     if bad:
         warnings.warn(f"{path}: distributedInfo: {'; '.join(bad)}; left out (--rank N sets the rank)")

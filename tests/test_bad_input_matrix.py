@@ -163,24 +163,28 @@ def test_ids_that_are_not_integers_link_to_nothing(fresh_db, tmp_path, amp_doc):
     """A kernel of the real trace given the correlation of another launch minus a half
     (DuckDB's cast rounded it onto that launch), and an op given a text External id:
     both NULL, named in one warning; every other kernel keeps the launch that the
-    independent reference finds for it."""
+    independent reference finds for it, one of them with its correlation written as
+    digits ("123") and its launch's as a whole float (123.0)."""
     doc = copy.deepcopy(amp_doc)
     ref = launches(doc)
     kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["args"]["correlation"] in ref]
-    victim, other = kernels[10], kernels[20]
+    corr = {id(e): e["args"]["correlation"] for e in kernels}
+    victim, other, written = kernels[10], kernels[20], kernels[30]
     victim["args"]["correlation"] = other["args"]["correlation"] - 0.5
+    written["args"]["correlation"] = str(corr[id(written)])
+    ref[corr[id(written)]][1]["args"]["correlation"] = float(corr[id(written)])
     op = next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and "External id" in e["args"])
     op["args"]["External id"] = "first"
     p = write(tmp_path, "fraction.json", dump(doc))
     r, said = ingest_warned(fresh_db, p)
     first = min((victim, op), key=doc["traceEvents"].index)
-    assert said == [f"{p}: 2 events have a correlation or external id that is not an integer (a fraction, or "
-                    f"text); stored as NULL, so they link to nothing (first: {first['name']!r})"]
+    assert said == [f"{p}: 2 events have a correlation or external id that is not an integer (a fraction, text, "
+                    f"or a float beyond 64 bits); stored as NULL, so they link to nothing (first: {first['name']!r})"]
     got = {(n, t): (c, launch) for n, t, c, launch in rows(
         fresh_db, "SELECT name, ts_ns, correlation, launch_name FROM kernels WHERE run = ? AND kind = 'kernel'",
         [r.run])}
     assert got[(victim["name"], ns(doc, victim["ts"]))] == (None, None)
-    expect = {(e["name"], ns(doc, e["ts"])): (e["args"]["correlation"], ref[e["args"]["correlation"]][1]["name"])
+    expect = {(e["name"], ns(doc, e["ts"])): (corr[id(e)], ref[corr[id(e)]][1]["name"])
               for e in kernels if e is not victim}
     assert {k: v for k, v in got.items() if k in expect} == expect
     assert scalar(fresh_db, "SELECT count(*) FROM events WHERE run = ? AND cat = 'cpu_op' AND external_id IS NULL",
@@ -188,12 +192,14 @@ def test_ids_that_are_not_integers_link_to_nothing(fresh_db, tmp_path, amp_doc):
 
 
 def test_args_that_are_not_objects_and_gpu_events_that_are_not_complete_are_named(fresh_db, tmp_path, amp_doc):
-    """A kernel's args made a list, an op's a string, and another kernel made an
-    instant event (ph i): each kind named in a warning with its count and first event;
-    the args are kept as written, and the instant is not a kernel."""
+    """A kernel's args made a list, an op's a string, another kernel made an instant
+    event (ph i) and one more left without a ph: each kind named in a warning with its
+    count and first event; the args are kept as written, and neither of those two
+    kernels is a kernel."""
     doc = copy.deepcopy(amp_doc)
     gpu = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
-    listed, instant = gpu[3], gpu[7]
+    listed, instant, phless = gpu[3], gpu[7], gpu[9]
+    del phless["ph"]
     listed["args"] = [listed["args"]]
     op = next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")
     op["args"] = "not an object"
@@ -204,9 +210,9 @@ def test_args_that_are_not_objects_and_gpu_events_that_are_not_complete_are_name
     assert said == [
         f"{p}: 2 events have args that are not a JSON object (a list, a string or a number); kept as written, with "
         f"no correlation, external id, stream or device (first: {first['name']!r})",
-        f"{p}: 1 events are GPU activity (a kernel, memcpy or memset category) but not a complete event (ph X); "
-        f"kept in events, left out of kernels (first: {instant['name']!r})"]
-    assert scalar(fresh_db, "SELECT count(*) FROM kernels WHERE run = ? AND kind = 'kernel'", [r.run]) == len(gpu) - 1
+        f"{p}: 2 events are GPU activity (a kernel, memcpy or memset category) but not a complete event (ph X, "
+        f"or no ph); kept in events, left out of kernels (first: {instant['name']!r})"]
+    assert scalar(fresh_db, "SELECT count(*) FROM kernels WHERE run = ? AND kind = 'kernel'", [r.run]) == len(gpu) - 2
     kept = {a for (a,) in rows(fresh_db, "SELECT CAST(args AS VARCHAR) FROM events WHERE run = ? "
                                          "AND NOT starts_with(CAST(args AS VARCHAR), '{')", [r.run])}
     assert {json.loads(a) for a in kept if a.startswith('"')} == {"not an object"}
@@ -215,6 +221,8 @@ def test_args_that_are_not_objects_and_gpu_events_that_are_not_complete_are_name
 
 @pytest.mark.parametrize("dist, rank, world, said", [
     ({"rank": 1, "world_size": 4}, 1, 4, None),
+    ({"rank": "1", "world_size": "2"}, 1, 2, None),          # digits and whole floats are ranks
+    ({"rank": 1.0, "world_size": 4.0}, 1, 4, None),
     ({"rank": "abc", "world_size": 2}, None, 2, 'rank "abc" is not an integer from 0 to 2^31 - 1'),
     ({"rank": 2.5, "world_size": 4}, None, 4, "rank 2.5 is not an integer from 0 to 2^31 - 1"),
     ({"rank": True, "world_size": 4}, None, 4, "rank true is not an integer from 0 to 2^31 - 1"),

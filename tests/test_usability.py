@@ -412,6 +412,9 @@ def test_perfetto_export_is_chrome_trace_json_that_tracedb_reingests(full, tmp_p
     r = cli("export", "--perfetto", "--run", AMP, "-o", tmp_path / "x.txt", "--db", path)
     assert r.returncode == 1 and not (tmp_path / "x.txt").exists() and r.stderr.count("\n") == 1
     assert "x.txt: it writes Chrome-trace JSON: name the file FILE.json, or FILE.json.gz" in r.stderr
+    # the suffix in capitals compresses too (the check let it through, the writer wrote plain JSON)
+    r = cli("export", "--perfetto", "--run", AMP, "-o", tmp_path / "X.JSON.GZ", "--db", path)
+    assert r.returncode == 0 and (tmp_path / "X.JSON.GZ").read_bytes()[:2] == b"\x1f\x8b", r.stderr
 
 
 # ---- nothing silently empty ----------------------------------------------------------
@@ -461,11 +464,17 @@ def test_json_output_is_json_and_o_names_a_file(tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout) == {
         "l": [None, 2.5], "s": {"k": None, "v": [[None]]}, "m": {"a": None}, "ls": [{"q": None}], "n": None,
         "t": "infinity", "u": 18446744073709551615, 'we"ird': 'a"b', "o": {"ORBIT": None}}
-    # a CSV cell holding a nested value is JSON too (it was `[NaN,2.5]`, which json.loads refuses)
-    r = cli("sql", nested, "--db", path, "--format", "csv")
+    # a CSV cell holding a nested value is JSON too, with null for NaN (it was `[NaN,2.5]`:
+    # json.loads reads that as Python's nan, a strict JSON reader refuses it)
+    r = cli("sql", nested + ", row('nan'::DOUBLE, 2.5::DOUBLE) AS tup, ['inf'::DOUBLE, 1.0]::DOUBLE[2] AS arr",
+            "--db", path, "--format", "csv")
     cells = next(csv.DictReader(io.StringIO(r.stdout)))
-    assert r.returncode == 0 and {k: json.loads(cells[k]) for k in ("l", "s", "m", "ls", "o")} == {
-        "l": [None, 2.5], "s": {"k": None, "v": [[None]]}, "m": {"a": None}, "ls": [{"q": None}], "o": {"ORBIT": None}}
+    assert r.returncode == 0 and {k: json.loads(cells[k]) for k in ("l", "s", "m", "ls", "o", "tup", "arr")} == {
+        "l": [None, 2.5], "s": {"k": None, "v": [[None]]}, "m": {"a": None}, "ls": [{"q": None}], "o": {"ORBIT": None},
+        "tup": [None, 2.5], "arr": [None, 1.0]}
+    # a fixed-size ARRAY in JSON lines (its type's size child was taken for a type: a traceback)
+    r = cli("sql", "SELECT ['nan'::DOUBLE, 1.0]::DOUBLE[2] AS a", "--db", path, "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout) == {"a": [None, 1.0]}, r.stderr
     # names that repeat or differ only in case keep every value (a dict per row lost them)
     r = cli("sql", "SELECT 1 AS a, 2 AS a, 3 AS A", "--db", path, "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout) == {"a": 1, "a_1": 2, "A_2": 3}

@@ -12,7 +12,8 @@
 -- NULL, and so does a ts or dur that is not a number (the load reads such a file's
 -- numbers as text; a number written as a string is that number; a boolean is 1 or
 -- 0 µs when every other ts and dur is a number: read as doubles, DuckDB casts it);
--- an event other than metadata (ph M) without a ts is named (its ts_ns is NULL);
+-- an event other than metadata (ph M) without a ts is named (its ts_ns is NULL; an
+-- event with neither, XProf's closing {}, is not);
 -- a correlation or external id beyond 64 bits gets a negative stand-in derived from
 -- its text (real ids are positive), so a kernel keeps its launch; one that is not
 -- an integer (1.5, text) is dropped (NULL: DuckDB's cast would round 1.5 onto
@@ -44,7 +45,7 @@ SELECT
                OR ext_n IS NULL AND id_stand_in(ext) IS NOT NULL THEN 'id beyond 64 bits' END,
         CASE WHEN id_unusable(corr, corr_n) OR id_unusable(ext, ext_n) THEN 'id not an integer' END,
         CASE WHEN NOT starts_with(CAST(args AS VARCHAR), '{') THEN 'args not an object' END,
-        CASE WHEN ph <> 'X' AND gpu_activity_kind(cat) IS NOT NULL THEN 'gpu activity not ph X' END
+        CASE WHEN ph IS DISTINCT FROM 'X' AND gpu_activity_kind(cat) IS NOT NULL THEN 'gpu activity not ph X' END
     ), '') AS problem
 FROM (
     SELECT *, TRY_CAST(corr AS BIGINT) AS corr_n, TRY_CAST(ext AS BIGINT) AS ext_n

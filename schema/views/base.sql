@@ -32,12 +32,13 @@ CREATE OR REPLACE MACRO id_stand_in(t) AS
     CASE WHEN regexp_full_match(t, '-?[0-9]{19,}') THEN -1 - CAST(hash(t) >> 2 AS BIGINT) END;
 
 -- A correlation or external id's text `t`, cast to BIGINT as `n`, that names no
--- event: a fraction (DuckDB's cast rounds 1.5 to 2, another event's id) or text
--- that is not a number (and not an integer beyond 64 bits: id_stand_in).
+-- event: a fraction (DuckDB's cast rounds 1.5 to 2, another event's id), text that
+-- is not a number, or a float too large for BIGINT (not an integer beyond 64 bits
+-- written out: id_stand_in). Text DuckDB casts to an integer (hex 0x1e) stays.
 CREATE OR REPLACE MACRO id_unusable(t, n) AS
     CASE WHEN n IS NULL THEN t IS NOT NULL AND id_stand_in(t) IS NULL
          WHEN contains(t, '.') OR contains(t, 'e') OR contains(t, 'E')
-         THEN coalesce(TRY_CAST(t AS DOUBLE) <> n, true)
+         THEN coalesce(TRY_CAST(t AS DOUBLE) <> n, false)
          ELSE false END;
 
 -- Runtime or driver API call (the launch side of a correlation id).
