@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import independent as ref
+from independent_dist import union
 from conftest import AMP_NCU_BASE, AMP_TRACE, DATA, raw_trace, read_ncu_csv
 from tracedb import cli, db, reports
 from tracedb.db import rows, scalar
@@ -97,17 +98,6 @@ def test_the_unions_of_kernels_and_of_all_activity_are_apart(fresh_db):
         assert (g["kernel_busy_ns"], g["gpu_event_busy_ns"]) == (kernels, every) and kernels < every
 
 
-def _islands(intervals):
-    """The maximal busy intervals of [start, end] intervals (one touching the last joins it)."""
-    out = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [tuple(x) for x in out]
-
-
 def test_busy_intervals_of_kernels_that_share_start_and_end(fresh_db, tmp_path):
     """The real trace with a twin of every GPU activity (the same start, and every
     other one the same end, on another stream, no launch). gpu_busy_intervals sorts twice
@@ -137,8 +127,8 @@ def test_busy_intervals_of_kernels_that_share_start_and_end(fresh_db, tmp_path):
     assert {it for _, it in got} == set(steps)
     for step in steps:
         spans = ref.iteration_intervals(doc, step)
-        assert got[("kernels", step)] == _islands([(a, b) for kind, a, b in spans if kind == "kernel"])
-        assert got[("all", step)] == _islands([(a, b) for _, a, b in spans])
+        assert got[("kernels", step)] == [tuple(x) for x in union([(a, b) for kind, a, b in spans if kind == "kernel"])]
+        assert got[("all", step)] == [tuple(x) for x in union([(a, b) for _, a, b in spans])]
         assert len([1 for kind, _, _ in spans if kind == "kernel"]) % 2 == 0      # every kernel has its twin
     # (DuckDB 2.0 happens to order the ties alike in both sorts even without kernel_id:
     # this checks the islands on tied data, it does not show the tie-break is needed)
