@@ -236,18 +236,14 @@ def finite(x, t, depth=0):
         inner = finite(f"{e}.value", t.children[1][1], depth + 1)
         return x if inner == f"{e}.value" else \
             f"map_from_entries(list_transform(map_entries({x}), lambda {e}: {{'key': {e}.key, 'value': {inner}}}))"
-    if t.id == "tuple":         # unnamed fields (row(...)): by position
-        inner = [finite(f"struct_extract({x}, {i})", ft, depth + 1) for i, (_, ft) in enumerate(t.children, 1)]
-        if inner == [f"struct_extract({x}, {i})" for i in range(1, len(inner) + 1)]:
+    if t.id in ("struct", "tuple"):      # a tuple is row(...): its fields have no names
+        refs = [f"struct_extract_at({x}, {i})" for i in range(1, len(t.children) + 1)]
+        inner = [finite(ref, ft, depth + 1) for ref, (_, ft) in zip(refs, t.children)]
+        if inner == refs:
             return x
-        return f"CASE WHEN {x} IS NOT NULL THEN row({', '.join(inner)}) END"
-    if t.id == "struct":
-        fields = [(f"struct_extract({x}, '{name.replace(chr(39), chr(39) * 2)}')", name, ft) for name, ft in t.children]
-        inner = [finite(ref, ft, depth + 1) for ref, _, ft in fields]
-        if inner == [ref for ref, _, _ in fields]:
-            return x
-        packed = ", ".join(f"{_quoted(name)} := {v}" for (_, name, _), v in zip(fields, inner))
-        return f"CASE WHEN {x} IS NOT NULL THEN struct_pack({packed}) END"
+        packed = f"row({', '.join(inner)})" if t.id == "tuple" else \
+            f"struct_pack({', '.join(f'{_quoted(name)} := {v}' for (name, _), v in zip(t.children, inner))})"
+        return f"CASE WHEN {x} IS NOT NULL THEN {packed} END"
     return x
 
 

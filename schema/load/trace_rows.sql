@@ -28,8 +28,8 @@ SELECT
     ph, cat, name, pid, tid,
     ts_ns,
     CASE WHEN dur_ns >= 0 THEN dur_ns END AS dur_ns,
-    CASE WHEN corr_n IS NULL THEN id_stand_in(corr) WHEN NOT id_unusable(corr, corr_n) THEN corr_n END AS correlation,
-    CASE WHEN ext_n IS NULL THEN id_stand_in(ext) WHEN NOT id_unusable(ext, ext_n) THEN ext_n END AS external_id,
+    CASE WHEN corr_bad THEN NULL WHEN corr_n IS NULL THEN id_stand_in(corr) ELSE corr_n END AS correlation,
+    CASE WHEN ext_bad THEN NULL WHEN ext_n IS NULL THEN id_stand_in(ext) ELSE ext_n END AS external_id,
     coalesce(TRY_CAST(a[5] AS BIGINT),
              CASE WHEN tid LIKE 'stream %' THEN TRY_CAST(substr(tid, 8) AS BIGINT) END) AS stream,
     TRY_CAST(a[6] AS BIGINT) AS device,
@@ -43,16 +43,17 @@ SELECT
         CASE WHEN ts IS NULL AND ph <> 'M' THEN 'no ts' END,
         CASE WHEN corr_n IS NULL AND id_stand_in(corr) IS NOT NULL
                OR ext_n IS NULL AND id_stand_in(ext) IS NOT NULL THEN 'id beyond 64 bits' END,
-        CASE WHEN id_unusable(corr, corr_n) OR id_unusable(ext, ext_n) THEN 'id not an integer' END,
+        CASE WHEN corr_bad OR ext_bad THEN 'id not an integer' END,
         CASE WHEN NOT starts_with(CAST(args AS VARCHAR), '{') THEN 'args not an object' END,
         CASE WHEN ph IS DISTINCT FROM 'X' AND gpu_activity_kind(cat) IS NOT NULL THEN 'gpu activity not ph X' END
     ), '') AS problem
-FROM (
-    SELECT *, TRY_CAST(corr AS BIGINT) AS corr_n, TRY_CAST(ext AS BIGINT) AS ext_n
-    FROM (SELECT *, coalesce(a[1], a[2]) AS corr, coalesce(a[3], a[4]) AS ext
+FROM (      -- (each alias read by the ones after it)
+    SELECT *, coalesce(a[1], a[2]) AS corr, coalesce(a[3], a[4]) AS ext,
+           TRY_CAST(corr AS BIGINT) AS corr_n, TRY_CAST(ext AS BIGINT) AS ext_n,
+           id_unusable(corr, corr_n) AS corr_bad, id_unusable(ext, ext_n) AS ext_bad
     FROM (
         SELECT *, json_extract_string(args, ['$.correlation', '$.correlation_id', '$."External id"',
                                              '$."external id"', '$.stream', '$.device']) AS a
         FROM _trace_source
-    ))
+    )
 );
