@@ -187,12 +187,13 @@ def _check_ns(con, path):
     """Refuse sampler timestamps that are not epoch nanoseconds: negative or fractional
     values, or a median step between samples under 10 µs (NVML cannot sample that fast;
     seconds or milliseconds step by 0 or a few units)."""
-    frac = scalar(con, "SELECT timestamp_ns FROM _power_raw WHERE timestamp_ns LIKE '%.%' "
-                       "OR lower(timestamp_ns) LIKE '%e%' LIMIT 1")
+    ((neg, frac),) = rows(con, """SELECT     -- the first of each, in one scan
+        arg_min(timestamp_ns, rowid) FILTER (WHERE TRY_CAST(timestamp_ns AS HUGEINT) < 0),
+        arg_min(timestamp_ns, rowid) FILTER (WHERE timestamp_ns LIKE '%.%' OR lower(timestamp_ns) LIKE '%e%')
+        FROM _power_raw""")
     step = scalar(con, """SELECT median(d) FROM (SELECT TRY_CAST(timestamp_ns AS HUGEINT)
                               - lag(TRY_CAST(timestamp_ns AS HUGEINT)) OVER (ORDER BY rowid) AS d FROM _power_raw)
                           WHERE d > 0""")
-    neg = scalar(con, "SELECT timestamp_ns FROM _power_raw WHERE TRY_CAST(timestamp_ns AS HUGEINT) < 0 LIMIT 1")
     if neg is not None:
         raise IngestError(path, f"timestamp_ns holds {neg.strip()!r}: before 1970, not epoch nanoseconds; "
                                 "write nanoseconds (time.time_ns())")
