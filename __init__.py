@@ -3,8 +3,10 @@
 Data path: file -> ingest/ reader -> Arrow batches or DuckDB scans -> schema/
 tables -> queries/ reports -> table, file or chart.
 """
-from tracedb.api import connect
-from tracedb.capture import capture
+__version__ = "0.1.0"
+
+from . import analysis  # noqa: F401 (the analyses register with the report engine)
+from .api import connect
+from .capture.session import capture
 
 __all__ = ["capture", "connect"]
-__version__ = "0.1.0"

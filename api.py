@@ -12,12 +12,15 @@ unless it writes) and closes it, so a notebook never locks the CLI out of the sa
 file. Inside `with tracedb.connect(path) as t:` one connection (writable when
 read_only=False is given) is kept for the block.
 """
+import os
 from contextlib import contextmanager
 
 import pyarrow as pa
 
-from tracedb import db, reports
-from tracedb.ingest import ingest_file
+from .store import db
+from .query import reports
+from .errors import TracedbError
+from .ingest import IngestError
 
 
 class Result:
@@ -45,10 +48,10 @@ class Result:
     def chart(self, name=None):
         """The chart of the report these rows came from (charts.CHARTS), as a Figure
         that a notebook draws; .save(path) writes html/png/svg."""
-        from tracedb import charts
+        from .present import charts
         name = name or (charts.chart_for(self.report) if self.report else None)
         if name is None:
-            have = ", ".join(f"{c} ({r})" for c, (r, _) in charts.CHARTS.items())
+            have = ", ".join(f"{c} ({chart.report})" for c, chart in charts.CHARTS.items())
             raise reports.ReportError(f"no chart for {'report ' + self.report if self.report else 'ad-hoc SQL'} "
                                       f"(charts and their reports: {have})")
         return _Chart(charts.from_table(name, self.arrow))
@@ -57,7 +60,7 @@ class Result:
         return self.arrow.num_rows
 
     def __repr__(self):
-        from tracedb.output import render
+        from .present.output import render
         return render(self.arrow, width=120)
 
     def _repr_html_(self, limit=200):
@@ -80,7 +83,7 @@ class _Chart:
         self.figure = figure
 
     def save(self, path):
-        from tracedb import charts
+        from .present import charts
         charts.save(self.figure, path)
 
     def to_dict(self):
@@ -103,7 +106,6 @@ class TraceDB:
                 raise PermissionError(f"{self.path}: opened read-only (tracedb.connect(..., read_only=False) to write)")
             yield self._held
             return
-        import os
         if not write and not os.path.exists(self.path):
             raise FileNotFoundError(f"{self.path}: no such database (ingest into it first)")
         con = db.connect(self.path, read_only=not write)
@@ -126,28 +128,35 @@ class TraceDB:
 
     # -- writing --
     def ingest(self, path, run=None, pair_with=None, offset_ns=None, tz=None, columns=None,
-               start_ns=None, interval_ms=None, job=None, rank=None):
-        """Load a file (see `tracedb ingest`): one IngestResult; or a directory's rank
-        traces as one job: a list. The power-log options are those of the CLI."""
-        import os
-        from tracedb.jobs import ingest_groups
+               start_ns=None, interval_ms=None, job=None, rank=None, iterations_from=None, jobs=None):
+        """Load a file as `tracedb ingest` does (ingest/batch.py: the same pairing of
+        ncu reports and logs): one IngestResult; or a directory's files (a job's rank
+        traces, a capture folder's trace and logs): a list. The first file that fails
+        raises its IngestError, after the others are loaded."""
+        from .ingest.batch import ingest_groups_into
+        from .ingest.jobs import ingest_groups
         options = {"offset_ns": offset_ns, "tz": tz, "columns": columns, "start_ns": start_ns,
-                   "interval_ms": interval_ms}
+                   "interval_ms": interval_ms, "iterations_from": iterations_from}
         groups = ingest_groups([path], job=job, rank=rank)
         with self._con(write=True) as con:
-            results = [ingest_file(con, f, run=run, pair_with=pair_with, options={**options, **o})
-                       for files, o in groups for f in files]
+            outcomes = ingest_groups_into(con, groups, run=run, pair_with=pair_with, jobs=jobs, options=options)
+        failed = next((o for o in outcomes if o.failed), None)
+        if failed is not None:
+            raise IngestError(failed.path, next(t for level, t in failed.lines if level == "error")
+                              .removeprefix(f"{failed.path}: "))
+        given = {str(f): i for i, f in enumerate(f for files, _ in groups for f in files)}
+        results = [o.result for o in sorted(outcomes, key=lambda o: given.get(str(o.path), len(given)))]
         return results if os.path.isdir(path) else results[0]
 
     def match(self, trace_run, ncu_run, iteration=None, whole_run=False):
         """Pair the kernels of an ncu run with a trace run's; returns the match_runs row."""
-        from tracedb.match import match
+        from .ingest.match import match
         with self._con(write=True) as con:
             return match(con, trace_run, ncu_run, iteration=iteration, whole_run=whole_run)
 
     def remove(self, run):
         """Remove a run from every table (tracedb rm)."""
-        from tracedb import admin
+        from .store import admin
         with self._con(write=True) as con:
             return admin.remove_run(con, run)
 
@@ -164,7 +173,7 @@ class TraceDB:
 
     def chart(self, name, run=None, **params):
         """The chart `name` (tracedb chart) over its report's rows."""
-        from tracedb import charts
+        from .present import charts
         if run is not None:
             params["run"] = run
         with self._con() as con:
@@ -175,13 +184,56 @@ class TraceDB:
         (run: one name or a list) into the Parquet lake folder `lake`."""
         with self._con() as con:
             if perfetto:
-                from tracedb import perfetto as pf
+                from .present import perfetto as pf
                 return pf.export(con, run, path)
-            from tracedb import lake as lk
+            from .query import lake as lk
             return lk.export(con, lake or path, [run] if isinstance(run, str) else run)
 
     def reports(self):
         return list(reports.all_reports())
+
+
+class DatabaseFileError(TracedbError):
+    """The database file named (--db) cannot be opened: absent, not DuckDB's, held."""
+
+
+# Bytes 8..11 of every DuckDB database file.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def check_db_file(path, must_exist):
+    """DatabaseFileError unless path is a DuckDB file (or absent/empty where it may be
+    created): DuckDB would open a .csv/.json/.parquet file as an empty in-memory
+    database, and an ingest would then print `loaded` and keep nothing."""
+    if not path:
+        raise DatabaseFileError("give --db FILE (or set TRACEDB_DB)")
+    if not os.path.exists(path):
+        if must_exist:
+            raise DatabaseFileError(f"{path}: no such database (create it with `tracedb ingest ... --db {path}`)")
+        return
+    if os.path.isdir(path):
+        raise DatabaseFileError(f"{path}: is a directory, not a database file")
+    with open(path, "rb") as f:
+        head = f.read(12)
+    if not head and must_exist:        # DuckDB's own word: "Cannot launch in-memory database in read-only mode"
+        raise DatabaseFileError(f"{path}: an empty file, not a DuckDB database")
+    if head and head[8:12] != DUCKDB_MAGIC:
+        raise DatabaseFileError(f"{path}: not a DuckDB database (--db names the database file; "
+                                "give the data file as PATH of tracedb ingest)")
+
+
+def open_database(path, write=False, wait_s=0.0, say=None):
+    """A command's connection to the database file it names (read-only unless it
+    writes), every failure one DatabaseFileError line."""
+    import duckdb
+    from .store.lock import DatabaseLocked
+    check_db_file(path, must_exist=not write)
+    try:
+        return db.connect(path, read_only=not write, wait_s=wait_s, say=say)
+    except DatabaseLocked as e:
+        raise DatabaseFileError(str(e)) from None
+    except duckdb.Error as e:
+        raise DatabaseFileError(f"{path}: cannot open database ({str(e).splitlines()[0]})") from None
 
 
 def connect(path, read_only=None):

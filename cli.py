@@ -7,52 +7,28 @@ from importlib import resources
 
 import duckdb
 
-import tracedb
-from tracedb import adhoc, argtypes, db, output, reports
-from tracedb.ingest import IngestError, ingest_file
+from . import __version__, argtypes
+from .api import check_db_file, open_database
+from .errors import TracedbError
+from .ingest import ingest_file
+from .ingest.batch import match_line
+from .present import output
+from .present.chart_list import CHARTS
+from .query import adhoc, reports
+from .store import db
+from .store.files import remove
 
 
-class UsageError(Exception):
+class UsageError(TracedbError):
     pass
-
-
-# Bytes 8..11 of every DuckDB database file.
-DUCKDB_MAGIC = b"DUCK"
-
-
-def _check_db_file(path, must_exist):
-    """UsageError unless path is a DuckDB file (or absent/empty where it may be created):
-    DuckDB would open a .csv/.json/.parquet file as an empty in-memory database,
-    and an ingest would then print `loaded` and keep nothing."""
-    if not path:
-        raise UsageError("give --db FILE (or set TRACEDB_DB)")
-    if not os.path.exists(path):
-        if must_exist:
-            raise UsageError(f"{path}: no such database (create it with `tracedb ingest ... --db {path}`)")
-        return
-    if os.path.isdir(path):
-        raise UsageError(f"{path}: is a directory, not a database file")
-    with open(path, "rb") as f:
-        head = f.read(12)
-    if not head and must_exist:        # DuckDB's own word: "Cannot launch in-memory database in read-only mode"
-        raise UsageError(f"{path}: an empty file, not a DuckDB database")
-    if head and head[8:12] != DUCKDB_MAGIC:
-        raise UsageError(f"{path}: not a DuckDB database (--db names the database file; "
-                         "give the data file as PATH of tracedb ingest)")
 
 
 _WAIT_S = 0.0       # --wait: how long to wait for a database another process holds
 
 
 def _open(path, write=False):
-    from tracedb.dblock import DatabaseLocked, say_on_stderr
-    _check_db_file(path, must_exist=not write)
-    try:
-        return db.connect(path, read_only=not write, wait_s=_WAIT_S, say=say_on_stderr)
-    except DatabaseLocked as e:
-        raise UsageError(str(e)) from None
-    except duckdb.Error as e:
-        raise UsageError(f"{path}: cannot open database ({str(e).splitlines()[0]})") from None
+    from .store.lock import say_on_stderr
+    return open_database(path, write=write, wait_s=_WAIT_S, say=say_on_stderr)
 
 
 def _params(pairs, run=None):
@@ -77,7 +53,7 @@ def cmd_ingest(args):
     options = {"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
                "start_ns": args.start_ns, "interval_ms": args.interval_ms,
                "iterations_from": args.iterations_from}
-    from tracedb.jobs import ingest_groups
+    from .ingest.jobs import ingest_groups
     try:     # a capture folder is its files; another directory one job of its rank traces (jobs.py)
         groups = ingest_groups(args.paths, job=args.job, rank=args.rank)
     except ValueError as e:
@@ -87,7 +63,7 @@ def cmd_ingest(args):
     if args.lake:
         if args.db or args.pair_with or args.run:
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
-        from tracedb import lake
+        from .query import lake
         try:
             failed = sum(lake.ingest(files, args.lake, jobs=args.jobs or 1, options={**options, **trace},
                                      report=_lake_line) for files, trace in groups)
@@ -97,7 +73,7 @@ def cmd_ingest(args):
     if not args.db:
         raise UsageError("give --db FILE (or --lake DIR)")
     if args.run is not None:
-        from tracedb.ingest import check_run_name
+        from .ingest import check_run_name
         if why := check_run_name(args.run):
             raise UsageError(why)
     new = not os.path.exists(args.db)
@@ -109,7 +85,7 @@ def cmd_ingest(args):
         empty = new and _holds_no_run(con)
         con.close()         # checkpointed, also when interrupted
         if empty:           # nothing loaded: the database this command made goes too
-            db.remove(args.db)
+            remove(args.db)
 
 
 def _holds_no_run(con):
@@ -120,77 +96,17 @@ def _holds_no_run(con):
 
 
 def _ingest_paths(con, args, options, groups):
-    from tracedb import autopair
-    from tracedb.capture import note_manifest
-    failed = 0
-    items = [(f, t) for files, t in groups for f in files]
-    kinds = {p: autopair.pairs(p) for p, _ in items}
-    command_traces = []        # trace runs of this command: the ncu reports and power logs pair with them
-    capture_traces = {}        # capture folder -> its trace run: the folder's logs and report pair with it
-    folders = {p: t.get("capture") for p, t in items}
+    from .ingest.batch import ingest_groups_into
 
-    def trace_landed(r, counts=True):
-        if counts:
-            command_traces.append(r.run)
-        if folders.get(r.path):
-            capture_traces[folders[r.path]] = r.run
-            note_manifest(con, folders[r.path], r.run)
-    parallel = _traces_for_workers(items, args)
-    if parallel:        # several traces: parsed across cores, then the files that pair with them
-        from tracedb.ingest.parallel import ingest_traces
-
-        def landed(r):
-            nonlocal failed
-            if isinstance(r, tuple):
-                print(f"tracedb: error: {r[1]}", file=sys.stderr)
-                failed += 1
-                return
-            _print_loaded(con, r.path, r)
-            trace_landed(r, counts=r.status == "loaded")
-        ingest_traces(con, parallel, jobs=args.jobs, report=landed, options=options)
-        items = [it for it in items if it not in parallel]
-    for path, trace in sorted(items, key=lambda it: kinds[it[0]] is not None):     # traces first
-        trace = dict(trace)
-        folder = trace.pop("capture", None)
-        pair_with, why = args.pair_with, None
-        if folder and kinds[path]:       # the folder's own trace, never another (nor --pair-with's)
-            if folder not in capture_traces:
-                print(f"tracedb: error: {path}: not loaded: the trace of its capture folder did not load",
-                      file=sys.stderr)
-                failed += 1
-                continue
-            pair_with, why = capture_traces[folder], "the trace of its capture folder"
-        elif kinds[path] and pair_with is None:
-            pair_with, why = autopair.before(con, command_traces)
-        try:
-            r = ingest_file(con, path, run=args.run, pair_with=pair_with, options={**options, **trace})
-            if r.kind == "trace":
-                trace_landed(r)
-        except IngestError as e:
-            print(f"tracedb: error: {e}", file=sys.stderr)
-            failed += 1
-            continue
-        _print_loaded(con, path, r)
-        if kinds[path] and pair_with is None and r.status == "loaded":
-            try:
-                r.pairing, line = autopair.after(con, path, r.run, r.kind, command_traces, options)
-            except IngestError as e:
-                print(f"tracedb: error: {e}", file=sys.stderr)
-                failed += 1
-                continue
-            print(line)
-            pair_with = r.pairing and db.scalar(con, "SELECT paired_run FROM runs WHERE run = ?", [r.run])
-        elif why and r.pairing:
-            print(f"paired {r.run} with trace {pair_with} ({why})")
-        if r.match:
-            print(_match_line(r.match))
-        elif r.pairing:
-            print(r.pairing)
-        if r.pairing and pair_with:
-            note = autopair.others(con, r.run, r.kind, pair_with)
-            if note:
-                print(note)
-    return 1 if failed else 0
+    def show(outcome):
+        for level, text in outcome.lines:
+            if level == "error":
+                print(f"tracedb: error: {text}", file=sys.stderr)
+            else:
+                print(text)
+    outcomes = ingest_groups_into(con, groups, run=args.run, pair_with=args.pair_with, jobs=args.jobs,
+                                  options=options, on_outcome=show)
+    return 1 if any(o.failed for o in outcomes) else 0
 
 
 def _lake_line(line, level):
@@ -201,93 +117,19 @@ def _lake_line(line, level):
         print(f"tracedb: {level}: {line}", file=sys.stderr, flush=True)
 
 
-def _print_loaded(con, path, r):
-    if r.status == "skipped":
-        print(f"skipped {path}: {r.message}")
-    else:
-        print(f"loaded {path} as run {r.run} ({_summary(con, r.run, r.kind)})")
-        if r.kind == "trace":
-            _trace_notes(con, path, r.run)
-
-
-def _traces_for_workers(items, args):
-    """The (trace file, options) items of the command parsed in worker processes:
-    with --jobs N > 1 every trace file; by default those of a directory (the ranks of
-    a job), when there are several."""
-    from tracedb.ingest.registry import detect
-    if args.run or len(items) < 2 or args.jobs == 1 or (os.cpu_count() or 1) == 1:
-        return []
-    if args.jobs is None:       # by default the traces of a directory (a job's ranks); files one by one
-        items = [(p, t) for p, t in items if t.get("require_rank")]
-    out = []
-    for p, t in items:
-        try:
-            if os.path.isfile(p) and detect(p)[0].kind == "trace" and not str(p).endswith(".xplane.pb"):
-                out.append((p, t))
-        except IngestError:
-            pass                    # reported by the one-by-one path
-    return out if len(out) > 1 else []
-
-
-def _summary(con, run, kind):
-    counts = db.rows(con, """SELECT (SELECT count(*) FROM events WHERE run = $r),
-                                     (SELECT count(*) FROM kernels WHERE run = $r),
-                                     (SELECT count(*) FROM iterations WHERE run = $r),
-                                     (SELECT count(DISTINCT metric) FROM counters WHERE run = $r)""",
-                     {"r": run})[0]
-    if kind == "ncu":
-        return f"ncu: {counts[1]} kernels, {counts[3]} metrics"
-    if kind == "power":
-        n, g, s = db.rows(con, "SELECT count(*), count(DISTINCT gpu), (max(ts_ns) - min(ts_ns)) / 1e9 "
-                               "FROM power WHERE run = ?", [run])[0]
-        return f"power: {n} samples, {g} GPU(s), {s:.2f} s"
-    if kind == "host":
-        n, s = db.rows(con, "SELECT count(DISTINCT ts_ns), (max(ts_ns) - min(ts_ns)) / 1e9 FROM host_samples "
-                            "WHERE run = ?", [run])[0]
-        return f"host: {n} samples, {s:.2f} s"
-    line = f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
-    if kind == "trace" and counts[1] == 0:
-        line += "; no GPU kernel events (a CPU-only trace, or a CUPTI range-profiler trace: GPU time is not in it)"
-    if kind == "trace" and counts[2] == 0:
-        line += ("; no iteration markers (ProfilerStep#N, step_num): name the annotation or op that "
-                 "marks an iteration with --iterations-from NAME")
-    return line
-
-
-def _trace_notes(con, path, run):
-    """What a trace lacks that the reports need (a JSON that is not a profiler trace)."""
-    k, i = db.rows(con, "SELECT (SELECT count(*) FROM kernels WHERE run = $r), "
-                        "(SELECT count(*) FROM iterations WHERE run = $r)", {"r": run})[0]
-    if not k:
-        print(f"note: {path}: no GPU kernels, memcpy or memset in it: the GPU reports have nothing for run {run}")
-    if not i:
-        print(f"note: {path}: no step markers (ProfilerStep#N, step_num): per-iteration reports have "
-              f"nothing for run {run}")
-
-
-def _match_line(m):
-    it = "the whole run" if m["iteration"] is None else f"iteration {m['iteration']}"
-    if m["iteration"] is not None and m.get("nvtx_step") == m["iteration"]:
-        it += " (the step ncu's NVTX ranges name)"
-    pct = 100.0 * m["matched"] / m["ncu_kernels"] if m["ncu_kernels"] else 0.0
-    return (f"matched {m['matched']} of {m['ncu_kernels']} ncu kernels ({pct:.1f}%) with the "
-            f"{m['trace_kernels']} kernels of {m['trace_run']} {it} in {m['seconds']:.2f} s "
-            f"(details: tracedb query match_quality --run {m['trace_run']})")
-
-
 def cmd_match(args):
-    from tracedb.match import MatchError, match
+    from .ingest.match import MatchError, match
     con = _open(args.db, write=True)
     try:
         m = match(con, args.trace_run, args.ncu_run, iteration=args.iteration, whole_run=args.whole_run)
     except MatchError as e:
         raise UsageError(f"match: {e}") from None
-    print(_match_line(m))
+    print(match_line(m))
     return 0
 
 
 def cmd_chart(args):
-    from tracedb import charts
+    from .present import charts
     params = _params(args.param, args.run)
     con = _open(args.db)
     chart = charts.build(con, args.name, params)
@@ -297,7 +139,7 @@ def cmd_chart(args):
 
 
 def cmd_power_log(args):
-    from tracedb.power_log import PowerLogError, record
+    from .capture.power_log import PowerLogError, record
     command = args.command_[1:] if args.command_[:1] == ["--"] else args.command_
     gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else None
     try:
@@ -313,9 +155,10 @@ def cmd_power_log(args):
 def cmd_capture(args):
     """Run a script that calls tracedb.capture, into -o DIR; with --ncu, again under ncu."""
     import subprocess
-    from tracedb import ncu_capture
-    from tracedb.capture import ENV_DIR, MANIFEST, CaptureError, manifest
-    from tracedb.match import MatchError
+    from .capture import ncu as ncu_capture
+    from .capture.session import ENV_DIR
+    from .ingest.capture_folder import MANIFEST, CaptureError, manifest
+    from .ingest.match import MatchError
     command = args.command_[1:] if args.command_[:1] == ["--"] else args.command_
     if not command:
         raise UsageError("capture: give the command after --, e.g. tracedb capture -o prof/ -- python train.py")
@@ -331,7 +174,7 @@ def cmd_capture(args):
         if args.ncu:
             ncu_run, m = ncu_capture.run(args.output, command, args.ncu_path,
                                          say=lambda s: print(s, file=sys.stderr, flush=True))
-            print(f"loaded the ncu report as run {ncu_run}; " + _match_line(m))
+            print(f"loaded the ncu report as run {ncu_run}; " + match_line(m))
     except (CaptureError, MatchError) as e:
         raise UsageError(f"capture: {e}") from None
     except FileNotFoundError as e:
@@ -340,8 +183,8 @@ def cmd_capture(args):
 
 
 def cmd_calibrate(args):
-    from tracedb.cuda_bench.build import BuildError
-    from tracedb.cuda_bench.run import main as bench
+    from .cuda_bench.build import BuildError
+    from .cuda_bench.run import main as bench
     try:
         return bench(args.rest[1:] if args.rest[:1] == ["--"] else args.rest)
     except BuildError as e:
@@ -352,12 +195,13 @@ def cmd_calibrate(args):
 
 
 def cmd_rm(args):
-    from tracedb import admin
+    from .ingest import autopair
+    from .store import admin
     con = _open(args.db, write=True)
     for run in args.runs:
         try:
-            deleted = admin.remove_pairing(con, run) if args.pairing else admin.remove_run(con, run)
-        except admin.AdminError as e:
+            deleted = autopair.unpair(con, run) if args.pairing else admin.remove_run(con, run)
+        except (admin.AdminError, autopair.PairingError) as e:
             raise UsageError(f"rm: {e}") from None
         what = ", ".join(f"{n} {t}" for t, n in deleted.items()) or "nothing was paired"
         print(f"removed {'the pairing of ' if args.pairing else ''}run {run} ({what})")
@@ -365,7 +209,7 @@ def cmd_rm(args):
 
 
 def cmd_settings(args):
-    from tracedb import admin
+    from .store import admin
     con = _open(args.db, write=args.action in ("set", "add", "remove"))
     try:
         if args.table is None:
@@ -392,7 +236,7 @@ def cmd_settings(args):
 
 def cmd_export(args):
     if args.perfetto:
-        from tracedb import perfetto
+        from .present import perfetto
         if not args.output or not args.run or len(args.run) != 1:
             given = f" (got {len(args.run)}: {', '.join(args.run)})" if args.run and len(args.run) > 1 else ""
             raise UsageError(f"export --perfetto writes one trace run: give one --run RUN{given} and -o FILE.json")
@@ -403,8 +247,8 @@ def cmd_export(args):
         n = perfetto.export(con, args.run[0], args.output, progress=sys.stderr.isatty())
         print(f"wrote {args.output} ({n} events of run {args.run[0]}; open it in ui.perfetto.dev or chrome://tracing)")
         return 0
-    from tracedb import lake
-    from tracedb.progress import Progress
+    from .query import lake
+    from .progress import Progress
     con = _open(args.db)
     bar = Progress(f"exporting to {args.lake}")
     try:
@@ -419,7 +263,7 @@ def cmd_export(args):
 
 def cmd_reports(args):
     if args.name:
-        from tracedb.describe import describe
+        from .query.describe import describe
         print(describe(reports.get(args.name)))
         return 0
     for r in reports.all_reports().values():
@@ -432,13 +276,13 @@ def cmd_reports(args):
 def cmd_query(args):
     params = _params(args.param, args.run)
     if args.print_sql:
-        from tracedb import engines
-        print(engines.transpile(args.name, args.dialect or "duckdb", params))
+        from .query.transpile import transpile
+        print(transpile(args.name, args.dialect or "duckdb", params))
         return 0
     if args.engine == "spark":
         if not args.lake:
             raise UsageError("--engine spark reads a lake: give --lake DIR (tracedb export --db FILE --lake DIR)")
-        from tracedb import engines
+        from .query import engines
         try:
             table = engines.run_spark(args.name, params, args.lake, args.spark_master)
         except FileNotFoundError as e:
@@ -452,7 +296,7 @@ def cmd_query(args):
     with reports.batches(con, args.name, params) as rows:      # written as they come
         written = _write(rows, args)
     if written == 0:
-        from tracedb.empty import why_empty
+        from .query.empty import why_empty
         report = reports.get(args.name)
         print(f"tracedb: note: report {args.name} returned no rows: "
               f"{why_empty(con, report, reports.bound_params(report, params))}", file=sys.stderr)
@@ -460,10 +304,10 @@ def cmd_query(args):
 
 
 def cmd_sql(args):
-    from tracedb import adhoc
+    from .query import adhoc
     if not args.query.strip():
         raise UsageError("sql: empty query: give SQL, e.g. tracedb sql 'SELECT run, kind FROM runs' --db DB")
-    _check_db_file(args.db, must_exist=True)
+    check_db_file(args.db, must_exist=True)
     try:
         con = adhoc.sandboxed(args.db, write=args.write)
     except duckdb.Error as e:
@@ -490,7 +334,7 @@ def cmd_demo(args):
           f"(database {args.db})")
     n = ingest_file(con, str(sample.joinpath("h100_resnet50_bs64_amp_raw.csv.gz")), pair_with=r.run)
     print(f"{'loaded' if n.status == 'loaded' else 'already loaded'}: its Nsight Compute report as run {n.run}")
-    print(_match_line(n.match) + "\n")
+    print(match_line(n.match) + "\n")
     table = reports.run(con, "utilization_levels", {"run": r.run, "batch_size": "64"})
     if args.format:
         output.write(table, args.format)
@@ -513,7 +357,7 @@ def parser():
                                 epilog="--db defaults to the TRACEDB_DB environment variable. "
                                        "The method behind every metric: docs/method.md, installed with tracedb "
                                        "(tracedb reports NAME prints where).")
-    p.add_argument("--version", action="version", version=f"tracedb {tracedb.__version__} (duckdb {duckdb.__version__})")
+    p.add_argument("--version", action="version", version=f"tracedb {__version__} (duckdb {duckdb.__version__})")
     sub = p.add_subparsers(dest="command", required=True)
 
     def out_opts(sp):
@@ -608,7 +452,7 @@ def parser():
     sp.set_defaults(func=cmd_query)
 
     sp = sub.add_parser("chart", help="draw a chart of a saved report (html, png, svg)")
-    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split | mfu | flops_by_layer | overlap | skew | memory_batch | memory | system")
+    sp.add_argument("name", help=" | ".join(CHARTS))
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--run", help="the run to report on (reports that take one; default: the report's)")
     sp.add_argument("--param", action="append", metavar="K=V",
@@ -623,7 +467,7 @@ def parser():
     out_opts(sp)
     sp.set_defaults(func=cmd_sql)
 
-    from tracedb import cli_answers         # advise, diff, report
+    from . import cli_answers  # advise, diff, report
     cli_answers.add_commands(sub, out_opts)
 
     sp = sub.add_parser("demo", help="ingest the bundled sample profile and print its utilization levels")
@@ -703,7 +547,7 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
-    except (UsageError, IngestError, reports.ReportError, ValueError) as e:
+    except (TracedbError, ValueError) as e:
         print(f"tracedb: error: {e}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, duckdb.InterruptException):

@@ -1,27 +1,21 @@
 """The commands that answer for people: advise (findings), diff (the regression
 gate), report (one self-contained HTML page). cli.py registers them with
 add_commands; the work is in advise.py, diff.py and html_report.py."""
-import contextlib
 import sys
 
-from tracedb import argtypes, output, reports
-
-
-def _status(text):
-    """A spinner on a terminal (these commands run every rule and several reports); quiet otherwise."""
-    if not sys.stderr.isatty():
-        return contextlib.nullcontext()
-    from rich.console import Console
-    return Console(stderr=True).status(text)
+from . import argtypes
+from .api import open_database
+from .present import output
+from .progress import status
+from .query import reports
 
 
 def _open(args):
-    from tracedb.cli import _open
-    return _open(args.db)
+    return open_database(args.db)
 
 
 def cmd_advise(args):
-    from tracedb import advise
+    from .analysis import advise
     if args.list_rules:
         for r in advise.all_rules().values():
             print(f"{r.name} (fires {r.fires} {r.threshold:g} {r.unit}; {r.severity}; next: {r.next_report})\n"
@@ -31,7 +25,7 @@ def cmd_advise(args):
     thresholds = advise.parse_thresholds(",".join(args.threshold or []))
     if args.run is not None and not con.execute("SELECT 1 FROM runs WHERE run = ?", [args.run]).fetchall():
         raise reports.ReportError(f"no run named {args.run!r} in the database")
-    with _status("checking the rules"):
+    with status("checking the rules"):
         found = advise.evaluate_many(con, args.run, args.iteration, thresholds)
     if not args.all:
         found = [f for f in found if f["severity"] != "ok"]
@@ -65,10 +59,10 @@ def advise_text(found, db):
 
 
 def cmd_diff(args):
-    from tracedb import diff
+    from .analysis import diff
     try:
         con = _open(args)
-        with _status(f"comparing {args.new} with {args.base}"):
+        with status(f"comparing {args.new} with {args.base}"):
             rows = diff.compare(con, args.base, args.new, args.threshold, args.batch_size)
     except reports.ReportError as e:         # a gate that cannot decide fails apart from "worse"
         print(f"tracedb: error: {e}", file=sys.stderr)
@@ -80,9 +74,9 @@ def cmd_diff(args):
 
 
 def cmd_report(args):
-    from tracedb import html_report
+    from .present import html_report
     con = _open(args)
-    with _status(f"writing {args.output}"):
+    with status(f"writing {args.output}"):
         sections = html_report.write(con, args.run, args.output, batch_size=args.batch_size)
     print(f"wrote {args.output} ({', '.join(sections)})")
     return 0

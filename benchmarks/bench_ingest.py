@@ -18,7 +18,7 @@ import time
 
 
 def _child(mode, path, db):
-    from tracedb import db as tdb            # imports are start-up, not ingest: outside the clock
+    from tracedb.store import db as tdb  # imports are start-up, not ingest: outside the clock
     from tracedb.ingest import ingest_file
     t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     if mode == "json.load":

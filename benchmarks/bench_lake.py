@@ -13,7 +13,10 @@ import shutil
 import time
 from pathlib import Path
 
-from tracedb import db, engines, lake, reports
+from tracedb.store import db
+from tracedb.query import engines
+from tracedb.query import lake
+from tracedb.query import reports
 from tracedb.ingest import ingest_file
 
 SRC = Path(__file__).resolve().parent.parent / "tests/data/torch/h100_bert_bs16_amp.json.gz"

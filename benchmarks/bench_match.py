@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from tracedb import db
+from tracedb.store import db
 from tracedb.ingest import ingest_file
-from tracedb.match import match
+from tracedb.ingest.match import match
 
 HERE = Path(__file__).resolve().parent.parent
 TRACE = HERE / "tests/data/torch/h100_resnet50_bs64_amp.json.gz"

@@ -9,7 +9,8 @@ import os
 import sys
 import time
 
-from tracedb import db, reports
+from tracedb.store import db
+from tracedb.query import reports
 
 
 def main(path, run=None, every_iteration=False):

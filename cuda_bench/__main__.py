@@ -1,5 +1,5 @@
 import sys
 
-from tracedb.cuda_bench.run import main
+from .run import main
 
 sys.exit(main())

@@ -4,11 +4,12 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from ..errors import TracedbError
 
 SOURCE = Path(__file__).with_name("chase.cu")
 
 
-class BuildError(Exception):
+class BuildError(TracedbError):
     pass
 
 

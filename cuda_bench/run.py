@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tracedb.cuda_bench import build, plan, results
+from . import build, plan, results
 
 METRICS = ["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum",
@@ -30,8 +30,8 @@ def log(msg):
 
 def ncu_pair(exe, level, size, tpb, blocks, warm, meas, spacing, prime=False):
     """Counters of the measurement loop alone: (warm-up + measurement) - warm-up, from ncu."""
-    from tracedb import db
-    from tracedb.ingest import ingest_file
+    from ..store import db
+    from ..ingest import ingest_file
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     cmd = [ncu, "--clock-control", "none", "--kernel-name", "regex:chase", "--csv", "--page", "raw", "--print-units", "base",
            "--metrics", ",".join(METRICS), str(exe), "pair", level, str(size), str(tpb), str(blocks),
@@ -99,8 +99,8 @@ def n_sms():
 
 def fits(points_csv):
     """The calibration_fits view over the points, in a scratch database."""
-    from tracedb import db
-    from tracedb.ingest import ingest_file
+    from ..store import db
+    from ..ingest import ingest_file
     with tempfile.TemporaryDirectory() as d:
         con = db.connect(Path(d) / "f.duckdb")
         ingest_file(con, points_csv)

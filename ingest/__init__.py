@@ -5,20 +5,20 @@ was); a file whose content is already loaded is skipped.
 """
 import errno
 import json
-import os
-import re
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
 
-from tracedb.db import ARGS_ZSTD_KEY, rows, scalar, setting
-from tracedb.ingest.errors import IngestError, database_error
-from tracedb.ingest.registry import Reload, detect
-from tracedb.ingest.source import check_readable
-from tracedb.ingest.workdir import workdir
-from tracedb.match import MatchError
+from ..store.db import ARGS_ZSTD_KEY, rows, scalar, setting
+from .errors import IngestError, database_error
+from .names import check_run_name, run_name_for  # noqa: F401 (tracedb.ingest's names)
+from .reader import Reload
+from .registry import detect
+from .source import check_readable
+from .workdir import workdir
+from .match import MatchError
 
 __all__ = ["IngestError", "IngestResult", "ingest_file", "run_name_for", "check_run_name"]
 
@@ -37,35 +37,6 @@ class IngestResult:
     def match(self):
         """The match_runs row when an ncu report was paired, else None."""
         return self.pairing if isinstance(self.pairing, dict) else None
-
-
-def run_name_for(path):
-    """Default run name: the file name without its trace/compression suffixes
-    (characters a run name may not hold become '_')."""
-    name = os.path.basename(str(path))
-    name = re.sub(r"(\.gz|\.xz)$", "", name)
-    name = re.sub(r"(\.pt\.trace)?\.(json|csv|txt|log)$", "", name)
-    name = _BAD_RUN_CHARS.sub("_", name).lstrip(".")
-    return name or "run"
-
-
-# A run name becomes a file name in the lake (_runs/NAME.json, run=NAME/): no path
-# separators, control characters or leading dot; at most 200 characters.
-_BAD_RUN_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
-RUN_NAME_MAX = 200
-
-
-def check_run_name(name, what="--run"):
-    """The reason a run name is refused, or None."""
-    if not name or not name.strip():
-        return f"{what} {name!r}: a run name cannot be empty"
-    if _BAD_RUN_CHARS.search(name):
-        return f"{what} {name!r}: a run name cannot hold '/', '\\' or control characters"
-    if name.startswith("."):
-        return f"{what} {name!r}: a run name cannot start with '.'"
-    if len(name) > RUN_NAME_MAX:
-        return f"{what}: a run name is at most {RUN_NAME_MAX} characters"
-    return None
 
 
 def _unique_run(con, name):
@@ -249,15 +220,14 @@ def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
             _check_same_content(con, prep)
             fields["metadata"] = _with_format(fields.get("metadata"), prep.format)
             if reader.kind == "trace":
-                from tracedb.jobs import assign
+                from .jobs import assign
                 assign(con, path, fields, job=options.get("job"), rank=options.get("rank"),
                        require_rank=options.get("require_rank", False))
             _register(con, result.run, reader.kind, path, prep.digest(), content_bytes=prep.content_bytes,
                       paired_run=pair_with, **fields)
             if pair_with is not None:
                 result.pairing = _pair(con, reader, path, result.run, pair_with, options)
-            noun = {"ncu": "kernels", "power": "samples", "calibration": "points"}.get(reader.kind, "events")
-            done = [("info", f"loaded as a {reader.kind} run: {fields.get('n_events') or 0} {noun} "
+            done = [("info", f"loaded as a {reader.kind} run: {fields.get('n_events') or 0} {reader.noun} "
                              f"({prep.format}, {prep.content_bytes} bytes of content)")]
             if pair_with is not None:
                 done.append(("info", _pairing_line(pair_with, result.pairing)))

@@ -4,10 +4,10 @@
 import hashlib
 import json
 
-from tracedb.db import rows, scalar, sql_literal
-from tracedb.ingest.errors import IngestError
-from tracedb.ingest.registry import Prepared, Reader, first_line
-from tracedb.ingest.source import open_bytes
+from ..store.db import rows, scalar, sql_literal
+from .errors import IngestError
+from .reader import Prepared, Reader, first_line
+from .source import open_bytes
 
 REQUIRED = ("gpu", "level", "threads_per_block", "blocks", "accesses", "energy_j")
 OPTIONAL = {"dur_ns": "BIGINT", "sm_clock_mhz": "DOUBLE", "mem_clock_mhz": "DOUBLE", "temp_c": "DOUBLE",
@@ -74,6 +74,7 @@ def load(con, run, meta):
 class CalibrationReader(Reader):
     """cuda_bench output: JSON with "cuda_bench" metadata and "points", or a points CSV."""
     kind = "calibration"
+    noun = "points"
 
     def sniff(self, path, text):
         t = text()

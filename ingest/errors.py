@@ -1,7 +1,8 @@
 """The one error type a user sees for bad input: it names the file and what is wrong."""
+from ..errors import TracedbError
 
 
-class IngestError(Exception):
+class IngestError(TracedbError):
     def __init__(self, path, message):
         super().__init__(f"{path}: {message}")
         self.path = str(path)

@@ -8,10 +8,10 @@ import json
 
 import duckdb
 
-from tracedb.db import rows, run_script, sql_literal, sql_text
-from tracedb.ingest.errors import IngestError
-from tracedb.ingest.registry import Prepared, Reader, first_line
-from tracedb.ingest.source import hash_file, is_gzip
+from ..store.db import rows, run_script, sql_literal, sql_text
+from .errors import IngestError
+from .reader import Prepared, Reader, first_line, overlapping_in_time
+from .source import hash_file, is_gzip
 
 HEADER = "timestamp_ns,cpu,cpu_util_pct,rss_bytes"
 
@@ -20,6 +20,7 @@ class HostReader(Reader):
     """CSV of tracedb's host sampler: timestamp_ns, cpu, cpu_util_pct, rss_bytes."""
     kind = "host"
     pairs = True
+    noun = "samples"
 
     def sniff(self, path, text):
         return "host-samples" if first_line(text).replace(" ", "").startswith(HEADER) else None
@@ -59,6 +60,14 @@ class HostReader(Reader):
         con.execute("DROP TABLE _host_src")
         return {"framework": "host", "n_events": prep.state, "metadata": json.dumps({"samples": prep.state})}
 
+    def summary(self, con, run):
+        n, s = rows(con, "SELECT count(DISTINCT ts_ns), (max(ts_ns) - min(ts_ns)) / 1e9 FROM host_samples "
+                         "WHERE run = ?", [run])[0]
+        return f"host: {n} samples, {s:.2f} s"
+
     def pair(self, con, run, trace_run, options):
         con.execute("UPDATE runs SET paired_run = ? WHERE run = ?", [trace_run, run])
         return f"paired with {trace_run}: epoch time (the clock of the NVML sampler)"
+
+    def candidates(self, con, run, pool):
+        return overlapping_in_time(con, "host_samples", run, pool)

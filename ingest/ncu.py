@@ -7,10 +7,10 @@ import json
 import re
 import warnings
 
-from tracedb.db import rows, run_script, scalar, sql_text
-from tracedb.ingest import ncu_csv, ncu_rep
-from tracedb.ingest.errors import IngestError
-from tracedb.ingest.registry import Prepared, Reader
+from ..store.db import rows, run_script, scalar, sql_text
+from . import ncu_csv, ncu_rep
+from .errors import IngestError
+from .reader import Prepared, Reader
 
 
 class Report:
@@ -24,6 +24,9 @@ class NcuCsvReader(Reader):
     """Nsight Compute CSV exports (--page raw or --page details)."""
     kind = "ncu"
     pairs = True
+    noun = "kernels"
+    pairing_tables = ("matches", "match_runs")
+    pairing_column = "ncu_run"
 
     def sniff(self, path, text):
         t = text()
@@ -42,9 +45,30 @@ class NcuCsvReader(Reader):
     def load(self, con, prep, run):
         return load(con, prep.state, run)
 
+    def summary(self, con, run):
+        k, m = rows(con, "SELECT (SELECT count(*) FROM kernels WHERE run = $r), "
+                         "(SELECT count(DISTINCT metric) FROM counters WHERE run = $r)", {"r": run})[0]
+        return f"ncu: {k} kernels, {m} metrics"
+
     def pair(self, con, run, trace_run, options):
-        from tracedb.match import match_in_transaction
+        from .match import match_in_transaction
         return match_in_transaction(con, trace_run, run, iteration=options.get("iteration"))
+
+    def candidates(self, con, run, pool):
+        """The traces on the report's device."""
+        found = rows(con, """SELECT t.run FROM runs t, runs n
+                             WHERE n.run = $run AND t.run IN (SELECT unnest($pool))
+                               AND t.device_name IS NOT NULL AND t.device_name = n.device_name
+                             ORDER BY t.run""", {"run": run, "pool": pool})
+        return [r[0] for r in found], "same device"
+
+    def paired_note(self, con, trace):
+        got = rows(con, "SELECT ncu_run FROM match_runs WHERE trace_run = ? ORDER BY matched_at, ncu_run", [trace])
+        used = rows(con, "SELECT ncu_run FROM trace_ncu_pairs WHERE run = ?", [trace])
+        if len(got) > 1:
+            return (f"note: trace {trace} has {len(got)} ncu runs paired ({', '.join(r[0] for r in got)}); "
+                    f"the utilization reports use {used[0][0] if used else '?'}, the last matched")
+        return None
 
 
 class NcuRepReader(NcuCsvReader):

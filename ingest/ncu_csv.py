@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from tracedb.db import sql_ident, sql_literal
-from tracedb.ingest.errors import IngestError
-from tracedb.ingest.source import open_bytes
+from ..store.db import sql_ident, sql_literal
+from .errors import IngestError
+from .source import open_bytes
 
 # Columns that identify a kernel launch rather than measure it.
 IDENTITY = {

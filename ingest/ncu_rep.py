@@ -10,9 +10,9 @@ import shutil
 import subprocess
 import sys
 
-from tracedb.db import sql_literal
-from tracedb.ingest.errors import IngestError
-from tracedb.ingest.source import hash_file
+from ..store.db import sql_literal
+from .errors import IngestError
+from .source import hash_file
 
 SEARCH = ("/opt/nvidia/nsight-compute/*/extras/python",
           "/usr/local/cuda*/nsight-compute*/extras/python")

@@ -9,21 +9,22 @@ is reported and leaves nothing behind. Files that pair with a trace (ncu
 reports, power logs) are not handled here: the caller loads them after.
 """
 import os
-import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
 
 import duckdb
 
-from tracedb.db import remove, rows, scalar, sql_literal
-from tracedb.ingest.errors import IngestError, database_error
+from ..progress import file_bar
+from ..store.catalog import run_column_of, table_run_columns
+from ..store.db import rows, scalar, sql_literal
+from ..store.files import remove
+from .errors import IngestError, database_error
 
 
 def _work(args):
     """Worker: one trace into its own scratch database; returns what the parent needs."""
-    from tracedb import db
-    from tracedb.ingest import ingest_file
+    from ..store import db
+    from . import ingest_file
     path, scratch, run, options = args
     try:
         con = db.connect(scratch)
@@ -39,8 +40,7 @@ def _work(args):
 
 def _copy_run(con, scratch, run, path):
     """Copy one run of a scratch database into the target (one transaction)."""
-    from tracedb.ingest import IngestResult, _rollback, _unique_run
-    from tracedb.lake import datasets_of
+    from . import IngestResult, _rollback, _unique_run
     con.execute(f"ATTACH {sql_literal(scratch)} AS _scratch (READ_ONLY)")
     try:
         digest = scalar(con, "SELECT content_hash FROM _scratch.runs WHERE run = ?", [run])
@@ -50,9 +50,9 @@ def _copy_run(con, scratch, run, path):
         con.begin()
         try:
             name = _unique_run(con, run)
-            ds = datasets_of(con)
-            for table in ds.tables:
-                col = ds.run_column[table]
+            for table, named in {"runs": ["run"], **table_run_columns(con)}.items():
+                if (col := run_column_of(named)) is None:
+                    continue
                 cols = [c for (c,) in rows(con, "SELECT column_name FROM duckdb_columns() WHERE "
                                                 "database_name = '_scratch' AND table_name = ?", [table])]
                 if not cols:
@@ -74,27 +74,21 @@ def _copy_run(con, scratch, run, path):
         con.execute("DETACH _scratch")
 
 
-@contextmanager
-def _progress(total_files, total_bytes):
-    """Files, MB and events per second on a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
-        yield lambda *a: None
+def each_in_workers(fn, items, jobs, ordered=False):
+    """fn(item) for each item, in `jobs` worker processes (in this one for a single
+    job): the results as they finish, or in the items' order. Spawned, not forked: the
+    parent holds DuckDB (or JVM) threads that a fork would copy mid-flight. fn must be
+    a module's function (the workers import it)."""
+    if jobs <= 1:
+        yield from map(fn, items)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), transient=True) as bar:
-        task = bar.add_task("ingest", total=total_files, rate="")
-        seen = {"bytes": 0, "events": 0}
-        t0 = bar.get_time()
-
-        def step(nbytes, nevents):
-            seen["bytes"] += nbytes
-            seen["events"] += nevents
-            dt = max(bar.get_time() - t0, 1e-9)
-            bar.update(task, advance=1, rate=f"{seen['bytes'] / dt / 1e6:.0f} MB/s, "
-                                             f"{seen['events'] / dt / 1e3:.0f} k events/s")
-        yield step
+    import multiprocessing
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        if ordered:
+            yield from pool.map(fn, items)
+        else:
+            for fut in as_completed([pool.submit(fn, it) for it in items]):
+                yield fut.result()
 
 
 def ingest_traces(con, items, jobs=None, options=None, report=print):
@@ -104,22 +98,18 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
     files that failed."""
     items = [(str(i), {}) if not isinstance(i, tuple) else (str(i[0]), i[1]) for i in items]
     paths = [p for p, _ in items]
-    import multiprocessing
     jobs = jobs or os.cpu_count() or 1
     failed = 0
     sizes = {str(p): os.path.getsize(p) for p in paths}
-    with tempfile.TemporaryDirectory(prefix="tracedb-many-") as d, _progress(len(paths), sum(sizes.values())) as at:
+    with tempfile.TemporaryDirectory(prefix="tracedb-many-") as d, file_bar(len(paths)) as at:
         work = [(p, os.path.join(d, f"{i}.duckdb"), None, {**(options or {}), **o})
                 for i, (p, o) in enumerate(items)]
-        # spawn, not fork: the parent holds DuckDB threads that a fork would copy mid-flight
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for fut in as_completed([pool.submit(_work, w) for w in work]):
-                path, scratch, run, error, events = fut.result()
-                if error:
-                    failed += 1
-                    report((path, error))
-                else:
-                    report(_copy_run(con, scratch, run, path))
-                remove(scratch)
-                at(sizes[path], events)
+        for path, scratch, run, error, events in each_in_workers(_work, work, jobs):
+            if error:
+                failed += 1
+                report((path, error))
+            else:
+                report(_copy_run(con, scratch, run, path))
+            remove(scratch)
+            at(sizes[path], events)
     return failed

@@ -15,11 +15,11 @@ from zoneinfo import ZoneInfo
 
 import duckdb
 
-from tracedb.db import rows, run_script, scalar, sql_ident, sql_literal, sql_text
-from tracedb.match import MatchError
-from tracedb.ingest.errors import IngestError
-from tracedb.ingest.registry import Prepared, Reader, first_line
-from tracedb.ingest.source import head, open_bytes, plain_copy
+from ..store.db import rows, run_script, scalar, sql_ident, sql_literal, sql_text
+from .match import MatchError
+from .errors import IngestError
+from .reader import Prepared, Reader, first_line, overlapping_in_time
+from .source import head, open_bytes, plain_copy
 
 SMI_TIME = re.compile(r"^\s*(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(\.\d+)?)\s*,")
 # nvidia-smi query names (with or without "current.") -> power table columns
@@ -350,6 +350,9 @@ class PowerReader(Reader):
     without header and units), dcgmi dmon."""
     kind = "power"
     pairs = True
+    noun = "samples"
+    pairing_tables = ("power_alignment",)
+    pairing_column = "power_run"
 
     def sniff(self, path, text):
         first = first_line(text).lower()
@@ -369,5 +372,20 @@ class PowerReader(Reader):
     def load(self, con, prep, run):
         return load(con, *prep.state[:1], run, prep.state[1])
 
+    def summary(self, con, run):
+        n, g, s = rows(con, "SELECT count(*), count(DISTINCT gpu), (max(ts_ns) - min(ts_ns)) / 1e9 "
+                            "FROM power WHERE run = ?", [run])[0]
+        return f"power: {n} samples, {g} GPU(s), {s:.2f} s"
+
     def pair(self, con, run, trace_run, options):
         return align(con, run, trace_run, options.get("offset_ns"))
+
+    def candidates(self, con, run, pool):
+        return overlapping_in_time(con, "power", run, pool)
+
+    def paired_note(self, con, trace):
+        got = rows(con, "SELECT power_run FROM power_alignment WHERE trace_run = ? ORDER BY power_run", [trace])
+        if len(got) > 1:
+            return (f"note: trace {trace} has {len(got)} power logs paired ({', '.join(r[0] for r in got)}); "
+                    f"the energy reports give a row per power log (--param power_run=RUN picks one)")
+        return None

@@ -1,93 +1,36 @@
 """The readers of input formats, and the one loop that picks a file's reader.
 
-Every reader has the same shape (class Reader): `sniff` recognizes a file
-from its name and first bytes and names its format; `prepare` parses it into
-temp tables and returns a Prepared (format, size, content digest); `load`
-writes the run inside the caller's transaction; `pair` (readers of ncu reports
-and power logs) links the run to a trace run in the same transaction.
-
-READERS is tried in order, first match wins, in the manner of sqlglot's rule
-tuples: to support a new format, write a Reader and add it here.
+Every reader has the same shape (ingest/reader.py) and carries every fact about its
+kind. READERS is tried in order, first match wins, in the manner of sqlglot's rule
+tuples and Perfetto's builtin importers: to support a new format, write a Reader in
+its own module and add it here.
 """
 import re
-from contextlib import nullcontext
-from dataclasses import dataclass, field
-from typing import Callable
 
-from tracedb.ingest.errors import IngestError
-from tracedb.ingest.source import head
+from .calibration import CalibrationReader
+from .errors import IngestError
+from .host import HostReader
+from .ncu import NcuCsvReader, NcuRepReader
+from .power import PowerReader
+from .source import head
+from .trace import TraceReader
+from .xplane import XplaneReader
 
 KINDS = ("trace", "ncu", "power", "host", "calibration")     # runs.kind
 
-
-@dataclass
-class Prepared:
-    """A parsed file waiting (in temp tables, or as pieces on disk) for its run name."""
-    format: str                      # source format, kept as runs.metadata.source_format
-    content_bytes: int               # size of the decompressed content
-    digest: Callable[[], str]        # sha256 hex of the content (may wait for a hashing thread)
-    digest_ready: bool = True        # False: the hash is still computing (no run of this size exists)
-    state: object = None             # what the reader's load needs
-    notes: list = field(default_factory=list)
-
-
-class Reader:
-    kind = None            # runs.kind of what it loads
-    pairs = False          # it can pair its run with a trace run (--pair-with)
-
-    def sniff(self, path, text):
-        """The format name when this reader reads the file, else None. text() gives
-        the first 64 KiB of the decompressed content as text (read on first call)."""
-        raise NotImplementedError
-
-    def run_name(self, path):
-        from tracedb.ingest import run_name_for
-        return run_name_for(path)
-
-    def prepare(self, con, path, fmt, work, options):
-        raise NotImplementedError
-
-    def loading(self, con, prep):
-        """A context around the load's transaction (settings to restore after a rollback)."""
-        return nullcontext()
-
-    def load(self, con, prep, run):
-        """Write the run (the caller owns the transaction and registers it); returns
-        the runs row's fields. May raise Reload: the caller rolls back, calls
-        reload(prep) and loads again."""
-        raise NotImplementedError
-
-    def reload(self, prep, work):
-        raise NotImplementedError
-
-    def pair(self, con, run, trace_run, options):
-        """Pair the run with trace_run (same transaction); returns what to tell the user."""
-        raise NotImplementedError
-
-
-class Reload(Exception):
-    """The fast path of a load cannot read this file: roll back and load again."""
-
-
-def _readers():
-    from tracedb.ingest.calibration import CalibrationReader
-    from tracedb.ingest.host import HostReader
-    from tracedb.ingest.ncu import NcuCsvReader, NcuRepReader
-    from tracedb.ingest.power import PowerReader
-    from tracedb.ingest.trace import TraceReader
-    from tracedb.ingest.xplane import XplaneReader
-    return (XplaneReader(), NcuRepReader(), CalibrationReader(), TraceReader(), NcuCsvReader(), HostReader(),
-            PowerReader())
-
-
-READERS = None
+# Tried in order, first match wins (a .ncu-rep by its suffix before any text is
+# read; JSON traces before CSVs): to read a new format, write a Reader and add it here.
+READERS = (XplaneReader(), NcuRepReader(), CalibrationReader(), TraceReader(), NcuCsvReader(), HostReader(),
+           PowerReader())
 
 
 def readers():
-    global READERS
-    if READERS is None:
-        READERS = _readers()
     return READERS
+
+
+def reader_of_kind(kind):
+    """The (first) reader of runs of that kind."""
+    return next(r for r in READERS if r.kind == kind)
 
 
 def detect(path):
@@ -143,13 +86,3 @@ def known_other(t):
     if t[:5].lower() in ("<!doc", "<html"):
         return f"an HTML page (a memory timeline from export_memory_timeline?), not a trace: {_EXPORT}"
     return None
-
-
-def first_line(text):
-    t = text()
-    return t.splitlines()[0] if t else ""
-
-
-def looks_like_json(text, *needles):
-    t = text()
-    return t[:1] in "{[" and (not needles or any(n in t for n in needles) or bool(re.match(r"\[\s*(\{|\])", t)))

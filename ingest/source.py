@@ -1,4 +1,4 @@
-"""Reading a source file as bytes: gzip and xz by their magic numbers, hashing, progress.
+"""Reading a source file as bytes: gzip and xz by their magic numbers, hashing.
 
 A compressed stream that ends early or is corrupt is not an exception here: the
 reader returns the content it could decompress and records why it stopped in
@@ -9,11 +9,9 @@ import io
 import lzma
 import os
 import stat
-import sys
 import zlib
-from contextlib import contextmanager
 
-from tracedb.ingest.errors import IngestError
+from .errors import IngestError
 
 CHUNK = 8 << 20
 GZIP_MAGIC = b"\x1f\x8b"
@@ -235,29 +233,3 @@ def head(path, n=1 << 16):
     if why and not data:
         raise IngestError(path, why)
     return data
-
-
-@contextmanager
-def progress(path, total):
-    """A byte progress bar on a terminal, nothing otherwise. Yields at(position)."""
-    if not sys.stderr.isatty() or total < (64 << 20):
-        yield lambda n: None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), transient=True) as bar:
-        task = bar.add_task(os.path.basename(str(path)), total=total)
-        yield lambda n: bar.update(task, completed=n)
-
-
-@contextmanager
-def status(message):
-    """A spinner with a message on a terminal, nothing otherwise."""
-    if not sys.stderr.isatty():
-        yield
-        return
-    from rich.console import Console
-
-    with Console(stderr=True).status(message):
-        yield

@@ -11,11 +11,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracedb.db import memory_cap, run_script, run_script_over, scalar, sql_literal, sql_text
-from tracedb.ingest import trace_json
-from tracedb.ingest.errors import IngestError, database_error
-from tracedb.ingest.registry import Prepared, Reader, Reload
-from tracedb.ingest.source import status
+from ..store.db import memory_cap, rows, run_script, run_script_over, scalar, sql_literal, sql_text
+from . import trace_json
+from .errors import IngestError, database_error
+from .reader import Prepared, Reader, Reload
+from ..progress import status
 
 # Above 2^43 µs a double's spacing exceeds 1 ns: DuckDB's JSON reader (which
 # parses numbers as doubles) would lose the nanoseconds of such timestamps.
@@ -424,6 +424,31 @@ class TraceReader(Reader):
         if re.match(r"\[\s*\]", t) or (re.match(r"\[\s*\{", t) and _first_is_event(t)):
             return "chrome-json"
         return None
+
+    def summary(self, con, run):
+        e, k, i = rows(con, """SELECT (SELECT count(*) FROM events WHERE run = $r),
+                                      (SELECT count(*) FROM kernels WHERE run = $r),
+                                      (SELECT count(*) FROM iterations WHERE run = $r)""", {"r": run})[0]
+        line = f"{self.kind}: {e} events, {k} kernels, {i} iterations"
+        if k == 0:
+            line += "; no GPU kernel events (a CPU-only trace, or a CUPTI range-profiler trace: GPU time is not in it)"
+        if i == 0:
+            line += ("; no iteration markers (ProfilerStep#N, step_num): name the annotation or op that "
+                     "marks an iteration with --iterations-from NAME")
+        return line
+
+    def notes(self, con, path, run):
+        """What a trace lacks that the reports need (a JSON that is not a profiler trace)."""
+        k, i = rows(con, "SELECT (SELECT count(*) FROM kernels WHERE run = $r), "
+                         "(SELECT count(*) FROM iterations WHERE run = $r)", {"r": run})[0]
+        out = []
+        if not k:
+            out.append(f"note: {path}: no GPU kernels, memcpy or memset in it: the GPU reports have nothing "
+                       f"for run {run}")
+        if not i:
+            out.append(f"note: {path}: no step markers (ProfilerStep#N, step_num): per-iteration reports have "
+                       f"nothing for run {run}")
+        return out
 
     def prepare(self, con, path, fmt, work, options):
         tf = trace_json.split(path, work, hashlib.sha256(), memory_pieces=_pieces_per_batch() + PIECES_AHEAD)

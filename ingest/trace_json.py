@@ -39,8 +39,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tracedb.ingest.errors import IngestError
-from tracedb.ingest.source import CHUNK, open_bytes, problem, progress
+from .errors import IngestError
+from ..progress import byte_bar
+from .source import CHUNK, open_bytes, problem
 
 _DEC = json.JSONDecoder()
 _WS = " \t\r\n\ufeff"
@@ -804,7 +805,7 @@ def _split_compressed(path, f, size, workdir, hasher, piece_bytes, memory_pieces
         if memory_pieces and _MemoryPieces.usable():
             tf.memory = _MemoryPieces(memory_pieces)
         return tf
-    with progress(path, size) as at:
+    with byte_bar(path, size) as at:
         work(tf.piece_list.append, lambda: False, at)
     return tf
 

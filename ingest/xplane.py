@@ -1,8 +1,9 @@
 """TensorFlow/JAX `.xplane.pb` profiles: converted to trace_viewer JSON through xprof."""
 import os
 
-from tracedb.ingest.errors import IngestError
-from tracedb.ingest.trace import TraceReader
+from .errors import IngestError
+from .names import run_name_for
+from .trace import TraceReader
 
 
 def to_trace_json(path, out_dir):
@@ -29,7 +30,6 @@ class XplaneReader(TraceReader):
         return "xplane" if path.endswith(".xplane.pb") else None
 
     def run_name(self, path):
-        from tracedb.ingest import run_name_for
         return run_name_for(path[:-len(".xplane.pb")])
 
     def prepare(self, con, path, fmt, work, options):

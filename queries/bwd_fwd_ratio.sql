@@ -7,8 +7,9 @@
 --   recomputes the scores (2.5), ops without a counted backward.
 -- steady: run
 -- op_windows: iteration
+-- iteration_all: sql, whole run
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL, also of a run without iterations, whose default it is); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run

@@ -5,6 +5,7 @@
 --   collective_skew and the skew heat map), its message (dtype, nccl-tests' S)
 --   and its own kernel's time and bandwidth (which include its wait).
 -- steady: job
+-- iteration_all: sql
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   process_group VARCHAR = NULL: process group name (all when absent)

@@ -8,6 +8,7 @@
 --   (seq and iteration NULL) sums every call: total skew, the rank most often
 --   last, bandwidth over the summed times.
 -- steady: job
+-- iteration_all: sql, whole run
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   process_group VARCHAR = NULL: process group name (all when absent)

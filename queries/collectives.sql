@@ -7,9 +7,10 @@
 --   rank's kernels, which include the wait for the other ranks: see
 --   collective_skew for the bandwidth of the transfer itself.
 -- steady: job
+-- iteration_all: sql, whole run
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
---   run VARCHAR = NULL: one rank's trace run (all when absent)
+--   run RUN = NULL: one rank's trace run (all when absent)
 --   iteration VARCHAR = steady: one of steady | all | N: the job's steady iteration (chosen once from all ranks), every iteration plus the whole trace (iteration NULL: every call, inside an iteration or not, also of a run without iterations), or iteration N
 -- columns:
 --   job VARCHAR: job

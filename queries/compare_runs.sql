@@ -7,8 +7,8 @@
 --   size it recorded (view run_batch_size).
 -- gpu_time_windows: steady
 -- parameters:
---   runs VARCHAR = NULL: comma-separated trace runs (every trace run with iterations when absent)
---   baseline VARCHAR = NULL: run the ratios refer to (the first of runs when absent)
+--   runs RUNS = NULL: comma-separated trace runs (every trace run with iterations when absent)
+--   baseline RUN = NULL: run the ratios refer to (the first of runs when absent)
 --   batch_size INTEGER > 0 = NULL: samples per iteration, the same for every run
 --   batch_sizes VARCHAR = NULL: comma-separated samples per iteration, one per run in runs
 -- columns:

@@ -3,7 +3,7 @@
 --   of a run (eager_phases): min, mean, median, 95th percentile and max of
 --   enqueue, queue wait, dequeue, CPU and GPU execution time.
 -- parameters:
---   run VARCHAR = NULL: TensorFlow trace run (all when absent)
+--   run RUN = NULL: TensorFlow trace run (all when absent)
 -- columns:
 --   run VARCHAR: trace run
 --   mode VARCHAR: async | sync

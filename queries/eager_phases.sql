@@ -5,8 +5,9 @@
 --   dequeuing on the executor thread (EagerKernelExecute without the kernel),
 --   and kernel execution on the CPU (KernelAndDeviceFunc::Run) and the GPU
 --   (kernels launched from the dequeue). Nodes pair FIFO in async mode.
+-- iteration_all: absent
 -- parameters:
---   run VARCHAR = NULL: TensorFlow trace run (all when absent)
+--   run RUN = NULL: TensorFlow trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all when absent)
 -- columns:
 --   run VARCHAR: trace run

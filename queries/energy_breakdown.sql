@@ -15,10 +15,10 @@
 --   another one, e.g. the shipped 'NVIDIA A100 (published)').
 -- steady: run
 -- parameters:
---   run VARCHAR = NULL: trace run
+--   run RUN = NULL: trace run
 --   iteration INTEGER = NULL: iteration (the steady one when absent)
 --   calibration_gpu VARCHAR = NULL: calibration to use (the trace's GPU when absent)
---   power_run VARCHAR = NULL: power log to use when the trace has several
+--   power_run RUN = NULL: power log to use when the trace has several
 --   gpu INTEGER = NULL: GPU index in the power log
 --   idle_power_w DOUBLE >= 0 = NULL: idle power to use instead of the log's
 -- columns:

@@ -6,12 +6,13 @@
 --   static) and mean power. note warns when the window is shorter than the
 --   sensors' update period and says how the log was aligned with the trace.
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all with a power log when absent)
+--   run RUN = NULL: trace run (all with a power log when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: from the first iteration's start to the last one's end); the steady one when absent
 --   start_ns BIGINT = NULL: window start on the trace's timeline, ns (with end_ns, instead of an iteration)
 --   end_ns BIGINT = NULL: window end, ns
---   power_run VARCHAR = NULL: power log to use when the trace has several
+--   power_run RUN = NULL: power log to use when the trace has several
 --   gpu INTEGER = NULL: GPU index in the log (the lowest when absent)
 --   idle_power_w DOUBLE >= 0 = NULL: idle power to use instead of the log's
 -- columns:

@@ -6,8 +6,9 @@
 --   database lacks (no ncu report, no power log, a single rank) are listed with
 --   severity skipped and what they need, never evaluated on a guess;
 --   show=all adds the rules that passed (severity ok). `tracedb advise` prints it.
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration, each rule evaluated once over all of them; a finding is about a step, so no whole-trace row); the steady one when absent
 --   thresholds VARCHAR = NULL: RULE=VALUE pairs, comma-separated, replacing the rules' default thresholds
 --   show VARCHAR = 'findings': one of findings | all: findings and skipped rules, or every rule checked

@@ -8,7 +8,7 @@
 --   `steady` marks the steady iteration: the first whose duration is within 5%
 --   of the median of the iterations after it (view iteration_steadiness).
 -- parameters:
---   run VARCHAR = NULL: run to report on (all runs when absent)
+--   run RUN = NULL: run to report on (all runs when absent)
 --   batch_size INTEGER > 0 = NULL: samples per iteration; gives samples_per_s (default: the batch size the run recorded, view run_batch_size)
 -- columns:
 --   run VARCHAR: run name

@@ -6,8 +6,9 @@
 --   or other (launched in time, longer gap: dependencies, synchronization).
 --   Totals and shares per cause, or every gap with by=gap.
 -- steady: run
+-- iteration_all: sql, whole run
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the gaps between every kernel of each stream, steps or not, also in a run without iterations); the steady one when absent
 --   short_gap_ns BIGINT = 10000: largest gap counted as a short kernel-to-kernel gap, ns
 --   by VARCHAR = 'cause': one of cause | gap: totals per cause, or one row per gap

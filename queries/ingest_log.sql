@@ -5,7 +5,7 @@
 --   compressed stream without its end), so a suspicious number can be traced
 --   to its input.
 -- parameters:
---   run VARCHAR = NULL: run to report on (all runs when absent)
+--   run RUN = NULL: run to report on (all runs when absent)
 --   level VARCHAR = NULL: only this level (info | warning; all when absent)
 -- columns:
 --   run VARCHAR: run name

@@ -7,11 +7,12 @@
 --   read them summed (group_by=layer) over many kernels. Concurrent kernels
 --   each get the full power of their overlap (no split).
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all with a power log when absent)
+--   run RUN = NULL: trace run (all with a power log when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration, then the whole trace as iteration NULL: every activity from the first iteration's start to the last one's end); the steady one when absent
 --   group_by VARCHAR = 'kernel': one of kernel | layer: a row per activity, or per layer type
---   power_run VARCHAR = NULL: power log to use when the trace has several
+--   power_run RUN = NULL: power log to use when the trace has several
 --   gpu INTEGER = NULL: GPU index in the log
 -- columns:
 --   run VARCHAR: trace run

@@ -7,7 +7,7 @@
 --   instructions, an FMA counted twice. The counters come from the flop_* rows
 --   of metric_sources. With a trace, the op and pass of the kernel.
 -- parameters:
---   run VARCHAR = NULL: the counters' run (trace run with CUPTI counters, or ncu run), or a trace run an ncu run is matched to (all when absent)
+--   run RUN = NULL: the counters' run (trace run with CUPTI counters, or ncu run), or a trace run an ncu run is matched to (all when absent)
 -- columns:
 --   run VARCHAR: run holding the counters (trace run for cupti, ncu run for ncu)
 --   source VARCHAR: cupti | ncu

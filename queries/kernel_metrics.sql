@@ -5,8 +5,8 @@
 --   method.md sections 3 and 7 under stable names (ncu_kernel_metrics), with
 --   the ncu counter that fed each. Reads the matched_kernels view.
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
---   ncu_run VARCHAR = NULL: ncu run (all matched to `run` when absent)
+--   run RUN = NULL: trace run (all when absent)
+--   ncu_run RUN = NULL: ncu run (all matched to `run` when absent)
 --   min_score DOUBLE = 0: leave out pairs scored below this
 -- columns:
 --   run VARCHAR: trace run

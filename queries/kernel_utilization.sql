@@ -2,8 +2,9 @@
 -- description: One row per matched kernel of a trace run: name, framework op,
 --   layer type (layer_rules), duration, and the kernel's own levels relative to
 --   its SMSP elapsed cycles (the distributions behind utilization_levels).
+-- iteration_all: absent
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all matched ones when absent)
 -- columns:
 --   run VARCHAR: trace run

@@ -3,8 +3,9 @@
 --   or driver call that launched it (cudaLaunchKernel, cuLaunchKernel[Ex],
 --   cudaGraphLaunch ... whatever call carries the correlation id), per
 --   kernel, or its distribution per launch call (by=launch).
+-- iteration_all: absent
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all when absent)
 --   by VARCHAR = 'kernel': one of kernel | launch: a row per kernel, within each iteration in the order of the trace file (kernel_id, not start time), or per launch call name
 -- columns:

@@ -5,8 +5,9 @@
 --   the share of time it is empty while the GPU (all streams) is idle: the host
 --   is not keeping the GPU fed. series=true gives the step series instead.
 -- steady: run
+-- iteration_all: sql, whole run
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the window from the first iteration's start to the last one's end, or in a run without iterations from its first kernel queued to its last kernel's end, with every kernel of the run, in a step or not, and the GPU idle of their union); the steady one when absent
 --   series BOOLEAN = false: the step series (one row per change) instead of the summary
 -- columns:

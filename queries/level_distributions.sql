@@ -8,8 +8,9 @@
 --   utilization_levels' kernel-relative value), and the spread (std, min,
 --   quartiles, max). The per-kernel values themselves are kernel_utilization.
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every matched kernel of the run); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run

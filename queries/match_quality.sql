@@ -5,8 +5,8 @@
 --   configurations disagree or that sit away from their expected position,
 --   and the share of the iteration's kernel time covered by matched kernels.
 -- parameters:
---   run VARCHAR = NULL: trace run (all matched pairs of runs when absent)
---   ncu_run VARCHAR = NULL: ncu run (every ncu run matched to `run` when absent)
+--   run RUN = NULL: trace run (all matched pairs of runs when absent)
+--   ncu_run RUN = NULL: ncu run (every ncu run matched to `run` when absent)
 -- columns:
 --   run VARCHAR: trace run
 --   ncu_run VARCHAR: ncu run

@@ -10,8 +10,9 @@
 --   memory above the start grows in proportion to the batch and keeps 10% of the
 --   device free; it is a first guess to try, not a promise.
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all with memory events when absent)
+--   run RUN = NULL: trace run (all with memory events when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent
 --   batch_size INTEGER > 0 = NULL: samples per iteration (default: the capture's batch_size in the trace's metadata)
 -- columns:

@@ -4,8 +4,9 @@
 --   allocation and free of the trace's `[memory]` events (torch.profiler with
 --   profile_memory=True). rel_ns counts from the start of the window asked for.
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all with memory events when absent)
+--   run RUN = NULL: trace run (all with memory events when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every event of the trace); the steady one when absent
 --   device INTEGER = NULL: CUDA device index (all when absent)
 -- columns:

@@ -9,8 +9,9 @@
 --   SM means too small a grid (batch); with many blocks, a per-block resource
 --   (registers, shared memory) is the limit.
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run

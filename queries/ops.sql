@@ -10,8 +10,9 @@
 --   are direct children, GPU total that launched anywhere inside (method.md
 --   section 10).
 -- steady: run
+-- iteration_all: sql, whole run
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: an iteration number, or all (every iteration and a whole-trace row with iteration NULL, also of a run without iterations); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run

@@ -2,7 +2,7 @@
 -- description: One row per run: its source, framework, device, how many events,
 --   kernels and iterations it holds, and the time span its events cover.
 -- parameters:
---   run VARCHAR = NULL: run to report on (all runs when absent)
+--   run RUN = NULL: run to report on (all runs when absent)
 -- columns:
 --   run VARCHAR: run name
 --   kind VARCHAR: trace | ncu | power | calibration

@@ -4,7 +4,7 @@
 --   enqueue end, leaving at its dequeue start). Sync runs have no queue: they
 --   give one row saying so.
 -- parameters:
---   run VARCHAR = NULL: TensorFlow trace run (all when absent)
+--   run RUN = NULL: TensorFlow trace run (all when absent)
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration holding ts_ns (NULL outside iterations)

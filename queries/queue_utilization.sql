@@ -4,8 +4,9 @@
 --   several do: GPU kernel, CPU kernel, dequeuing, memory transfer, else
 --   waiting (view activity_segments). Sync runs have no queue: queue_state is
 --   no_queue. The rows of an iteration add up to its duration.
+-- iteration_all: absent
 -- parameters:
---   run VARCHAR = NULL: TensorFlow trace run (all when absent)
+--   run RUN = NULL: TensorFlow trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all when absent)
 -- columns:
 --   run VARCHAR: trace run

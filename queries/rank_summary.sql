@@ -6,9 +6,10 @@
 --   and launch statistics, and which ranks straggle (iteration more than
 --   `straggler_pct` above the median rank's).
 -- steady: job
+-- iteration_all: sql
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
---   run VARCHAR = NULL: trace run to report on (every rank's run when absent)
+--   run RUN = NULL: trace run to report on (every rank's run when absent)
 --   iteration VARCHAR = steady: one of steady | all | N: the job's steady iteration, every iteration, or iteration N
 --   straggler_pct DOUBLE >= 0 = 5: how much slower than the median rank a straggler is, %
 -- columns:

@@ -5,6 +5,7 @@
 --   arrival skew of the calls it arrived last in, and how many those were.
 --   With iteration=all, also one row over every call (iteration NULL).
 -- steady: job
+-- iteration_all: sql
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   process_group VARCHAR = NULL: only the calls of this process group (all when absent)

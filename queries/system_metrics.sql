@@ -10,8 +10,9 @@
 --   (1/6 s to 1 s): a window shorter than that reads neighbouring time too.
 --   Low GPU utilization with high CPU utilization points at data loading.
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent
 --   gpu INTEGER = NULL: GPU index in the sampler log (default: the trace's device if logged, else the lowest)
 -- columns:

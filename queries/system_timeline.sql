@@ -6,8 +6,9 @@
 --   iteration each sample falls in. rel_ns counts from the start of the window
 --   asked for. The chart `system` draws it.
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (the whole trace); the steady one when absent
 --   gpu INTEGER = NULL: GPU index in the sampler log (default: the trace's device if logged, else the lowest)
 -- columns:

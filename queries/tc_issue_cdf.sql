@@ -5,8 +5,9 @@
 --   TC issue <= x. The row with tc_issue_pct = 0 gives the share of time in
 --   kernels that issue no tensor instruction at all (kernels without a tensor
 --   instruction counter count as 0).
+-- iteration_all: absent
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all matched ones when absent)
 -- columns:
 --   run VARCHAR: trace run

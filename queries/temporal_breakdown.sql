@@ -6,9 +6,10 @@
 --   gpu_utilization) or, for the whole trace, the first GPU activity's start to
 --   the last one's end (HTA's window).
 -- steady: job
+-- iteration_all: sql, whole run
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
---   run VARCHAR = NULL: one rank's trace run (all when absent)
+--   run RUN = NULL: one rank's trace run (all when absent)
 --   iteration VARCHAR = steady: one of steady | all | N: the job's steady iteration (chosen once from all ranks), every iteration plus the whole trace (iteration NULL, also of a run without iterations), or iteration N
 -- columns:
 --   job VARCHAR: job

@@ -7,8 +7,9 @@
 --   kernels in this sense).
 -- steady: run
 -- segment_windows: iteration
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run

@@ -3,8 +3,9 @@
 --   share of kernel time, the op and layer type that launch them most, and
 --   (where matched with ncu) their summed utilization levels.
 -- steady: run
+-- iteration_all: sql, whole run
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every kernel of the run, also of a run without iterations); the steady one when absent
 --   limit INTEGER > 0 = 20: rows per run and iteration
 -- columns:

@@ -9,8 +9,9 @@
 --   copies are synchronous and slow: pin the memory (DataLoader pin_memory=True)
 --   to overlap them with compute.
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run

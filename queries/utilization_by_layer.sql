@@ -6,8 +6,9 @@
 --   rules of the table layer_rules (users may add rules). Levels are summed
 --   counters of the layer's matched kernels (NULL without ncu data).
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: every GPU activity of the run); the steady one when absent
 -- columns:
 --   run VARCHAR: trace run

@@ -8,8 +8,9 @@
 --   warpgroup MMA (gmma) is counted with the other tensor ops (metric_sources
 --   says how); levels that cannot be computed are NULL and note says why.
 -- steady: run
+-- iteration_all: sql
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and a whole-trace row with iteration NULL: the iterations together, their times summed, so a GPU tail that runs into the next iteration counts in both, and the counters of all their matched kernels); the steady one when absent
 --   batch_size INTEGER > 0 = NULL: samples per iteration, for samples_per_s (default: the batch size the run recorded, view run_batch_size)
 -- columns:

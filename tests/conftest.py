@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tracedb import db
+from tracedb.store import db
 from tracedb.ingest import ingest_file
 
 DATA = Path(__file__).parent / "data"
 
-# New databases are copies of a template (db_template.py): the tests keep theirs in a
+# New databases are copies of a template (store/template.py): the tests keep theirs in a
 # folder of this test process, apart from the user's cache (the CLIs they run inherit it).
 os.environ["TRACEDB_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracedb-test-cache-")
 atexit.register(shutil.rmtree, os.environ["TRACEDB_CACHE_DIR"], True)

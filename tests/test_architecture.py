@@ -9,7 +9,10 @@ import re
 import pytest
 
 from conftest import AMP_NCU, AMP_TRACE, DATA, raw_trace
-from tracedb import db, db_template, docgen, engines, lake, reports
+from tracedb.present import docgen
+from tracedb.query import lake, reports, transpile
+from tracedb.store import catalog, db
+from tracedb.store import template as db_template
 from tracedb.ingest import IngestError, ingest_file
 from tracedb.ingest.registry import KINDS, detect, readers
 
@@ -146,8 +149,12 @@ def test_column_comments_are_in_the_database(tmp_path):
     con.close()
 
 
+def _build(path):
+    db.connect(path, _template=False).close()
+
+
 def test_view_doc_comments_are_perfetto_style():
-    doc, cols, sources = docgen._doc_comment([
+    doc, cols, sources = catalog._doc_comment([
         "CREATE TABLE x (a INTEGER);", "-- What the view is,", "-- and why.", "--",
         "-- @column start_ns  start of the thing,", "--                   ns",
         "-- @column steady    true for one row", "-- @columns_from kernels"])
@@ -200,12 +207,12 @@ def test_lake_datasets_follow_the_reports_sql(tmp_path):
     con = db.connect(tmp_path / "l.duckdb")
     ds = lake.datasets_of(con)
     spark = [r for r in reports.all_reports().values() if "spark" in r.engines]
-    read = set().union(*(engines.relations_read(r) for r in spark))
+    read = set().union(*(transpile.relations_read(r) for r in spark))
     tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()}
     assert read <= set(ds.tables) | set(ds.views) | set(ds.global_) | set(ds.jobs) | tables
     # the views that join a job's runs are defined by the engine from what the lake holds
     assert {"job_runs", "job_iterations", "collective_calls"} <= set(ds.jobs)
-    by_jobs = set().union(*(engines.relations_of(sql) for _, sql in lake.job_views()))
+    by_jobs = set().union(*(transpile.relations_of(sql) for _, sql in lake.job_views()))
     assert by_jobs - set(ds.jobs) <= set(ds.tables) | set(ds.views) | set(ds.global_)
     assert not set(ds.jobs) & (set(ds.views) | set(ds.global_))
     assert {"kernels", "events", "counters", "matches"} <= set(ds.tables)
@@ -417,11 +424,11 @@ def test_a_new_database_is_built_where_no_copy_can_be_made(tmp_path, monkeypatch
     assert con.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone()[0] == db.SCHEMA_VERSION
     con.close()
     monkeypatch.setenv("TRACEDB_CACHE_DIR", str(tmp_path / "cache"))
-    assert db_template.copy_into(str(tmp_path / "n.duckdb")) is None      # exists: left alone
+    assert db_template.copy_into(str(tmp_path / "n.duckdb"), _build) is None      # exists: left alone
     assert _catalog(tmp_path / "n.duckdb")[1]["schema_info"]
     (tmp_path / "w.duckdb.wal").write_bytes(b"left by a deleted w.duckdb")
-    assert db_template.copy_into(str(tmp_path / "w.duckdb")) is None and not (tmp_path / "w.duckdb").exists()
-    assert db_template.copy_into(":memory:x") is None and db_template.copy_into("md:x") is None
+    assert db_template.copy_into(str(tmp_path / "w.duckdb"), _build) is None and not (tmp_path / "w.duckdb").exists()
+    assert db_template.copy_into(":memory:x", _build) is None and db_template.copy_into("md:x", _build) is None
     assert not list(tmp_path.glob("*.tmp")) and not os.path.exists(":memory:x")
 
 

@@ -22,9 +22,10 @@ import pytest
 
 from conftest import AMP_TRACE, DATA, raw_trace
 from independent import launches, ns
-from tracedb import db, reports
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.cli import main
-from tracedb.db import rows, scalar
+from tracedb.store.db import rows, scalar
 from tracedb.ingest import IngestError, ingest_file, trace_json
 from tracedb.ingest.workdir import workdir
 
@@ -641,7 +642,7 @@ def test_sql_empty_and_hints(db_file, capsys):
 def test_lake_paths_of_hostile_run_names_stay_inside(tmp_path):
     """A database made elsewhere may carry any run name: each becomes an encoded file
     name in the lake, and the lake reads back the names as they were."""
-    from tracedb import lake
+    from tracedb.query import lake
     con = db.connect(tmp_path / "h.duckdb")
     ingest_file(con, LENET)
     names = ["../../../escape", str(tmp_path / "abs"), "a/b", ".", ".."]
@@ -775,7 +776,7 @@ def test_file_size_limit_is_one_line(tmp_path, amp_doc):
 
 def test_full_disk_under_the_database_is_one_line_and_keeps_what_was_there(tmp_path):
     """A 10 MB tmpfs holds the database (a new file is a 4.7 MB copy of the schema's
-    template, db_template.py: built, it takes that room at its first checkpoint
+    template, store/template.py: built, it takes that room at its first checkpoint
     only, and a 7 MB tmpfs held it): the second trace does not fit. Its ingest fails
     with one line naming the cause (it was "cannot rollback - no transaction is
     active"), the run before it stays, and the next file that fits still loads."""

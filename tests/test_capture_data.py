@@ -15,8 +15,10 @@ import pytest
 
 import independent as ref
 from conftest import DATA, raw_trace
-from tracedb import charts, db, reports
-from tracedb.db import rows, scalar
+from tracedb.present import charts
+from tracedb.store import db
+from tracedb.query import reports
+from tracedb.store.db import rows, scalar
 
 CAP = DATA / "capture_h100"
 BATCHES = (32, 64, 128)
@@ -161,7 +163,7 @@ def test_nvtx_ranges_that_do_not_name_one_step_for_every_kernel_say_nothing(tmp_
 
 
 def test_load_capture_pairs_the_folder_into_its_own_database(tmp_path):
-    from tracedb.capture import DB_NAME, load_capture
+    from tracedb.capture.session import DB_NAME, load_capture
     d = tmp_path / "resnet18_bs32"
     shutil.copytree(CAP / "resnet18_bs32", d)
     assert load_capture(str(d)) == {"trace": "resnet18_bs32", "power": "resnet18_bs32_power",
@@ -181,8 +183,8 @@ def test_the_ncu_pass_profiles_the_trace_s_steady_step(cap, tmp_path, batch):
     show the steady one (3) by default: NULL levels there. It now profiles the steady
     step, computed here from the raw trace's ProfilerStep markers, and writes it into
     the manifest, whose folder then pairs the report with it."""
-    from tracedb.capture import folder_files, manifest
-    from tracedb.ncu_capture import note_step, profile_step
+    from tracedb.ingest.capture_folder import folder_files, manifest
+    from tracedb.capture.ncu import note_step, profile_step
     d, m = files(batch)
     want = ref.steady_step(raw_trace(found(d, f"resnet18_bs{batch}.pt.trace.json")))
     assert want in range(m["wait"] + m["warmup"], m["ncu_step"] + 1)
@@ -241,7 +243,7 @@ def test_a_capture_whose_ncu_pass_profiled_the_steady_step_shows_its_levels_by_d
 def test_the_ncu_pass_keeps_the_last_active_step_where_the_trace_numbers_no_profiler_steps(tmp_path):
     """Iterations counted from an annotation (--iterations-from) are not ProfilerStep#N:
     their numbers say nothing of the NVTX step ranges."""
-    from tracedb.ncu_capture import profile_step
+    from tracedb.capture.ncu import profile_step
     d, m = files(32)
     path = tmp_path / "i.duckdb"
     done = tracedb("ingest", str(found(d, "resnet18_bs32.pt.trace.json")), "--iterations-from", "Optimizer.step#SGD.step",
@@ -260,7 +262,7 @@ def test_a_manifest_gone_after_the_trace_loaded_leaves_only_the_batch_size_out(t
     """The CLI notes the manifest's batch size once the folder's trace landed; a
     manifest deleted or broken meanwhile was a CaptureError there, outside the ingest's
     one-line errors (a traceback)."""
-    from tracedb.capture import MANIFEST, note_manifest
+    from tracedb.ingest.capture_folder import MANIFEST, note_manifest
     d = tmp_path / "resnet18_bs32"
     shutil.copytree(CAP / "resnet18_bs32", d)
     con = db.connect(tmp_path / "m.duckdb")

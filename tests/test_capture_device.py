@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 import tracedb  # noqa: E402
-from tracedb import db  # noqa: E402
+from tracedb.store import db  # noqa: E402
 
 
 def _train(cap, seen):

@@ -5,7 +5,9 @@ import math
 
 import pytest
 
-from tracedb import charts, db, reports
+from tracedb.present import charts
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.ingest import ingest_file
 
 from conftest import AMP_NCU, AMP_TRACE, DATA, TF

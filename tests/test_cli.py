@@ -50,7 +50,9 @@ def test_answers_are_written_a_batch_at_a_time_and_a_failed_one_leaves_no_file(t
     and Parquet of launch_delay (905 kernels) are what its table gives; a query that
     fails part-way (DuckDB's error on the 1,000,001st row, after batches were written)
     exits 1 with one line and leaves no file, nor its temporary one."""
-    from tracedb import db as tdb, output, reports
+    from tracedb.store import db as tdb
+    from tracedb.present import output
+    from tracedb.query import reports
     from tracedb.ingest import ingest_file
     path = tmp_path / "c.duckdb"
     con = tdb.connect(path)
@@ -178,7 +180,8 @@ def test_values_that_give_wrong_numbers_are_refused_by_name(tmp_path):
     assert r.returncode == 2 and "argument --wait: must be a number of seconds from 0, or inf" in r.stderr
     # the Python API: None is the default (limit=None gave no rows), and a header whose
     # default its own floor refuses is a broken report
-    from tracedb import db as tdb, reports
+    from tracedb.store import db as tdb
+    from tracedb.query import reports
     con = tdb.connect(db, read_only=True)
     got = reports.run(con, "top_kernels", {"run": "h100_resnet50_bs64_amp", "limit": None})
     con.close()

@@ -11,7 +11,7 @@ import venv
 
 import pytest
 
-from tracedb import db
+from tracedb.store import db
 from tracedb.ingest import ingest_file
 
 from conftest import AMP_NCU, AMP_TRACE

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tracedb import reports
+from tracedb.query import reports
 from tracedb.cuda_bench import plan, results
 from tracedb.ingest import ingest_file
 

@@ -7,7 +7,10 @@ import pytest
 
 import independent as ref
 from conftest import DATA, raw_trace
-from tracedb import cli, db, diff, reports
+from tracedb import cli
+from tracedb.store import db
+from tracedb.analysis import diff
+from tracedb.query import reports
 from tracedb.ingest import ingest_file
 
 AMP, FP32 = "h100_resnet50_bs64_amp", "h100_resnet50_bs64_fp32"

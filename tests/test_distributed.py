@@ -13,7 +13,9 @@ from conftest import DATA, raw_trace
 from independent import iterations, launches, ns
 from independent_dist import (activities, collectives, hta_overlap_pct, joined_calls, length, per_iteration,
                               union)
-from tracedb import charts, db, reports
+from tracedb.present import charts
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.cli import main
 from tracedb.ingest import IngestError, ingest_file
 

@@ -9,7 +9,10 @@ import math
 import pytest
 
 from conftest import DATA
-from tracedb import db, engines, lake, reports
+from tracedb.store import db
+from tracedb.query import engines
+from tracedb.query import lake
+from tracedb.query import reports
 from tracedb.cli import main
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'tracedb[spark]')")

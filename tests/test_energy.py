@@ -10,9 +10,10 @@ from datetime import datetime, timezone
 import pytest
 
 from conftest import AMP_NCU_BASE, DATA, TORCH, read_ncu_csv, run_name
-from tracedb import db, reports
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.cli import main
-from tracedb.db import rows, scalar
+from tracedb.store.db import rows, scalar
 from tracedb.ingest import IngestError, ingest_file
 
 POWER = DATA / "power"

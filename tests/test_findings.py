@@ -7,10 +7,12 @@ import pytest
 
 import independent as ref
 from conftest import AMP_NCU_BASE, DATA, TORCH, raw_trace, read_ncu_csv, run_name
-from tracedb import advise, db, reports
-from tracedb.advise import SEVERITIES
+from tracedb.analysis import advise
+from tracedb.store import db
+from tracedb.query import reports
+from tracedb.analysis.advise import SEVERITIES
 from tracedb.ingest import ingest_file
-from tracedb.match import match
+from tracedb.ingest.match import match
 
 AMP, FP32, BERT = "h100_resnet50_bs64_amp", "h100_resnet50_bs64_fp32", "h100_bert_bs16_amp"
 H200 = "h200_resnet18_bs32_amp"

@@ -10,9 +10,10 @@ import pytest
 import flop_reference as ref
 from conftest import DATA, TORCH, raw_trace, run_name
 from independent import innermost_op
-from tracedb import db, reports
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.ingest import ingest_file
-from tracedb.reports import ReportError
+from tracedb.query.reports import ReportError
 
 CUPTI = DATA / "cupti" / "a100_cupti_range_profiler.json.gz"
 RESNET = DATA / "torch" / "h100_resnet50_bs64_amp.json.gz"
@@ -297,7 +298,7 @@ def test_bad_iteration_is_a_clear_error(flop_db):
 
 
 def test_flop_charts_draw_the_report_rows(flop_db, tmp_path):
-    from tracedb import charts
+    from tracedb.present import charts
     spec = charts.build(flop_db, "mfu", {}).to_dict()
     table = rows(reports.run(flop_db, "flop_utilization", {}))
     assert sorted(v["mfu_pct"] for v in spec["data"]["values"]) == \

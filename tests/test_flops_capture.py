@@ -10,7 +10,8 @@ import pytest
 
 import flop_reference as ref
 from conftest import DATA, raw_trace
-from tracedb import db, reports
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.ingest import ingest_file
 
 FLOPS = DATA / "flops"

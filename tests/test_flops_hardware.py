@@ -15,7 +15,8 @@ from collections import Counter
 import pytest
 
 from conftest import DATA
-from tracedb import db, reports
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.ingest import ingest_file
 
 FLOPS = DATA / "flops"

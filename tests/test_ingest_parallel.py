@@ -1,7 +1,7 @@
 """Many traces in worker processes: the same database as ingesting them one by one."""
 from conftest import TRACES, run_name
 from test_trace_pieces import TABLES, tables
-from tracedb import db
+from tracedb.store import db
 from tracedb.ingest import ingest_file
 from tracedb.ingest.parallel import ingest_traces
 

@@ -8,7 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import AMP_NCU_BASE, DATA, TF, TORCH, run_name
-from tracedb import db, engines, lake, reports
+from tracedb.store import db
+from tracedb.query import engines
+from tracedb.query import lake
+from tracedb.query import reports
 from tracedb.cli import main
 from tracedb.ingest import ingest_file
 
@@ -81,7 +84,7 @@ def test_export_runs_under_the_memory_cap_and_writes_every_row(duck_and_lake, mo
                            ).fetchone() == (n, n)
 
 
-SPARK_REPORTS = [n for n, r in reports.all_reports().items() if "spark" in engines.engines_of(r)]
+SPARK_REPORTS = [n for n, r in reports.all_reports().items() if "spark" in r.engines]
 
 
 def test_reports_declare_their_engines():
@@ -91,8 +94,7 @@ def test_reports_declare_their_engines():
 
 def takes_all(name):
     """Whether the report's iteration parameter takes `all` (every iteration and the whole trace)."""
-    p = reports.all_reports()[name].param("iteration")
-    return p is not None and p.type.upper() == "VARCHAR" and "all" in p.doc
+    return reports.all_reports()[name].iteration_all == "sql"
 
 
 @pytest.mark.parametrize("name,params", [(n, {}) for n in SPARK_REPORTS]

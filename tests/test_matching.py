@@ -3,11 +3,12 @@ to report variants built from it, name normalization, CLI and reports."""
 import pytest
 
 from conftest import AMP_NCU_BASE, AMP_TRACE, read_ncu_csv, write_ncu_csv
-from tracedb import db, reports
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.cli import main
-from tracedb.db import rows, scalar
+from tracedb.store.db import rows, scalar
 from tracedb.ingest import ingest_file
-from tracedb.match import match
+from tracedb.ingest.match import match
 
 TRACE_RUN = "h100_resnet50_bs64_amp"
 

@@ -16,9 +16,11 @@ import pytest
 import independent as ref
 from independent_dist import union
 from conftest import AMP_NCU_BASE, AMP_TRACE, DATA, raw_trace, read_ncu_csv
-from tracedb import cli, db, reports
-from tracedb.db import rows, scalar
-from tracedb.empty import whole_trace_without_iterations
+from tracedb import cli
+from tracedb.store import db
+from tracedb.query import reports
+from tracedb.store.db import rows, scalar
+from tracedb.query.empty import whole_trace_without_iterations
 from tracedb.ingest import IngestError, ingest_file
 
 AMP = "h100_resnet50_bs64_amp"

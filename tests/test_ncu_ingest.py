@@ -4,7 +4,7 @@ import gzip
 import pytest
 
 from conftest import AMP_NCU, AMP_NCU_BASE, NCU, read_ncu_csv, write_ncu_csv
-from tracedb.db import rows, scalar
+from tracedb.store.db import rows, scalar
 from tracedb.ingest import IngestError, ingest_file
 
 SMALL = {form: NCU / f"h200_small_cnn_{form}.csv.gz"
@@ -17,7 +17,7 @@ def num(text):
 
 @pytest.fixture(scope="module")
 def ncu_db(tmp_path_factory):
-    from tracedb import db
+    from tracedb.store import db
     con = db.connect(tmp_path_factory.mktemp("ncu") / "ncu.duckdb")
     for p in [AMP_NCU, AMP_NCU_BASE, *SMALL.values()]:
         ingest_file(con, p)

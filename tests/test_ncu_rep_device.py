@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tracedb.db import rows
+from tracedb.store.db import rows
 from tracedb.ingest import ingest_file
 from tracedb.ingest.ncu_rep import find_ncu_report
 
@@ -65,7 +65,7 @@ for n in range(3):
 def test_ncu_rep_gives_its_nvtx_step_like_the_csv(fresh_db, tmp_path):
     """A report profiled with --nvtx names the step of its kernels in either form: the
     raw CSV's range columns, and the ranges ncu_report gives (ncu_rep_dump.nvtx_columns)."""
-    from tracedb.match import nvtx_step
+    from tracedb.ingest.match import nvtx_step
     script = tmp_path / "steps.py"
     script.write_text(STEPS)
     base = tmp_path / "steps"

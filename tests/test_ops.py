@@ -8,7 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from tracedb import db, reports
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.ingest import ingest_file
 
 from conftest import DATA, TORCH, run_name

@@ -6,8 +6,10 @@ import pytest
 
 import independent as ref
 from conftest import DATA, TF, TORCH, raw_trace, run_name
-from tracedb import charts, db, reports
-from tracedb.db import rows
+from tracedb.present import charts
+from tracedb.store import db
+from tracedb.query import reports
+from tracedb.store.db import rows
 from tracedb.ingest import ingest_file
 
 JAX = DATA / "jax" / "h200_jax_mlp.trace.json.gz"

@@ -8,7 +8,9 @@ import subprocess
 import pytest
 
 from conftest import AMP_NCU_BASE, DATA
-from tracedb import cli, db, html_report
+from tracedb import cli
+from tracedb.store import db
+from tracedb.present import html_report
 from tracedb.ingest import ingest_file
 
 AMP = "h100_resnet50_bs64_amp"

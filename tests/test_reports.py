@@ -3,9 +3,9 @@ import pytest
 
 import independent as ref
 from conftest import TORCH, TRACES, raw_trace, run_name
-from tracedb import reports
-from tracedb.db import params_of
-from tracedb.reports import ReportError
+from tracedb.query import reports
+from tracedb.store.db import params_of
+from tracedb.query.reports import ReportError
 
 
 @pytest.mark.parametrize("path", TRACES, ids=run_name)
@@ -82,14 +82,17 @@ PER_ITERATION = sorted(n for n, r in reports.all_reports().items()
 @pytest.mark.parametrize("name", PER_ITERATION)
 def test_iteration_all_is_every_iteration_or_says_why_not(name):
     """The contract of per-iteration reports: iteration=all gives every iteration and a
-    whole-trace row (a VARCHAR parameter that says so), is the default of a report that
-    lists every iteration when none is asked for, or is refused in one line by the one
-    that reads one iteration at a time."""
+    whole-trace row (its header declares `iteration_all: sql`, and the parameter's doc
+    says so), is the default of a report that lists every iteration when none is asked
+    for (`iteration_all: absent`), or is refused in one line by the one that reads one
+    iteration at a time."""
     r = reports.get(name)
     p = r.param("iteration")
-    if p.type.upper() == "VARCHAR":
-        assert "all" in p.doc, name
-    elif "when absent)" in p.doc and "(all" in p.doc:
+    if r.iteration_all == "sql":
+        assert p.type.upper() == "VARCHAR" and "all" in p.doc, name
+        assert reports.bound_params(r, {"iteration": "ALL"})["iteration"] == "all"
+    elif r.iteration_all == "absent":
+        assert "when absent)" in p.doc and "(all" in p.doc, name
         assert reports.bound_params(r, {"iteration": "all"})["iteration"] is None
     else:
         assert name == "energy_breakdown", name

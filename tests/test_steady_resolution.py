@@ -9,7 +9,8 @@ import json
 import pytest
 
 from conftest import AMP_NCU_BASE, DATA, TF
-from tracedb import db, reports
+from tracedb.store import db
+from tracedb.query import reports
 from tracedb.cli import main
 from tracedb.ingest import ingest_file
 

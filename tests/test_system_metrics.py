@@ -11,8 +11,9 @@ from decimal import Decimal
 import pytest
 
 from conftest import AMP_NCU, AMP_TRACE, raw_trace, read_ncu_csv
-from tracedb import db, reports
-from tracedb.db import rows, scalar
+from tracedb.store import db
+from tracedb.query import reports
+from tracedb.store.db import rows, scalar
 from tracedb.ingest import IngestError, ingest_file
 
 BASE = 1_700_000_000_000_000_000
@@ -291,7 +292,7 @@ def test_capture_errors_are_one_line(tmp_path):
     assert r.returncode == 1 and r.stderr.count("\n") == 1
     assert "needs Nsight Compute's `no-such-ncu` command" in r.stderr
     r = tracedb("capture", "-o", str(tmp_path / "c"), "--", "true")
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "did not run a tracedb.capture" in r.stderr
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "did not run a tracedb.capture.session" in r.stderr
     r = tracedb("capture", "-o", str(tmp_path / "c"), "--", sys.executable, "-c", "import sys; sys.exit(3)")
     assert r.returncode == 1 and "exited with status 3" in r.stderr
     r = tracedb("capture", "-o", str(tmp_path / "c"))
@@ -305,7 +306,7 @@ def test_capture_without_torch_says_so(tmp_path):
     except ImportError:
         pass
     import tracedb
-    from tracedb.capture import CaptureError
+    from tracedb.capture.session import CaptureError
     with pytest.raises(CaptureError, match="needs PyTorch"):
         with tracedb.capture(tmp_path / "c"):
             pass
@@ -320,7 +321,7 @@ def tracedb_cli_capture(tmp_path, script):
 
 
 def test_sampler_without_nvml_says_so(tmp_path):
-    from tracedb.power_log import PowerLogError, Sampler
+    from tracedb.capture.power_log import PowerLogError, Sampler
     try:
         import pynvml
         pynvml.nvmlInit()
@@ -337,7 +338,7 @@ def test_host_sampler_faster_than_the_kernels_clock_writes_no_empty_utilization(
     not written with an empty whole-machine utilization (408 of 500 were, before; a
     single core's row can still be empty where that core's clock did not move)."""
     import time
-    from tracedb.host_log import HostSampler
+    from tracedb.capture.host_log import HostSampler
     s = HostSampler(tmp_path / "fast_host.csv", interval_ms=1).start()
     time.sleep(0.3)
     s.stop()
@@ -350,7 +351,7 @@ def test_host_sampler_faster_than_the_kernels_clock_writes_no_empty_utilization(
 
 def test_host_sampler_writes_what_the_reader_reads(fresh_db, tmp_path):
     import time
-    from tracedb.host_log import HostSampler
+    from tracedb.capture.host_log import HostSampler
     s = HostSampler(tmp_path / "h_host.csv", interval_ms=20).start()
     time.sleep(0.15)
     s.stop()

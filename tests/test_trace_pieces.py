@@ -16,8 +16,8 @@ import weakref
 import pytest
 
 from conftest import TRACES, run_name
-from tracedb import db
-from tracedb.db import scalar
+from tracedb.store import db
+from tracedb.store.db import scalar
 from tracedb.ingest import IngestError, ingest_file, trace, trace_json
 
 TABLES = {

@@ -14,7 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import tracedb
-from tracedb import db, output, reports
+from tracedb.store import db
+from tracedb.present import output
+from tracedb.query import reports
 from tracedb.ingest import ingest_file
 
 from conftest import AMP_NCU, AMP_TRACE, DATA, raw_trace
@@ -324,7 +326,7 @@ def test_perfetto_export_in_windows_writes_the_same_file(full, tmp_path, monkeyp
     """The run's events are sorted and written a window of event ids at a time (one
     sort of a 10 GB trace's lines held 9.8 GB): windows of 997 events, cut inside
     kernels' args and flows, give the file one window gives, byte for byte."""
-    from tracedb import perfetto
+    from tracedb.present import perfetto
     path, _ = full
     con = db.connect(path, read_only=True)
     one, many = tmp_path / "one.json", tmp_path / "many.json"
@@ -382,7 +384,7 @@ def test_perfetto_export_is_chrome_trace_json_that_tracedb_reingests(full, tmp_p
     assert power > 0 and Counter(e["name"].split(" (")[0] for e in added if e["ph"] == "C") == \
         {"GPU 0 power": power, "GPU 0 clocks": power, "GPU 0 temperature": power}
     # the findings of tracedb advise, as annotations at their iteration's start
-    from tracedb import advise
+    from tracedb.analysis import advise
     fired = [f for f in advise.evaluate_many(db.connect(path, read_only=True), AMP, "all")
              if f["severity"] not in ("ok", "skipped")]
     marks = [e for e in added if e["ph"] == "i"]

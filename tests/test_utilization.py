@@ -7,8 +7,10 @@ import pytest
 
 import independent as ref
 from conftest import AMP_NCU_BASE, AMP_TRACE, DATA, TORCH, TRACES, raw_trace, read_ncu_csv, run_name
-from tracedb import charts, db, reports
-from tracedb.db import rows, scalar
+from tracedb.present import charts
+from tracedb.store import db
+from tracedb.query import reports
+from tracedb.store.db import rows, scalar
 from tracedb.ingest import ingest_file
 
 AMP = "h100_resnet50_bs64_amp"

@@ -13,7 +13,9 @@ import re
 import pytest
 
 from conftest import DATA, TF
-from tracedb import db, reports, windows
+from tracedb.store import db
+from tracedb.query import reports
+from tracedb.query import windows
 from tracedb.ingest import ingest_file
 
 FLOPS = DATA / "flops"

@@ -1,3 +1,5 @@
+-- includes:
+
 -- Shared building blocks (macros and views) used by the derivation and by
 -- the saved reports. They live in the database file, so the DuckDB CLI and
 -- notebooks can use them too. Documented in docs/schema.md.

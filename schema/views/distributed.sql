@@ -1,3 +1,5 @@
+-- includes:
+
 -- Distributed training: kernel classes, collectives' bandwidth, and the GPU
 -- time of each rank split by which classes of kernel run at once. Per run
 -- (the lake materializes them per run); what joins ranks of a job is in

@@ -1,3 +1,5 @@
+-- includes:
+
 -- Power and energy (method.md sections 6-7): power runs paired with traces,
 -- the cumulative energy integral of each power log, calibration fits.
 -- Documented in docs/schema.md ("energy").

@@ -1,3 +1,5 @@
+-- includes: base
+
 -- Building blocks of the finding rules (rules/*.sql, tracedb advise).
 -- Documented in docs/reports.md ("findings").
 

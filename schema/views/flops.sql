@@ -1,3 +1,5 @@
+-- includes: base, ncu
+
 -- FLOP counting (METHOD.md section 8): analytic FLOPs of the framework ops of
 -- record_shapes traces (formulas of flop_formulas), hardware-counted FLOPs of
 -- kernels (ncu reports, and the trace's own CUPTI range-profiler counters),

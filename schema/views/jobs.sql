@@ -1,3 +1,5 @@
+-- includes: distributed
+
 -- Jobs: the ranks of a distributed job read together. These views join runs
 -- (ranks) of one job, so the lake does not materialize them per run: Spark
 -- defines them over the lake's datasets from this same SQL (engines.py,

@@ -1,3 +1,5 @@
+-- includes:
+
 -- Nsight Compute: units, metric names across architectures, and the wide
 -- per-kernel view of the counters that method.md sections 3 and 7 use.
 -- Documented in docs/schema.md ("ncu counters").

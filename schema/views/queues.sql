@@ -1,3 +1,5 @@
+-- includes:
+
 -- Runtime queues (method.md section 5): TensorFlow eager execution phases and
 -- queue, and CUDA launch queues. Documented in docs/schema.md ("queues").
 

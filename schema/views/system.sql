@@ -1,3 +1,5 @@
+-- includes: base, energy
+
 -- System metrics (METHOD.md section 9): the iteration windows a per-iteration
 -- report covers, host samples and device memory of a trace run, NVML throttle
 -- reasons, ncu occupancy. Documented in docs/schema.md ("system").

@@ -1,3 +1,5 @@
+-- includes: base
+
 -- Ad-hoc SQL's starting points. The kernels table also holds the kernels of ncu
 -- reports (replayed, serialized, without start times): sums over it count a
 -- profiled kernel twice. trace_kernels is the GPU activity the traces recorded,

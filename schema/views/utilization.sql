@@ -1,3 +1,5 @@
+-- includes: base, ncu
+
 -- Multi-level utilization (method.md section 3): layer types, per-kernel and
 -- per-iteration levels. The saved reports in queries/ read these views.
 -- Documented in docs/schema.md ("utilization").

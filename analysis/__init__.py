@@ -1,0 +1,4 @@
+"""Conclusions drawn from the reports: findings (advise.py) and the regression gate
+(diff.py). The report engine reads what they register (query/reports.PREPARERS); it
+never imports them."""
+from . import advise  # noqa: F401 (registers the findings report's preparer)

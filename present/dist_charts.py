@@ -1,0 +1,40 @@
+"""Charts of the distributed reports: communication overlap per rank, and the
+arrival skew of collectives as a heat map (rank x collective call)."""
+import altair as alt
+
+from .charts import plain_rows
+
+
+def overlap(table):
+    """Communication time per rank, split into the part hidden under compute and the
+    exposed part, one bar per rank (and iteration) (comm_overlap)."""
+    data = []
+    for r in plain_rows(table):
+        label = f"rank {r['rank']}" + ("" if r["iteration"] is None else f" #{r['iteration']}") \
+            if r["rank"] is not None else r["run"]
+        for part, col in (("overlapped by compute", "overlap_ns"), ("exposed", "exposed_ns")):
+            data.append({"rank": label, "part": part, "ms": r[col] / 1e6, "overlap_pct": r["overlap_pct"],
+                         "job": r["job"]})
+    return alt.Chart(alt.Data(values=data)).mark_bar().encode(
+        y=alt.Y("rank:N", title=None),
+        x=alt.X("ms:Q", stack="zero", title="communication time, ms"),
+        color=alt.Color("part:N", title=None, sort=["overlapped by compute", "exposed"]),
+        tooltip=["job:N", "rank:N", "part:N", alt.Tooltip("ms:Q", format=".3f"),
+                 alt.Tooltip("overlap_pct:Q", format=".2f", title="overlap %")],
+    ).properties(title="Communication overlapped by compute, per rank", width=420)
+
+
+def skew(table):
+    """Arrival of each rank at each collective call, after the first rank (collective_arrivals)."""
+    data = [{"call": f"{r['process_group']}:{r['seq']} {r['collective']}", "order": (r["process_group"], r["seq"]),
+             "rank": r["rank"], "us": r["arrival_ns"] / 1e3, "job": r["job"]} for r in plain_rows(table)]
+    calls = [d["call"] for d in sorted(data, key=lambda d: (str(d["order"][0]), d["order"][1]))]
+    order = list(dict.fromkeys(calls))
+    for d in data:
+        del d["order"]
+    return alt.Chart(alt.Data(values=data)).mark_rect().encode(
+        x=alt.X("call:N", sort=order, title="collective call (process group:seq)", axis=alt.Axis(labels=len(order) <= 60)),
+        y=alt.Y("rank:O", title="rank"),
+        color=alt.Color("us:Q", title="arrival after the first rank, µs", scale=alt.Scale(scheme="viridis")),
+        tooltip=["job:N", "call:N", "rank:O", alt.Tooltip("us:Q", format=".1f")],
+    ).properties(title="Collective arrival skew", width=max(300, min(900, 8 * len(order))))

@@ -1,0 +1,81 @@
+"""The saved reports on Spark, over a lake: transpiled with sqlglot from DuckDB SQL
+(transpile.py).
+
+Reports are written once, in DuckDB SQL. For another dialect the parameters
+are bound as literals and sqlglot rewrites the statement; on Spark it runs
+over the lake's Parquet datasets registered as views (lake.py materializes
+the views the reports read). A report says which engines it runs on in its
+header (`-- engines: duckdb, spark`); reports built on DuckDB-only macros
+(the energy reports' ASOF-joined integrals) stay DuckDB-only.
+"""
+import re
+
+import sqlglot
+
+from . import lake, reports
+from .transpile import bound_sql, relations_of, transpile
+
+_SPARK = {}
+
+
+def spark_session(master=None):
+    """A Spark session (local[*] unless a master URL is given), made once per process."""
+    key = master or "local[*]"
+    if key not in _SPARK:
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError:
+            raise reports.ReportError("--engine spark needs pyspark: pip install 'tracedb[spark]'") from None
+        _SPARK[key] = (SparkSession.builder.master(key).appName("tracedb")
+                       .config("spark.sql.session.timeZone", "UTC")
+                       .config("spark.ui.enabled", "false")
+                       .config("spark.sql.ansi.enabled", "false")
+                       # partition values (run names, ranks) stay strings: a run named "123" is not a number
+                       .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+                       .getOrCreate())
+        _SPARK[key].sparkContext.setLogLevel("ERROR")
+    return _SPARK[key]
+
+
+def _spark_sql(sql):
+    """sqlglot writes DuckDB's exact percentile_cont (and median) as Spark's approximate
+    percentile: keep it exact."""
+    return re.sub(r"\bPERCENTILE_APPROX\(", "PERCENTILE(", sql)
+
+
+def run_spark(name, params, lake_dir, master=None):
+    """Run a saved report on Spark over a lake; returns a pyarrow Table."""
+    report = reports.get(name)
+    if "spark" not in report.engines:
+        raise reports.ReportError(f"report {name} runs on DuckDB only (see docs/reports.md, 'Engines')")
+    sql = _spark_sql(transpile(name, "spark", params, pretty=False))
+    datasets = lake.datasets(lake_dir)          # not a lake: said before Spark takes seconds to start
+    jobs = lake.job_views()
+    need = _relations_needed(relations_of(bound_sql(name, params)[0]), jobs)
+    spark = spark_session(master)
+    have = set()
+    # only what the report reads: each dataset's registration lists its files and reads
+    # their footers (mergeSchema), about 0.2 s each on 2 cores, seconds for a whole lake
+    for ds in sorted(need):
+        if ds in datasets:
+            spark.read.option("mergeSchema", "true").parquet(datasets[ds]).createOrReplaceTempView(ds)
+            have.add(ds)
+    for view, select in jobs:                  # the views that join a job's runs, from their own SQL
+        if view in need and relations_of(select) <= have:   # (a lake without collectives has no collective_calls)
+            spark.sql(_spark_sql(sqlglot.transpile(select, read="duckdb", write="spark")[0])).createOrReplaceTempView(view)
+            have.add(view)
+    for ds in need - have:                     # not in this lake: no view of an earlier lake of the session stands in
+        spark.catalog.dropTempView(ds)
+    return spark.sql(sql).toArrow()
+
+
+def _relations_needed(read, jobs):
+    """The relations a report reads, with those of the job views it reads (in turn)."""
+    selects = dict(jobs)
+    need, todo = set(), list(read)
+    while todo:
+        r = todo.pop()
+        if r not in need:
+            need.add(r)
+            todo.extend(relations_of(selects[r]) if r in selects else ())
+    return need
