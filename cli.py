@@ -15,8 +15,9 @@ from .ingest.batch import match_line
 from .present import output
 from .present.chart_list import CHARTS
 from .query import adhoc, reports
-from .store import db
 from .store.files import remove
+from .store.sql import scalar
+from .store.tuning import pool_blocks
 
 
 class UsageError(TracedbError):
@@ -78,7 +79,7 @@ def cmd_ingest(args):
             raise UsageError(why)
     new = not os.path.exists(args.db)
     con = _open(args.db, write=True)
-    db.pool_blocks(con)        # the process ends with the ingest
+    pool_blocks(con)        # the process ends with the ingest
     try:
         return _ingest_paths(con, args, options, groups)
     finally:
@@ -90,7 +91,7 @@ def cmd_ingest(args):
 
 def _holds_no_run(con):
     try:
-        return db.scalar(con, "SELECT count(*) FROM runs") == 0
+        return scalar(con, "SELECT count(*) FROM runs") == 0
     except duckdb.Error:        # a connection an interrupt left unusable: keep the file
         return False
 
@@ -213,8 +214,8 @@ def cmd_settings(args):
     con = _open(args.db, write=args.action in ("set", "add", "remove"))
     try:
         if args.table is None:
-            rows = [(t, db.scalar(con, f"SELECT count(*) FROM {t}"),
-                     db.scalar(con, f"SELECT count(*) FROM {t} WHERE source <> 'tracedb'"))
+            rows = [(t, scalar(con, f"SELECT count(*) FROM {t}"),
+                     scalar(con, f"SELECT count(*) FROM {t} WHERE source <> 'tracedb'"))
                     for t in admin.settings_tables()]
             import pyarrow as pa
             _write(pa.table({"table": [r[0] for r in rows], "rows": [r[1] for r in rows],

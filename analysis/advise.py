@@ -35,7 +35,7 @@ import pyarrow as pa
 from ..query import reports
 from ..store import header
 from ..store.catalog import package_sql, run_column
-from ..store.db import bind, rows, scalar
+from ..store.sql import bind, rows, scalar
 from ..query.reports import ReportError
 
 SEVERITIES = ("high", "medium", "low")

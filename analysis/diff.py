@@ -17,7 +17,7 @@ import statistics
 import pyarrow as pa
 
 from ..query import reports
-from ..store.db import rows
+from ..store.sql import rows
 from ..query.reports import ReportError
 
 NOISE_FLOOR_PCT = 2.0

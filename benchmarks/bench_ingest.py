@@ -5,7 +5,7 @@ Make BIG.json with ../shared/tools/scale_trace.py <h100_resnet50_bs64_amp.json.g
 Each measurement runs in its own process so that peak RSS is its own.
 --instructions: also count each process's instructions with Linux `perf stat` (start-up
 included). On a shared machine they move by under 1% where times move by a third, so
-they tell whether a change did less work (docs/benchmarks.md, change 13).
+they tell whether a change did less work (docs/benchmarks.md, History: change 13).
 """
 import json
 import os

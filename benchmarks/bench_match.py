@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from tracedb.store import db
+from tracedb.store import db, sql
 from tracedb.ingest import ingest_file
 from tracedb.ingest.match import match
 
@@ -67,7 +67,7 @@ def main():
     t = time.perf_counter()
     m = match(con, tr, nr, whole_run=True)
     t_match = time.perf_counter() - t
-    q = db.rows(con, "SELECT ncu_matched_pct, time_covered_pct FROM (" +
+    q = sql.rows(con, "SELECT ncu_matched_pct, time_covered_pct FROM (" +
                 "SELECT 100.0 * matched / ncu_kernels AS ncu_matched_pct, NULL AS time_covered_pct FROM match_runs)")[0]
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"trace kernels {m['trace_kernels']}, ncu kernels {m['ncu_kernels']}, candidates {m['candidates']}")

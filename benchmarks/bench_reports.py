@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from tracedb.store import db
+from tracedb.store import db, sql
 from tracedb.query import reports
 
 
@@ -17,8 +17,8 @@ def main(path, run=None, every_iteration=False):
     if not os.path.isfile(path):
         sys.exit(f"no such database: {path}")
     con = db.connect(path, read_only=True)
-    run = run or db.scalar(con, "SELECT run FROM runs WHERE kind = 'trace' ORDER BY n_events DESC LIMIT 1")
-    n = db.scalar(con, "SELECT n_events FROM runs WHERE run = ? AND kind = 'trace'", [run])
+    run = run or sql.scalar(con, "SELECT run FROM runs WHERE kind = 'trace' ORDER BY n_events DESC LIMIT 1")
+    n = sql.scalar(con, "SELECT n_events FROM runs WHERE run = ? AND kind = 'trace'", [run])
     if n is None:
         sys.exit(f"{path}: no trace run" + (f" named {run!r}" if run else ""))
     print(f"{path}: run {run}, {n:,} events")

@@ -14,7 +14,7 @@ import subprocess
 from ..query import reports
 from ..ingest.capture_folder import MANIFEST, CaptureError, manifest, note_manifest
 from .session import DB_NAME, ENV_DIR, ENV_NCU, STEP_RANGE
-from ..store.db import scalar
+from ..store.sql import scalar
 from ..ingest.match import match, numbers_profiler_steps
 
 

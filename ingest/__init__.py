@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ..store.db import ARGS_ZSTD_KEY, rows, scalar, setting
+from ..store.db import ARGS_ZSTD_KEY
+from ..store.sql import rows, scalar
+from ..store.tuning import setting
 from .errors import IngestError, database_error
 from .names import check_run_name, run_name_for  # noqa: F401 (tracedb.ingest's names)
 from .reader import Reload

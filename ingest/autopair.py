@@ -11,7 +11,7 @@ second transaction, otherwise the file stays unpaired and the line says which ru
 could own it. Undoing a pairing (`tracedb rm --pairing`) is the reader's too.
 """
 from ..errors import TracedbError
-from ..store.db import rows, scalar
+from ..store.sql import rows, scalar
 from .errors import IngestError
 from .match import MatchError
 from .registry import detect, reader_of_kind

@@ -12,7 +12,7 @@ gets them as they come (a long multi-file ingest shows its progress).
 import os
 from dataclasses import dataclass, field
 
-from ..store.db import scalar
+from ..store.sql import scalar
 from . import IngestResult, autopair, ingest_file
 from .capture_folder import note_manifest
 from .errors import IngestError

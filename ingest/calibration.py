@@ -4,7 +4,7 @@
 import hashlib
 import json
 
-from ..store.db import rows, scalar, sql_literal
+from ..store.sql import rows, scalar, sql_literal
 from .errors import IngestError
 from .reader import Prepared, Reader, first_line
 from .source import open_bytes

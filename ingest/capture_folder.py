@@ -6,7 +6,7 @@ import json
 import os
 
 from ..errors import TracedbError
-from ..store.db import scalar
+from ..store.sql import scalar
 
 MANIFEST = "capture.json"
 

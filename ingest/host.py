@@ -8,7 +8,8 @@ import json
 
 import duckdb
 
-from ..store.db import rows, run_script, sql_literal, sql_text
+from ..store.db import sql_text
+from ..store.sql import rows, run_script, sql_literal
 from .errors import IngestError
 from .reader import Prepared, Reader, first_line, overlapping_in_time
 from .source import hash_file, is_gzip

@@ -6,7 +6,7 @@ world size go on the runs row, and the distributed reports join ranks by job.
 """
 import os
 
-from ..store.db import rows
+from ..store.sql import rows
 from .errors import IngestError
 from .registry import detect
 

@@ -8,7 +8,8 @@ them in `matches` and a summary in `match_runs`.
 import time
 import warnings
 
-from ..store.db import rows, run_script, scalar, sql_text
+from ..store.db import sql_text
+from ..store.sql import rows, run_script, scalar
 from ..errors import TracedbError
 
 MAX_ROUNDS = 20

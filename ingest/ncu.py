@@ -7,7 +7,8 @@ import json
 import re
 import warnings
 
-from ..store.db import rows, run_script, scalar, sql_text
+from ..store.db import sql_text
+from ..store.sql import rows, run_script, scalar
 from . import ncu_csv, ncu_rep
 from .errors import IngestError
 from .reader import Prepared, Reader

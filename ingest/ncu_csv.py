@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ..store.db import sql_ident, sql_literal
+from ..store.sql import sql_ident, sql_literal
 from .errors import IngestError
 from .source import open_bytes
 

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-from ..store.db import sql_literal
+from ..store.sql import sql_literal
 from .errors import IngestError
 from .source import hash_file
 

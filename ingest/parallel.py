@@ -16,7 +16,8 @@ import duckdb
 
 from ..progress import file_bar
 from ..store.catalog import run_column_of, table_run_columns
-from ..store.db import rows, scalar, sql_literal
+from ..store.sql import rows, scalar, sql_literal
+from ..store.tuning import pool_blocks
 from ..store.files import remove
 from .errors import IngestError, database_error
 
@@ -29,7 +30,7 @@ def _work(args):
     try:
         con = db.connect(scratch)
         con.execute("SET threads = 1")        # the parallelism is across files
-        db.pool_blocks(con)
+        pool_blocks(con)
         r = ingest_file(con, path, run=run, options=options)
         n = scalar(con, "SELECT n_events FROM runs WHERE run = ?", [r.run]) or 0
         con.close()

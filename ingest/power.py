@@ -15,7 +15,8 @@ from zoneinfo import ZoneInfo
 
 import duckdb
 
-from ..store.db import rows, run_script, scalar, sql_ident, sql_literal, sql_text
+from ..store.db import sql_text
+from ..store.sql import rows, run_script, scalar, sql_ident, sql_literal
 from .match import MatchError
 from .errors import IngestError
 from .reader import Prepared, Reader, first_line, overlapping_in_time

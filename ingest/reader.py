@@ -8,12 +8,11 @@ transaction, `candidates` finds the traces that could own it (autopairing),
 `unpair` undoes the link (`tracedb rm --pairing`), `paired_note` what to say when a
 trace has several. The registry (registry.py) lists the readers.
 """
-import re
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..store.db import rows
+from ..store.sql import rows
 from .names import run_name_for
 
 

@@ -11,7 +11,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..store.db import memory_cap, rows, run_script, run_script_over, scalar, sql_literal, sql_text
+from ..store.db import sql_text
+from ..store.sql import rows, run_script, run_script_over, scalar, sql_literal
+from ..store.tuning import memory_cap
 from . import trace_json
 from .errors import IngestError, database_error
 from .reader import Prepared, Reader, Reload

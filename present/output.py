@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from ..errors import TracedbError
-from ..store.db import finite, sql_ident
+from ..store.sql import finite, sql_ident
 
 FORMATS = ("table", "csv", "json", "parquet")
 EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet",

@@ -10,7 +10,9 @@ import json
 import sys
 import time
 
-from ..store.db import bind, memory_cap, read_batches, rows, scalar, sql_text, statements
+from ..store.db import sql_text
+from ..store.sql import bind, read_batches, rows, scalar, statements
+from ..store.tuning import memory_cap
 from ..errors import TracedbError
 
 TRACEDB_PID = 2_000_000_000     # process id of tracedb's own tracks (iterations, power, memory)

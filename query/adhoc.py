@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 
 from ..store import db
-from ..store.db import finite
+from ..store.sql import finite, read_batches, statements
 from ..errors import TracedbError
 
 WRITE_HELP = ("allow the SQL to change this database's tables (INSERT, UPDATE, DELETE, CREATE, DROP); "
@@ -37,7 +37,7 @@ def run(con, query, write=False, fmt="csv"):
     None for a statement without one; SqlError with DuckDB's whole message on one
     line (its hints kept), also when met while reading. Its columns are what output
     format fmt can write (`writable`)."""
-    if not query.strip() or not db.statements(query):
+    if not query.strip() or not statements(query):
         raise SqlError("empty query: give SQL, e.g. tracedb sql 'SELECT run, kind FROM runs' --db DB")
     try:
         rel = con.sql(query)
@@ -49,7 +49,7 @@ def run(con, query, write=False, fmt="csv"):
 
     def mapped():
         try:
-            yield from db.read_batches(reader)
+            yield from read_batches(reader)
         except duckdb.Error as e:
             raise SqlError(_explain(e, write)) from None
     return pa.RecordBatchReader.from_batches(reader.schema, mapped())

@@ -1,6 +1,6 @@
 """Nothing silently empty: a report that comes back empty says why (on stderr, as a
 note) when the cause is known."""
-from ..store.db import rows, scalar
+from ..store.sql import rows, scalar
 
 def why_empty(con, report, values):
     """A sentence on why `report` returned no rows for `values`, when it can tell."""

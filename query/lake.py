@@ -22,7 +22,9 @@ from urllib.parse import quote
 
 from ..errors import TracedbError
 from ..store.catalog import run_column_of, table_run_columns
-from ..store.db import SCHEMA_VERSION, memory_cap, rows, setting, sql_literal, unless_set
+from ..store.db import SCHEMA_VERSION
+from ..store.sql import rows, sql_literal
+from ..store.tuning import memory_cap, setting, unless_set
 
 ROW_GROUP_ROWS = 122880          # DuckDB's Parquet row group
 
@@ -101,7 +103,8 @@ def job_views():
     """(name, SELECT) of each view of schema/views/jobs.sql, in order. They join the
     runs of a job, so the lake holds no copy of them (a copy per run would be
     wrong); an engine defines them over the lake's datasets instead."""
-    from ..store.db import sql_text, statements
+    from ..store.db import sql_text
+    from ..store.sql import statements
     out = []
     for stmt in statements(sql_text("schema", "views/jobs.sql")):
         body = "\n".join(l for l in stmt.splitlines() if not l.lstrip().startswith("--"))

@@ -38,7 +38,7 @@ import pyarrow as pa
 from ..errors import TracedbError
 from ..store import header
 from ..store.catalog import package_sql, run_column
-from ..store.db import bind, params_of, read_batches, rows, scalar
+from ..store.sql import bind, params_of, read_batches, rows, scalar
 from . import windows
 
 _TYPES = {"INTEGER": int, "BIGINT": int, "DOUBLE": float, "VARCHAR": str, "BOOLEAN": None, "RUN": str, "RUNS": str}

@@ -5,7 +5,7 @@ import re
 
 import sqlglot
 
-from ..store.db import sql_literal
+from ..store.sql import sql_literal
 from . import reports
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")

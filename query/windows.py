@@ -47,7 +47,7 @@ import contextlib
 
 import duckdb
 
-from ..store.db import rows, scalar
+from ..store.sql import rows, scalar
 
 MIN_NS, MAX_NS = -(2 ** 63), 2 ** 63 - 1
 

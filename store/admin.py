@@ -10,7 +10,8 @@ import re
 import duckdb
 
 from .catalog import table_run_columns
-from .db import rows, scalar, sql_ident, sql_text
+from .db import sql_text
+from .sql import rows, scalar, sql_ident
 from ..errors import TracedbError
 
 

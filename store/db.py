@@ -1,4 +1,5 @@
-"""Opening a tracedb database: connection settings and the schema, in one place.
+"""Opening a tracedb database: the connection and its schema, in one place (SQL of
+ours and running it: sql.py; DuckDB settings: tuning.py).
 
 schema/ is split by role, and a writable open applies it in this order:
   tables/   DDL of every table (core.sql, settings.sql), then migrate.sql
@@ -6,104 +7,18 @@ schema/ is split by role, and a writable open applies it in this order:
   views/    shared views and macros (reports, the CLI and notebooks read them)
 load/ (per-reader load SQL) and match/ (kernel matching) run during ingest.
 """
-import functools
 import hashlib
 import os
 import re
 import sys
-from contextlib import contextmanager
 
 import duckdb
 
-from . import catalog
+from . import catalog, template
 from .catalog import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLE_FILES, sql_files, sql_text
-from . import template
 from .lock import is_lock_error, open_waiting
-
-_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def sql_literal(value):
-    """A SQL literal of a Python value, for the few places that cannot bind a
-    parameter (views, COPY targets, table functions' file lists)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if value == value and abs(value) != float("inf") else "NULL"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(sql_literal(v) for v in value) + "]"
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def sql_ident(name):
-    """A quoted SQL identifier (column names taken from a file's header)."""
-    return '"' + str(name).replace('"', '""') + '"'
-
-
-def finite(x, t, depth=0):
-    """The SQL of column x of DuckDB type t with every NaN and infinity, at any depth,
-    made NULL: DuckDB's to_json writes them bare (NaN, Infinity), which is not JSON.
-    x itself where t holds no float (a nested value is rebuilt only around its floats)."""
-    e = f"e{depth}"
-    if t.id in ("float", "double"):
-        return f"CASE WHEN isfinite({x}) THEN {x} END"
-    if t.id in ("list", "array"):
-        inner = finite(e, t.children[0][1], depth + 1)
-        return x if inner == e else f"list_transform({x}, lambda {e}: {inner})"
-    if t.id == "map":
-        inner = finite(f"{e}.value", t.children[1][1], depth + 1)
-        return x if inner == f"{e}.value" else \
-            f"map_from_entries(list_transform(map_entries({x}), lambda {e}: {{'key': {e}.key, 'value': {inner}}}))"
-    if t.id in ("struct", "tuple"):      # a tuple is row(...): its fields have no names
-        refs = [f"struct_extract_at({x}, {i})" for i in range(1, len(t.children) + 1)]
-        inner = [finite(ref, ft, depth + 1) for ref, (_, ft) in zip(refs, t.children)]
-        if inner == refs:
-            return x
-        packed = f"row({', '.join(inner)})" if t.id == "tuple" else \
-            f"struct_pack({', '.join(f'{sql_ident(name)} := {v}' for (name, _), v in zip(t.children, inner))})"
-        return f"CASE WHEN {x} IS NOT NULL THEN {packed} END"
-    return x
-
-
-def statements(text):
-    """Split a SQL script of ours into statements (each ends with ';' at end of line)."""
-    parts = re.split(r";[ \t]*(?:--[^\n]*)?$", text, flags=re.M)
-    out = []
-    for p in parts:
-        body = "\n".join(l for l in p.splitlines() if not l.strip().startswith("--")).strip()
-        if body:
-            out.append(p.strip())
-    return out
-
-
-def params_of(sql):
-    """The $names a SQL text uses (comments left out)."""
-    return set(_PARAM.findall(re.sub(r"--[^\n]*", "", sql)))
-
-
-def bind(sql, params):
-    """The subset of params that a statement names as $name (DuckDB rejects extras)."""
-    return {k: params.get(k) for k in params_of(sql)}
-
-
-def run_script(con, text, params=None):
-    for stmt in statements(text):
-        con.execute(stmt, bind(stmt, params or {}))
-
-
-def run_script_over(con, text, name, table):
-    """Run a script (no $parameters) whose statements read the Arrow table `table`
-    under `name`, through a relation's query: nothing is registered. DuckDB keeps a
-    table registered (or a temp table dropped) inside a transaction until its end,
-    so a load staging batch after batch under one name held every batch."""
-    rel = con.from_arrow(table)
-    for stmt in statements(text):
-        rel.query(name, stmt)
-
+from .sql import rows, run_script, scalar, statements
+from .tuning import asof_by_sort
 
 def _migrate_settings(con):
     """Settings tables of a database made before they carried `source`: the
@@ -166,74 +81,6 @@ def _stamped_current(con):
 
 def _views_digest():
     return hashlib.sha256("".join(sql_text("schema", n) for n in catalog.view_files()).encode()).hexdigest()[:16]
-
-
-@contextmanager
-def setting(con, name, value):
-    """DuckDB's setting `name` at value for the block, then back to its default
-    (RESET); None leaves it as it is. Outside a transaction (no SET in an aborted one)."""
-    if value is not None:
-        con.execute(f"SET {name} = {sql_literal(value)}")
-    try:
-        yield
-    finally:
-        if value is not None:
-            con.execute(f"RESET {name}")
-
-
-# DuckDB's errors by the words its messages start with: pyarrow raises an error met
-# while a DuckDB Arrow reader reads as an OSError (read_batches raises it again as DuckDB's).
-_DUCKDB_ERRORS = {"Invalid Input Error": duckdb.InvalidInputException,
-                  "Conversion Error": duckdb.ConversionException,
-                  "Out of Range Error": duckdb.OutOfRangeException,
-                  "Out of Memory Error": duckdb.OutOfMemoryException,
-                  "INTERRUPT Error": duckdb.InterruptException}
-
-
-def read_batches(reader):
-    """The batches of a DuckDB Arrow reader, its errors raised as DuckDB's own
-    (never an OSError, which callers writing files take for theirs)."""
-    try:
-        yield from reader
-    except OSError as e:
-        msg = str(e)
-        kind = next((k for w, k in _DUCKDB_ERRORS.items() if msg.startswith(w)), duckdb.Error)
-        raise kind(msg) from None
-
-
-# DuckDB's memory limit while a trace loads or is exported, whatever its size: the
-# events are staged in batches (ingest/trace.py) and exported in windows
-# (perfetto.py), and the sorts and joins beyond it spill to DuckDB's temp directory
-# (docs/benchmarks.md: peak RSS per trace size).
-MEMORY_CAP = 1 << 30
-
-_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-          "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
-@functools.cache
-def default_setting(name):
-    """DuckDB's own value of a setting (a new in-memory database's): a different
-    value on a connection is one its user set."""
-    return duckdb.connect().execute(f"SELECT current_setting('{name}')").fetchone()[0]
-
-
-def unless_set(con, name, value):
-    """value, or None (for setting(): leave it) where the connection's setting `name`
-    is not DuckDB's own: a value its user set is theirs."""
-    return value if scalar(con, f"SELECT current_setting('{name}')") == default_setting(name) else None
-
-
-@contextmanager
-def memory_cap(con):
-    """DuckDB's memory limit lowered to MEMORY_CAP for the block (a trace's load, an
-    export), whatever the trace's size: what does not fit spills to disk instead of
-    growing with the trace. A limit the user set is left alone; the default comes
-    back exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
-    m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", default_setting("memory_limit") or "")
-    lower = m is not None and float(m[1]) * _UNITS[m[2]] > MEMORY_CAP
-    with setting(con, "memory_limit", unless_set(con, "memory_limit", f"{MEMORY_CAP}B") if lower else None):
-        yield
 
 
 # The one column declared with a compression (schema/tables/core.sql; why:
@@ -353,38 +200,3 @@ def connect(path, read_only=False, wait_s=0.0, say=None, _template=True):
     return con
 
 
-def asof_by_sort(con):
-    """Plan every ASOF join as DuckDB's sorting join (this connection only: the setting
-    is local). DuckDB loops over the right side instead where it estimates the left
-    side under asof_loop_join_threshold (64) rows, and after the views' filters its
-    estimate can be that low for a million ops: bwd_fwd_ratio with iteration=all on the
-    10 GB database made 1.6 G rows in the loop (109 s; 50 s sorted)."""
-    con.execute("SET asof_loop_join_threshold = 0")
-
-
-# DuckDB's buffer blocks pooled in a short-lived process of ours (the CLI, an ingest
-# worker) instead of handed back to the OS and faulted in again at the next block:
-# the 1 GB trace's ingest makes 0.5 s less system time and 4% less wall with it
-# (docs/benchmarks.md). DuckDB holds the pool until the database closes, so a
-# notebook's or an application's connection, open for long, does not get it.
-BLOCK_POOL = "1GiB"
-
-
-def pool_blocks(con):
-    """Keep DuckDB's freed buffer blocks (up to BLOCK_POOL) for reuse: for processes
-    that end with their work. A DuckDB without the setting (before 1.3) goes on without."""
-    try:
-        con.execute(f"SET block_allocator_memory = '{BLOCK_POOL}'")
-    except duckdb.Error:
-        pass
-
-
-def rows(con, sql, params=None):
-    """All rows of a query (fully fetched, so the connection is free again)."""
-    return con.execute(sql, params or []).fetchall()
-
-
-def scalar(con, sql, params=None):
-    """The first value of the first row, or None."""
-    r = rows(con, sql, params)
-    return r[0][0] if r else None

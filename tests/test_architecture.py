@@ -11,7 +11,7 @@ import pytest
 from conftest import AMP_NCU, AMP_TRACE, DATA, raw_trace
 from tracedb.present import docgen
 from tracedb.query import lake, reports, transpile
-from tracedb.store import catalog, db
+from tracedb.store import catalog, db, sql
 from tracedb.store import template as db_template
 from tracedb.ingest import IngestError, ingest_file
 from tracedb.ingest.registry import KINDS, detect, readers
@@ -222,10 +222,10 @@ def test_lake_datasets_follow_the_reports_sql(tmp_path):
 
 
 def test_one_sql_literal_helper():
-    assert db.sql_literal("it's") == "'it''s'" and db.sql_literal(None) == "NULL"
-    assert db.sql_literal(True) == "TRUE" and db.sql_literal(3) == "3"
-    assert db.sql_literal(float("nan")) == "NULL" and db.sql_literal(["a", 1]) == "['a', 1]"
-    assert db.sql_ident('we"ird') == '"we""ird"'
+    assert sql.sql_literal("it's") == "'it''s'" and sql.sql_literal(None) == "NULL"
+    assert sql.sql_literal(True) == "TRUE" and sql.sql_literal(3) == "3"
+    assert sql.sql_literal(float("nan")) == "NULL" and sql.sql_literal(["a", 1]) == "['a', 1]"
+    assert sql.sql_ident('we"ird') == '"we""ird"'
 
 
 def test_load_sql_headers_say_what_they_read_and_create():

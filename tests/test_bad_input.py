@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from conftest import DATA, raw_trace
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 from tracedb.ingest import IngestError, ingest_file
 
 AMP = DATA / "torch" / "h100_resnet50_bs64_amp.json.gz"

@@ -25,7 +25,7 @@ from independent import launches, ns
 from tracedb.store import db
 from tracedb.query import reports
 from tracedb.cli import main
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 from tracedb.ingest import IngestError, ingest_file, trace_json
 from tracedb.ingest.workdir import workdir
 

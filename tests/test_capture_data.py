@@ -18,7 +18,7 @@ from conftest import DATA, raw_trace
 from tracedb.present import charts
 from tracedb.store import db
 from tracedb.query import reports
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 
 CAP = DATA / "capture_h100"
 BATCHES = (32, 64, 128)

@@ -13,7 +13,7 @@ from conftest import AMP_NCU_BASE, DATA, TORCH, read_ncu_csv, run_name
 from tracedb.store import db
 from tracedb.query import reports
 from tracedb.cli import main
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 from tracedb.ingest import IngestError, ingest_file
 
 POWER = DATA / "power"

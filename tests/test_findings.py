@@ -8,7 +8,7 @@ import pytest
 import independent as ref
 from conftest import AMP_NCU_BASE, DATA, TORCH, raw_trace, read_ncu_csv, run_name
 from tracedb.analysis import advise
-from tracedb.store import db
+from tracedb.store import db, sql
 from tracedb.query import reports
 from tracedb.analysis.advise import SEVERITIES
 from tracedb.ingest import ingest_file
@@ -126,7 +126,7 @@ def test_every_rule_is_documented_with_a_threshold():
         assert r.description and r.suggestion and r.unit and r.requires, r.name
         assert r.next_report in reports.all_reports() or r.next_report in ("comm_overlap", "straggler_ranks",
                                                                             "memory_summary"), r.name
-        assert db.params_of(r.sql) <= {"run", "iteration", "every"}, r.name
+        assert sql.params_of(r.sql) <= {"run", "iteration", "every"}, r.name
         # with iteration=all finding_iterations gives every iteration only when told to
         assert ("finding_iterations(" not in r.sql
                 or r.sql.count("finding_iterations(") == r.sql.count("every_p := $every)")), r.name

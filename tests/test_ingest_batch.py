@@ -14,7 +14,7 @@ import pytest
 import tracedb
 from conftest import DATA
 from tracedb.store import db
-from tracedb.store.db import rows
+from tracedb.store.sql import rows
 
 CAP = DATA / "capture_h100"
 NCU_CAP = DATA / "capture_h100_ncu" / "resnet18_bs64"

@@ -110,7 +110,7 @@ def test_the_test_sees_upward_imports_and_circles(tmp_path):
     """The graph is read right: a known downward edge is found (so the tests above
     are not vacuous), and a made-up upward import would be caught."""
     g = graph()
-    assert "store.db" in g["query.reports"] and "query.reports" in g["analysis.advise"]
+    assert "store.sql" in g["query.reports"] and "query.reports" in g["analysis.advise"]
     assert "ingest.batch" in g["api"] and "ingest.batch" in g["cli"]
     assert layer("store.db") < layer("ingest.batch") < layer("query.reports") < layer("analysis.advise") \
         < layer("present.html_report") < layer("capture.session") < layer("api") < layer("cli")

@@ -6,7 +6,7 @@ from conftest import AMP_NCU_BASE, AMP_TRACE, read_ncu_csv, write_ncu_csv
 from tracedb.store import db
 from tracedb.query import reports
 from tracedb.cli import main
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 from tracedb.ingest import ingest_file
 from tracedb.ingest.match import match
 

@@ -19,7 +19,7 @@ from conftest import AMP_NCU_BASE, AMP_TRACE, DATA, raw_trace, read_ncu_csv
 from tracedb import cli
 from tracedb.store import db
 from tracedb.query import reports
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 from tracedb.query.empty import whole_trace_without_iterations
 from tracedb.ingest import IngestError, ingest_file
 

@@ -4,7 +4,7 @@ import gzip
 import pytest
 
 from conftest import AMP_NCU, AMP_NCU_BASE, NCU, read_ncu_csv, write_ncu_csv
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 from tracedb.ingest import IngestError, ingest_file
 
 SMALL = {form: NCU / f"h200_small_cnn_{form}.csv.gz"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tracedb.store.db import rows
+from tracedb.store.sql import rows
 from tracedb.ingest import ingest_file
 from tracedb.ingest.ncu_rep import find_ncu_report
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from tracedb.store import db
+from tracedb.store import sql
 from tracedb.query import reports
 from tracedb.ingest import ingest_file
 
@@ -106,7 +106,7 @@ def test_ops_equal_key_averages_from_the_raw_json(ops_db, path):
 
 def test_ops_default_is_the_steady_iteration_and_a_missing_one_is_an_error(ops_db):
     run = "h100_resnet50_bs64_amp"
-    steady = db.scalar(ops_db, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
+    steady = sql.scalar(ops_db, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
     rows = reports.run(ops_db, "ops", {"run": run}).to_pylist()
     assert rows and {r["iteration"] for r in rows} == {steady}
     with pytest.raises(reports.ReportError, match="has no iteration 99 .its iterations: 2"):

@@ -9,7 +9,7 @@ from conftest import DATA, TF, TORCH, raw_trace, run_name
 from tracedb.present import charts
 from tracedb.store import db
 from tracedb.query import reports
-from tracedb.store.db import rows
+from tracedb.store.sql import rows
 from tracedb.ingest import ingest_file
 
 JAX = DATA / "jax" / "h200_jax_mlp.trace.json.gz"

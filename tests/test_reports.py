@@ -4,7 +4,7 @@ import pytest
 import independent as ref
 from conftest import TORCH, TRACES, raw_trace, run_name
 from tracedb.query import reports
-from tracedb.store.db import params_of
+from tracedb.store.sql import params_of
 from tracedb.query.reports import ReportError
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import AMP_NCU_BASE, DATA, TF
-from tracedb.store import db
+from tracedb.store import db, sql
 from tracedb.query import reports
 from tracedb.cli import main
 from tracedb.ingest import ingest_file
@@ -67,7 +67,7 @@ def test_resolved_steady_gives_the_same_rows(con, name):
         assert got.column_names == want.column_names
         assert got.to_pylist() == want.to_pylist(), (name, run, resolved["iteration"])
         if resolved["iteration"] != report.param("iteration").default:
-            steady = db.scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
+            steady = sql.scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
             if key == "run" and report.steady == "run":
                 assert str(resolved["iteration"]) == str(steady)
             compared += got.num_rows > 0

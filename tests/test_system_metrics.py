@@ -13,7 +13,7 @@ import pytest
 from conftest import AMP_NCU, AMP_TRACE, raw_trace, read_ncu_csv
 from tracedb.store import db
 from tracedb.query import reports
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 from tracedb.ingest import IngestError, ingest_file
 
 BASE = 1_700_000_000_000_000_000

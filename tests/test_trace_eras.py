@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 from tracedb.ingest import ingest_file
 
 OLD = [

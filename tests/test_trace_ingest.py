@@ -3,7 +3,7 @@ import pytest
 
 import independent as ref
 from conftest import TF, TORCH, TRACES, raw_trace, run_name
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 
 
 @pytest.mark.parametrize("path", TRACES, ids=run_name)

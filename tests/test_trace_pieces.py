@@ -17,7 +17,7 @@ import pytest
 
 from conftest import TRACES, run_name
 from tracedb.store import db
-from tracedb.store.db import scalar
+from tracedb.store.sql import scalar
 from tracedb.ingest import IngestError, ingest_file, trace, trace_json
 
 TABLES = {

@@ -10,7 +10,7 @@ from conftest import AMP_NCU_BASE, AMP_TRACE, DATA, TORCH, TRACES, raw_trace, re
 from tracedb.present import charts
 from tracedb.store import db
 from tracedb.query import reports
-from tracedb.store.db import rows, scalar
+from tracedb.store.sql import rows, scalar
 from tracedb.ingest import ingest_file
 
 AMP = "h100_resnet50_bs64_amp"

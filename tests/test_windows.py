@@ -13,7 +13,7 @@ import re
 import pytest
 
 from conftest import DATA, TF
-from tracedb.store import db
+from tracedb.store import db, tuning
 from tracedb.query import reports
 from tracedb.query import windows
 from tracedb.ingest import ingest_file
@@ -198,16 +198,16 @@ def _joins(con, sql):
 
 def test_unnarrowed_asof_joins_sort(con):
     """iteration=all reads the FLOP views whole: their ASOF join of ops to iterations
-    must sort, not loop (db.asof_by_sort). DuckDB loops where it estimates the left side
+    must sort, not loop (tuning.asof_by_sort). DuckDB loops where it estimates the left side
     under 64 rows, as it does here and for the million ops of a 10 GB trace, whose
-    loop made 1.6 G rows (docs/benchmarks.md, change 15)."""
+    loop made 1.6 G rows (docs/benchmarks.md, History: change 15)."""
     joins = _joins(con, "SELECT * FROM flop_ops")
     assert "Asof Join" in joins and "Nested Loop Join" not in joins
     con.execute("SET asof_loop_join_threshold = 64")                     # DuckDB's default
     try:
         assert "Nested Loop Join" in _joins(con, "SELECT * FROM flop_ops")
     finally:
-        db.asof_by_sort(con)
+        tuning.asof_by_sort(con)
     assert con.execute("SELECT current_setting('asof_loop_join_threshold')").fetchone()[0] == 0
 
 

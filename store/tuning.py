@@ -1,0 +1,84 @@
+"""DuckDB settings of a connection: one for a block (then back to DuckDB's own), the
+memory cap of a load or an export, the ASOF join plan, the block pool of a
+short-lived process. A value its user set is left alone."""
+import functools
+import re
+from contextlib import contextmanager
+
+import duckdb
+
+from .sql import scalar, sql_literal
+
+
+@contextmanager
+def setting(con, name, value):
+    """DuckDB's setting `name` at value for the block, then back to its default
+    (RESET); None leaves it as it is. Outside a transaction (no SET in an aborted one)."""
+    if value is not None:
+        con.execute(f"SET {name} = {sql_literal(value)}")
+    try:
+        yield
+    finally:
+        if value is not None:
+            con.execute(f"RESET {name}")
+
+
+# DuckDB's memory limit while a trace loads or is exported, whatever its size: the
+# events are staged in batches (ingest/trace.py) and exported in windows
+# (perfetto.py), and the sorts and joins beyond it spill to DuckDB's temp directory
+# (docs/benchmarks.md: peak RSS per trace size).
+MEMORY_CAP = 1 << 30
+
+_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+          "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+@functools.cache
+def default_setting(name):
+    """DuckDB's own value of a setting (a new in-memory database's): a different
+    value on a connection is one its user set."""
+    return duckdb.connect().execute(f"SELECT current_setting('{name}')").fetchone()[0]
+
+
+def unless_set(con, name, value):
+    """value, or None (for setting(): leave it) where the connection's setting `name`
+    is not DuckDB's own: a value its user set is theirs."""
+    return value if scalar(con, f"SELECT current_setting('{name}')") == default_setting(name) else None
+
+
+@contextmanager
+def memory_cap(con):
+    """DuckDB's memory limit lowered to MEMORY_CAP for the block (a trace's load, an
+    export), whatever the trace's size: what does not fit spills to disk instead of
+    growing with the trace. A limit the user set is left alone; the default comes
+    back exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
+    m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", default_setting("memory_limit") or "")
+    lower = m is not None and float(m[1]) * _UNITS[m[2]] > MEMORY_CAP
+    with setting(con, "memory_limit", unless_set(con, "memory_limit", f"{MEMORY_CAP}B") if lower else None):
+        yield
+
+
+def asof_by_sort(con):
+    """Plan every ASOF join as DuckDB's sorting join (this connection only: the setting
+    is local). DuckDB loops over the right side instead where it estimates the left
+    side under asof_loop_join_threshold (64) rows, and after the views' filters its
+    estimate can be that low for a million ops: bwd_fwd_ratio with iteration=all on the
+    10 GB database made 1.6 G rows in the loop (109 s; 50 s sorted)."""
+    con.execute("SET asof_loop_join_threshold = 0")
+
+
+# DuckDB's buffer blocks pooled in a short-lived process of ours (the CLI, an ingest
+# worker) instead of handed back to the OS and faulted in again at the next block:
+# the 1 GB trace's ingest makes 0.5 s less system time and 4% less wall with it
+# (docs/benchmarks.md). DuckDB holds the pool until the database closes, so a
+# notebook's or an application's connection, open for long, does not get it.
+BLOCK_POOL = "1GiB"
+
+
+def pool_blocks(con):
+    """Keep DuckDB's freed buffer blocks (up to BLOCK_POOL) for reuse: for processes
+    that end with their work. A DuckDB without the setting (before 1.3) goes on without."""
+    try:
+        con.execute(f"SET block_allocator_memory = '{BLOCK_POOL}'")
+    except duckdb.Error:
+        pass
