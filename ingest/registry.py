@@ -73,10 +73,11 @@ def _readers():
     from tracedb.ingest.calibration import CalibrationReader
     from tracedb.ingest.host import HostReader
     from tracedb.ingest.ncu import NcuCsvReader, NcuRepReader
+    from tracedb.ingest.nsys import NsysReader
     from tracedb.ingest.power import PowerReader
     from tracedb.ingest.trace import TraceReader
     from tracedb.ingest.xplane import XplaneReader
-    return (XplaneReader(), NcuRepReader(), CalibrationReader(), TraceReader(), NcuCsvReader(), HostReader(),
+    return (NsysReader(), XplaneReader(), NcuRepReader(), CalibrationReader(), TraceReader(), NcuCsvReader(), HostReader(),
             PowerReader())
 
 
