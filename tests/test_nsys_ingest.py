@@ -359,3 +359,9 @@ def test_reduced_export_without_optional_columns(nsys_db, plain):
         FROM kernels WHERE run = 'healthy_1pct'""").fetchone()
     (n,), = q(plain["healthy_1pct"], "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
     assert got == (n, 0, 0, n)
+
+
+def test_an_nsys_ingest_leaves_no_temp_relation_or_variable(nsys_db):
+    left = nsys_db.execute("SELECT table_name FROM duckdb_tables() WHERE temporary UNION ALL "
+                           "SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal").fetchall()
+    assert left == [] and nsys_db.execute("SELECT count(*) FROM duckdb_variables()").fetchone()[0] == 0
