@@ -57,12 +57,15 @@ SCHEMA = {
     "nvtx": (r"NVTX_EVENTS(_V\d+)?", {
         "start_ns": "!start", "end_ns": "end", "event_type": "!eventType", "text": "text",
         "text_id": "textId", "gtid": "globalTid", "end_gtid": "endGlobalTid", "domain_id": "domainId",
-        "category": "category", "color": "color", "range_id": "rangeId", "i64": "int64Value",
-        "u64": "uint64Value", "dbl": "doubleValue", "u32": "uint32Value", "i32": "int32Value",
-        "flt": "floatValue", "json_text": "jsonText", "json_text_id": "jsonTextId"}),
+        "category": "category", "color": "color",
+        "payload": "+int64Value|uint64Value|doubleValue|uint32Value|int32Value|floatValue|jsonText",
+        "json_text_id": "jsonTextId"}),
 }
-_TEXT = {"text", "json_text"}            # columns read as text; all others are integers
-_DOUBLE = {"dbl", "flt"}
+# Columns read as text; all others are integers. A spec starting with + is the
+# first non-NULL of the columns named that the table has, as text (NVTX payloads:
+# one column of seven, most of them NULL, read as one).
+_TEXT = {"text", "payload"}
+_DOUBLE = set()
 
 
 def _version_key(name):
@@ -105,6 +108,11 @@ class Export:
         for alias, spec in wanted.items():
             required = spec.startswith("!")
             names = spec.lstrip("!").split("|")
+            if spec.startswith("+"):
+                found = [have[n.lower()] for n in spec[1:].split("|") if n.lower() in have]
+                parts.append(f"coalesce({', '.join(f'CAST({chr(34)}{c}{chr(34)} AS TEXT)' for c in found)}, NULL) "
+                             f"AS {alias}" if found else f"NULL AS {alias}")
+                continue
             found = next((have[n.lower()] for n in names if n.lower() in have), None)
             if found is None and required:
                 raise IngestError(self.path, f"table {table} has no {' or '.join(names)} column: "
