@@ -246,6 +246,11 @@ def _summary(con, run, kind):
                             "WHERE run = ?", [run])[0]
         return f"host: {n} samples, {s:.2f} s"
     line = f"{kind}: {counts[0]} events, {counts[1]} kernels, {counts[2]} iterations"
+    nsys = db.rows(con, "SELECT metadata->>'nsys_version', metadata->>'nsys_export_schema' FROM runs "
+                        "WHERE run = ? AND metadata->>'source_format' LIKE 'nsys-%'", [run])
+    if nsys:
+        line += f"; an Nsight Systems export of nsys {nsys[0][0] or '(version not recorded)'}" + (
+            f", export schema {nsys[0][1]}" if nsys[0][1] else "")
     if kind == "trace" and counts[1] == 0:
         line += "; no GPU kernel events (a CPU-only trace, or a CUPTI range-profiler trace: GPU time is not in it)"
     if kind == "trace" and counts[2] == 0:

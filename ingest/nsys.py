@@ -212,10 +212,11 @@ class NsysReader(Reader):
                                         "and no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table)")
             for kind in SCHEMA:          # every needed column is there (refused here, before the load)
                 ex.source(kind)
+            version = ex.version_text()
         finally:
             ex.close()
         state = NsysState(path, db_path, options.get("iterations_from"))
-        return Prepared(fmt, size, lambda: digest, state=state)
+        return Prepared(fmt, size, lambda: digest, state=state, notes=[f"written by {version}"])
 
     def loading(self, con, prep):
         return memory_cap(con)

@@ -365,3 +365,12 @@ def test_an_nsys_ingest_leaves_no_temp_relation_or_variable(nsys_db):
     left = nsys_db.execute("SELECT table_name FROM duckdb_tables() WHERE temporary UNION ALL "
                            "SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal").fetchall()
     assert left == [] and nsys_db.execute("SELECT count(*) FROM duckdb_variables()").fetchone()[0] == 0
+
+
+def test_cli_line_and_ingest_log_name_the_nsys_version(tmp_path):
+    r = _cli("ingest", "--db", tmp_path / "d.duckdb", gz("mock"))
+    assert r.returncode == 0 and "an Nsight Systems export of nsys 2026.1.1.204, export schema 3.24.14" in r.stdout
+    con = db.connect(tmp_path / "d.duckdb")
+    (msg,), = con.execute("SELECT message FROM ingest_log WHERE level = 'info'").fetchall()
+    assert "written by nsys 2026.1.1.204, export schema 3.24.14" in msg
+    con.close()
