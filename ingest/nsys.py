@@ -12,6 +12,7 @@ Tables and columns are found by what they hold, not by one nsys version's names
 or shortName ...); a table that lacks a column the load needs is refused in one
 line. An `.nsys-rep` is exported with the user's `nsys` when it is on PATH.
 """
+import hashlib
 import json
 import os
 import re
@@ -85,6 +86,7 @@ class Export:
         except sqlite3.DatabaseError as e:
             raise IngestError(path, f"not a readable SQLite database ({e})") from None
         self.columns = {}
+        self.pid = None           # the one process to read (--rank of a report of several), else None
 
     def cols(self, table):
         if table not in self.columns:
@@ -118,7 +120,28 @@ class Export:
                 raise IngestError(self.path, f"table {table} has no {' or '.join(names)} column: "
                                              f"an Nsight Systems export tracedb cannot read ({self.version_text()})")
             parts.append(f'"{found}" AS {alias}' if found else f"NULL AS {alias}")
-        return table, f'SELECT {", ".join(parts)} FROM "{table}"'
+        where = ""
+        if self.pid is not None:
+            who = next((have[c.lower()] for c in ("globalPid", "globalTid") if c.lower() in have), None)
+            if who:
+                where = f' WHERE ("{who}" >> 24) & 16777215 = {int(self.pid)}'
+        return table, f'SELECT {", ".join(parts)} FROM "{table}"{where}'
+
+    def cuda_processes(self):
+        """The processes that ran GPU activity, as (pid, lowest device), in rank order:
+        by their lowest device (rank N of a job mostly runs on GPU N), then pid."""
+        found = {}
+        for kind in ("kernel", "memcpy", "memset"):
+            tables = self.tables_like(SCHEMA[kind][0])
+            if tables and "globalpid" in {c.lower() for c in self.cols(tables[0])} \
+                    and "deviceid" in {c.lower() for c in self.cols(tables[0])}:
+                for gpid, dev in self.con.execute(f'SELECT globalPid, min(deviceId) FROM "{tables[0]}" '
+                                                  "GROUP BY globalPid"):
+                    if gpid is not None:
+                        pid = (gpid >> 24) & 0xFFFFFF
+                        devs = [d for d in (found.get(pid), dev) if d is not None]
+                        found[pid] = min(devs) if devs else None
+        return sorted(found.items(), key=lambda x: (x[1] if x[1] is not None else 1 << 62, x[0]))
 
     def meta(self):
         """META_DATA_EXPORT (or EXPORT_META_DATA) as a dict (a repeated name: the first value)."""
@@ -179,6 +202,9 @@ class NsysState:
         self.path = path
         self.db_path = db_path
         self.iteration_marker = iteration_marker
+        self.pid = None              # the process of the rank asked for (--rank N)
+        self.rank = None
+        self.processes = []          # (pid, lowest device) of the processes with GPU activity, in rank order
 
 
 class NsysReader(Reader):
@@ -213,10 +239,23 @@ class NsysReader(Reader):
             for kind in SCHEMA:          # every needed column is there (refused here, before the load)
                 ex.source(kind)
             version = ex.version_text()
+            procs = ex.cuda_processes()
         finally:
             ex.close()
         state = NsysState(path, db_path, options.get("iterations_from"))
-        return Prepared(fmt, size, lambda: digest, state=state, notes=[f"written by {version}"])
+        state.processes = procs
+        notes = [f"written by {version}"]
+        rank = options.get("rank")
+        if rank is not None and len(procs) > 1:
+            # a report of several processes (the ranks of a job): --rank N loads the Nth
+            # alone, as a run of its own; its content is the file and the rank
+            if rank >= len(procs):
+                raise IngestError(path, f"--rank {rank}: the report has {len(procs)} processes with GPU activity "
+                                        f"(ranks 0 to {len(procs) - 1}: pids {', '.join(str(p) for p, _ in procs)})")
+            state.rank, state.pid = rank, procs[rank][0]
+            digest = hashlib.sha256(f"{digest} rank {rank} of {len(procs)}".encode()).hexdigest()
+            notes.append(f"rank {rank} of {len(procs)}: process {state.pid}")
+        return Prepared(fmt, size, lambda: digest, state=state, notes=notes)
 
     def loading(self, con, prep):
         return memory_cap(con)
@@ -224,8 +263,17 @@ class NsysReader(Reader):
     def load(self, con, prep, run):
         st = prep.state
         ex = Export(st.path, st.db_path)
+        ex.pid = st.pid
         try:
-            return _load(con, ex, run, st.iteration_marker)
+            fields = _load(con, ex, run, st.iteration_marker)
+            if st.pid is not None:
+                fields.update(rank=st.rank, world_size=len(st.processes))
+            elif len(st.processes) > 1:
+                warnings.warn(f"{st.path}: {len(st.processes)} processes ran GPU activity (pids "
+                              f"{', '.join(str(p) for p, _ in st.processes)}): all are in this one run; to load "
+                              f"them as the ranks of a job, ingest the file once per rank with --rank N "
+                              f"(0 to {len(st.processes) - 1}) --job NAME --run NAME.rankN")
+            return fields
         finally:
             ex.close()
 
@@ -293,8 +341,8 @@ def _lookups(con, ex):
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE _nsys_strings (id BIGINT, value VARCHAR)")
     # CUDA processes, in pid order: the first one's correlation ids stay as nsys wrote them
-    pids = set()
-    if "TARGET_INFO_CUDA_STREAM" in ex.tables and "processId" in ex.cols("TARGET_INFO_CUDA_STREAM"):
+    pids = set() if ex.pid is None else {ex.pid}
+    if not pids and "TARGET_INFO_CUDA_STREAM" in ex.tables and "processId" in ex.cols("TARGET_INFO_CUDA_STREAM"):
         pids = {r[0] for r in ex.con.execute("SELECT DISTINCT processId FROM TARGET_INFO_CUDA_STREAM") if r[0] is not None}
     if not pids:
         for kind in ("kernel", "memcpy", "memset"):
@@ -340,13 +388,13 @@ def _metadata_events(ex):
     out = []
     if "PROCESSES" in ex.tables:
         for r in ex.rows("PROCESSES", ["pid", "name"]):
-            if r["pid"] is not None:
+            if r["pid"] is not None and ex.pid in (None, r["pid"]):
                 out.append(("M", None, "process_name", str(r["pid"]), None, json.dumps({"name": r["name"]})))
     strings = ex.first_table("StringIds", "StringTable")
     if "ThreadNames" in ex.tables and strings:
         for gtid, name in ex.con.execute(f'SELECT t.globalTid, s.value FROM ThreadNames t '
                                          f'JOIN "{strings}" s ON s.id = t.nameId'):
-            if gtid is not None:
+            if gtid is not None and ex.pid in (None, (gtid >> 24) & 0xFFFFFF):
                 out.append(("M", None, "thread_name", str((gtid >> 24) & 0xFFFFFF), str(gtid & 0xFFFFFF),
                             json.dumps({"name": name})))
     for dev, name in _gpus(ex).items():

@@ -374,3 +374,66 @@ def test_cli_line_and_ingest_log_name_the_nsys_version(tmp_path):
     (msg,), = con.execute("SELECT message FROM ingest_log WHERE level = 'info'").fetchall()
     assert "written by nsys 2026.1.1.204, export schema 3.24.14" in msg
     con.close()
+
+
+@pytest.fixture(scope="session")
+def ranks_db(tmp_path_factory):
+    """mfu_2gpu_before (torchrun, 2 processes) loaded as the two ranks of job mfu."""
+    con = db.connect(tmp_path_factory.mktemp("nsys_ranks") / "r.duckdb")
+    for rank in (0, 1):
+        r = ingest_file(con, str(gz("mfu_2gpu_before")), run=f"mfu.rank{rank}",
+                        options={"rank": rank, "job": "mfu"})
+        assert r.status == "loaded"
+    yield con
+    con.close()
+
+
+def test_each_process_of_a_report_is_a_rank(ranks_db, plain):
+    """--rank N loads the process of the Nth lowest device alone: its kernels, copies
+    and sets, with rank, world size and job."""
+    p = plain["mfu_2gpu_before"]
+    procs = q(p, "SELECT (globalPid >> 24) & 16777215, min(deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                 "GROUP BY 1 ORDER BY 2, 1")
+    assert len(procs) == 2
+    for rank, (pid, _) in enumerate(procs):
+        run = f"mfu.rank{rank}"
+        assert ranks_db.execute("SELECT rank, world_size, job FROM runs WHERE run = ?", [run]).fetchone() == (rank, 2, "mfu")
+        for kind, table in (("kernel", "KERNEL"), ("memcpy", "MEMCPY"), ("memset", "MEMSET")):
+            raw = q(p, f'SELECT count(*), sum("end" - start) FROM CUPTI_ACTIVITY_KIND_{table} '
+                       "WHERE (globalPid >> 24) & 16777215 = ?", [pid])[0]
+            got = ranks_db.execute("SELECT count(*), sum(dur_ns) FROM kernels WHERE run = ? AND kind = ?",
+                                   [run, kind]).fetchone()
+            assert got == raw, (run, kind)
+        (nvtx,), = q(p, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59 AND (globalTid >> 24) & 16777215 = ?",
+                     [pid])
+        assert ranks_db.execute("SELECT count(*) FROM events WHERE run = ? AND cat IN ('cpu_op', 'user_annotation')",
+                                [run]).fetchone()[0] == nvtx
+
+
+def test_collectives_across_the_ranks_of_a_report(ranks_db, plain):
+    """The NCCL kernels of each process are its rank's collectives, called in the
+    same order on both ranks: collective_skew pairs each call across the 2 ranks."""
+    p = plain["mfu_2gpu_before"]
+    per_proc = q(p, """SELECT min(k.deviceId), count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+        ON s.id = k.demangledName WHERE s.value LIKE 'ncclDevKernel%' OR s.value LIKE 'ncclKernel%'
+        GROUP BY k.globalPid ORDER BY 1""")
+    got = ranks_db.execute("SELECT count(*) FROM collectives GROUP BY run ORDER BY run").fetchall()
+    assert [n for _, n in per_proc] == [n for n, in got] and per_proc[0][1] > 10
+    skew = reports.run(ranks_db, "collective_skew", {"job": "mfu", "iteration": "all"}).to_pylist()
+    calls = [r for r in skew if r["seq"] is not None]
+    assert len(calls) == per_proc[0][1] and all(r["ranks"] == 2 for r in calls)
+
+
+def test_a_report_of_several_processes_without_rank_warns(nsys_db):
+    (msg,), = nsys_db.execute("SELECT message FROM ingest_log WHERE run = 'mfu_2gpu_before' "
+                              "AND message LIKE '%processes ran GPU activity%'").fetchall()
+    assert "pids 144, 145" in msg and "--rank N" in msg
+    assert not nsys_db.execute("SELECT count(*) FROM ingest_log WHERE run = 'mock' "
+                               "AND message LIKE '%processes ran GPU activity%'").fetchone()[0]
+
+
+def test_rank_beyond_the_processes_is_one_line(tmp_path):
+    r = _cli("ingest", "--db", tmp_path / "d.duckdb", gz("mfu_2gpu_before"), "--rank", "2")
+    assert r.returncode != 0
+    line, = r.stderr.strip().splitlines()
+    assert "--rank 2: the report has 2 processes with GPU activity" in line
