@@ -15,15 +15,17 @@ line. An `.nsys-rep` is exported with the user's `nsys` when it is on PATH.
 import hashlib
 import json
 import os
+import queue
 import re
 import shutil
 import sqlite3
 import subprocess
+import threading
 import warnings
 
 import pyarrow as pa
 
-from tracedb.db import memory_cap, run_script, run_script_over, scalar, sql_text
+from tracedb.db import memory_cap, run_script, run_script_over, scalar, sql_text, statements
 from tracedb.ingest.errors import IngestError
 from tracedb.ingest.registry import Prepared, Reader
 from tracedb.ingest.source import compression, hash_file, plain_copy, status
@@ -120,11 +122,11 @@ class Export:
                 raise IngestError(self.path, f"table {table} has no {' or '.join(names)} column: "
                                              f"an Nsight Systems export tracedb cannot read ({self.version_text()})")
             parts.append(f'"{found}" AS {alias}' if found else f"NULL AS {alias}")
-        where = ""
+        where = " WHERE eventType IN (34, 59, 60)" if kind == "nvtx" else ""
         if self.pid is not None:
             who = next((have[c.lower()] for c in ("globalPid", "globalTid") if c.lower() in have), None)
             if who:
-                where = f' WHERE ("{who}" >> 24) & 16777215 = {int(self.pid)}'
+                where += (" AND" if where else " WHERE") + f' ("{who}" >> 24) & 16777215 = {int(self.pid)}'
         return table, f'SELECT {", ".join(parts)} FROM "{table}"{where}'
 
     def cuda_processes(self):
@@ -281,7 +283,7 @@ class NsysReader(Reader):
 def _arrow(rows, names):
     """A batch of SQLite rows as an Arrow table of the named columns."""
     cols = list(zip(*rows)) if rows else [()] * len(names)
-    arrays = []
+    arrays = [pa.array(range(len(rows)), pa.int64())]       # pos: the row's position in the batch
     for n, c in zip(names, cols):
         t = pa.string() if n in _TEXT else pa.float64() if n in _DOUBLE else pa.int64()
         try:
@@ -289,7 +291,7 @@ def _arrow(rows, names):
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             # a value of another type than the column's (SQLite types values, not columns)
             arrays.append(pa.array([_coerce(v, t) for v in c], type=t))
-    return pa.table(arrays, names=names)
+    return pa.table(arrays, names=["pos"] + names)
 
 
 def _coerce(v, t):
@@ -315,13 +317,16 @@ def _sections():
     return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
 
 
-def _stage(con, select, raw, offset):
-    """One batch's rows in _trace_rows' shape, with pos (trace_events.sql numbers by it)."""
-    rows = con.from_arrow(raw).query("_nsys_raw", select).to_arrow_table()
-    n = rows.num_rows
-    rows = rows.append_column("needs_exact", pa.array([False] * n, pa.bool_()))
-    rows = rows.append_column("problem", pa.nulls(n, pa.string()))
-    return rows.append_column("pos", pa.array(range(n), pa.int64())), n
+def _insert_batch(con, select, raw, offset):
+    """Insert one batch (an Arrow table of a source's rows, with pos) as events
+    numbered from offset: nsys_rows.sql's section turns it into the rows of
+    _trace_rows and trace_events.sql inserts them, in one pass (not staged)."""
+    con.execute("SET VARIABLE tracedb_event_offset = ?", [offset])
+    rows = con.from_arrow(raw).query(
+        "_nsys_raw", f"SELECT *, false AS needs_exact, CAST(NULL AS VARCHAR) AS problem FROM ({select})")
+    for stmt in statements(sql_text("schema", "load/trace_events.sql")):
+        rows.query("_trace_staged", stmt)
+    return raw.num_rows
 
 
 def _insert(con, staged, offset):
@@ -336,7 +341,7 @@ def _lookups(con, ex):
         cur = ex.con.execute(f'SELECT id, value FROM "{strings}"')
         con.execute("CREATE OR REPLACE TEMP TABLE _nsys_strings (id BIGINT, value VARCHAR)")
         while batch := cur.fetchmany(BATCH_ROWS):
-            tbl = _arrow(batch, ["id", "text"]).rename_columns(["id", "value"])
+            tbl = _arrow(batch, ["id", "text"]).rename_columns(["pos", "id", "value"])
             con.from_arrow(tbl).query("_b", "INSERT INTO _nsys_strings SELECT id, value FROM _b")
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE _nsys_strings (id BIGINT, value VARCHAR)")
@@ -361,25 +366,25 @@ def _lookups(con, ex):
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_mem_kinds (id BIGINT, value VARCHAR)")
     con.executemany("INSERT INTO _nsys_mem_kinds VALUES (?, ?)", sorted(kinds.items()))
     # NVTX domain names (DomainCreate, 75) and category names (33), by domain
-    domains, categories = [], []
+    domains, categories = {}, {}
     nvtx = ex.tables_like(SCHEMA["nvtx"][0])
     if nvtx:
-        src = ex.source("nvtx")[1]
-        q = (f"SELECT event_type, domain_id, category, coalesce(text, (SELECT value FROM "
-             f"{strings or 'sqlite_master'} WHERE id = text_id)) FROM ({src}) WHERE event_type IN (33, 75)")
-        if not strings:
-            q = f"SELECT event_type, domain_id, category, text FROM ({src}) WHERE event_type IN (33, 75)"
-        for etype, dom, cat, text in ex.con.execute(q):
+        src = ex.source("nvtx")[1].split(" WHERE ")[0]          # (its ranges and marks only: the SELECT without them)
+        src = src.replace(f'FROM "{nvtx[0]}"', f'FROM "{nvtx[0]}" WHERE eventType IN (33, 75)')
+        text = (f"coalesce(text, (SELECT value FROM \"{strings}\" WHERE id = text_id))" if strings else "text")
+        for etype, dom, cat, name in ex.con.execute(f"SELECT event_type, domain_id, category, {text} FROM ({src})"):
+            # (domain and category ids are a process's: the first name of an id is kept)
             if etype == 75:
-                domains.append((dom, text))
+                domains.setdefault(dom, name)
             else:
-                categories.append((dom, cat, text))
+                categories.setdefault((dom, cat), name)
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_domains (id BIGINT, name VARCHAR)")
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_categories (domain_id BIGINT, id BIGINT, name VARCHAR)")
     if domains:
-        con.executemany("INSERT INTO _nsys_nvtx_domains VALUES (?, ?)", domains)
+        con.executemany("INSERT INTO _nsys_nvtx_domains VALUES (?, ?)", list(domains.items()))
     if categories:
-        con.executemany("INSERT INTO _nsys_nvtx_categories VALUES (?, ?, ?)", categories)
+        con.executemany("INSERT INTO _nsys_nvtx_categories VALUES (?, ?, ?)",
+                        [(d, c, n) for (d, c), n in categories.items()])
 
 
 def _metadata_events(ex):
@@ -441,6 +446,66 @@ def _base_ns(ex):
     return 0
 
 
+KINDS_READ = ("runtime", "nvtx", "kernel", "memcpy", "memset")
+# Batches read ahead of the one being staged and inserted: SQLite's reading (a
+# thread of its own, which its C code and Arrow's run without the GIL for part of
+# the time) overlaps DuckDB's work on the batch before; memory holds at most
+# this many batches more.
+READ_AHEAD = 2
+
+
+def _read_batches(ex):
+    """(kind, Arrow batch) of each source table in turn, read in a thread of its own
+    with its own connection; (kind, None) for a kind whose table is there but empty.
+    An error in the thread is raised here."""
+    q = queue.Queue(READ_AHEAD)
+    stop = threading.Event()
+    done = object()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read():
+        mine = Export(ex.path, ex.db_path)
+        mine.pid = ex.pid
+        try:
+            for kind in KINDS_READ:
+                src = mine.source(kind)
+                if src is None:
+                    continue
+                names = list(SCHEMA[kind][1])
+                cur = mine.con.execute(src[1])
+                if not put((kind, None)):
+                    return
+                while batch := cur.fetchmany(BATCH_ROWS):
+                    if not put((kind, _arrow(batch, names))):
+                        return
+                    batch = None
+            put(done)
+        except BaseException as e:        # to the loading thread
+            put(e)
+        finally:
+            mine.close()
+
+    t = threading.Thread(target=read, name="nsys-sqlite-reader", daemon=True)
+    t.start()
+    try:
+        while (item := q.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            item = None
+    finally:
+        stop.set()
+        t.join()
+
+
 def _load(con, ex, run, iteration_marker):
     path = ex.path
     base_ns = _base_ns(ex)
@@ -467,21 +532,14 @@ def _load(con, ex, run, iteration_marker):
             staged = staged.append_column("pos", pa.array(range(len(meta)), pa.int64()))
             _insert(con, staged, n)
             n += len(meta)
-        for kind in ("runtime", "nvtx", "kernel", "memcpy", "memset"):
-            src = ex.source(kind)
-            if src is None:
+        for kind, raw in _read_batches(ex):
+            counts.setdefault(kind, 0)
+            if raw is None:
                 continue
-            table, select = src
-            names = list(SCHEMA[kind][1])
-            cur = ex.con.execute(select)
-            counts[kind] = 0
-            while batch := cur.fetchmany(BATCH_ROWS):
-                staged, k = _stage(con, sections[kind], _arrow(batch, names), n)
-                batch = None
-                _insert(con, staged, n)
-                staged = None
-                n += k
-                counts[kind] += k
+            k = _insert_batch(con, sections[kind], raw, n)
+            raw = None
+            n += k
+            counts[kind] += k
     if not any(counts.get(k) for k in ("kernel", "memcpy", "memset", "runtime", "nvtx")):
         raise IngestError(path, f"the export holds no CUDA activity, runtime calls or NVTX ranges ({ex.version_text()}): "
                                 "profile with --trace=cuda,nvtx")

@@ -18,6 +18,7 @@
 -- the index of the first CUDA process is 0 (a one-process report keeps nsys's ids).
 -- Times are ns since the session start; trace_events.sql adds the run's base
 -- (TARGET_INFO_SESSION_START_TIME.utcEpochNs).
+-- Each row keeps pos, its position in the batch (trace_events.sql numbers the events by it).
 -- reads: _nsys_raw (an Arrow batch), temp tables _nsys_strings (StringIds),
 --        _nsys_procs (pid -> index), _nsys_nvtx_domains, _nsys_nvtx_categories
 -- creates: nothing (each section is one SELECT)
@@ -37,12 +38,11 @@ SELECT 'X' AS ph, 'kernel' AS cat,
                         'static shared memory', r.ssm, 'dynamic shared memory', r.dsm,
                         'nsys correlationId', r.corr, 'nsys pid', (r.gpid >> 24) & 16777215,
                         'short name', ss.value, 'graph id', r.graph_id, 'graph node id', r.graph_node_id,
-                        'launch type', r.launch_type) AS JSON) AS args
+                        'launch type', r.launch_type) AS JSON) AS args, r.pos
 FROM _nsys_raw r
 LEFT JOIN _nsys_strings s ON s.id = r.name_id
 LEFT JOIN _nsys_strings ss ON ss.id = r.short_id
 LEFT JOIN _nsys_procs p ON p.pid = (r.gpid >> 24) & 16777215
-ORDER BY r.start_ns
 
 -- @section runtime
 SELECT 'X' AS ph,
@@ -54,11 +54,10 @@ SELECT 'X' AS ph,
        r.corr + (coalesce(p.pidx, 0) << 32) AS correlation, CAST(NULL AS BIGINT) AS external_id,
        CAST(NULL AS BIGINT) AS stream, CAST(NULL AS BIGINT) AS device, CAST(NULL AS VARCHAR) AS flow_id,
        CAST(json_object('correlation', r.corr + (coalesce(p.pidx, 0) << 32), 'nsys correlationId', r.corr,
-                        'nsys name', n, 'return value', r.ret) AS JSON) AS args
+                        'nsys name', n, 'return value', r.ret) AS JSON) AS args, r.pos
 FROM (SELECT *, coalesce((SELECT value FROM _nsys_strings WHERE id = name_id), '<unnamed call>') AS n
       FROM _nsys_raw) r
 LEFT JOIN _nsys_procs p ON p.pid = (r.gtid >> 24) & 16777215
-ORDER BY r.start_ns
 
 -- @section memcpy
 SELECT 'X' AS ph, 'gpu_memcpy' AS cat,
@@ -74,7 +73,7 @@ SELECT 'X' AS ph, 'gpu_memcpy' AS cat,
                         CASE WHEN r.end_ns > r.start_ns THEN r.bytes / (r.end_ns - r.start_ns) END,
                         'nsys correlationId', r.corr, 'nsys pid', (r.gpid >> 24) & 16777215,
                         'copy kind', r.copy_kind, 'src device', r.src_device, 'dst device', r.dst_device,
-                        'graph node id', r.graph_node_id) AS JSON) AS args
+                        'graph node id', r.graph_node_id) AS JSON) AS args, r.pos
 FROM _nsys_raw r
 LEFT JOIN (VALUES (1, 'HtoD'), (2, 'DtoH'), (3, 'HtoA'), (4, 'AtoH'), (5, 'AtoA'), (6, 'AtoD'), (7, 'DtoA'),
                   (8, 'DtoD'), (9, 'HtoH'), (10, 'PtoP'), (11, 'HtoD'), (12, 'DtoH'), (13, 'DtoD')) d(kind, dir)
@@ -82,7 +81,6 @@ LEFT JOIN (VALUES (1, 'HtoD'), (2, 'DtoH'), (3, 'HtoA'), (4, 'AtoH'), (5, 'AtoA'
 LEFT JOIN _nsys_mem_kinds mk_src ON mk_src.id = r.src_kind
 LEFT JOIN _nsys_mem_kinds mk_dst ON mk_dst.id = r.dst_kind
 LEFT JOIN _nsys_procs p ON p.pid = (r.gpid >> 24) & 16777215
-ORDER BY r.start_ns
 
 -- @section memset
 SELECT 'X' AS ph, 'gpu_memset' AS cat,
@@ -96,14 +94,13 @@ SELECT 'X' AS ph, 'gpu_memset' AS cat,
                         'memory bandwidth (GB/s)',
                         CASE WHEN r.end_ns > r.start_ns THEN r.bytes / (r.end_ns - r.start_ns) END,
                         'nsys correlationId', r.corr, 'nsys pid', (r.gpid >> 24) & 16777215,
-                        'value', r.value, 'graph node id', r.graph_node_id) AS JSON) AS args
+                        'value', r.value, 'graph node id', r.graph_node_id) AS JSON) AS args, r.pos
 FROM _nsys_raw r
 LEFT JOIN _nsys_mem_kinds mk ON mk.id = r.mem_kind
 LEFT JOIN _nsys_procs p ON p.pid = (r.gpid >> 24) & 16777215
-ORDER BY r.start_ns
 
 -- @section nvtx
--- (push/pop 59 and start/end 60 ranges, marks 34; the text is inline or in StringIds)
+-- (push/pop 59 and start/end 60 ranges, marks 34: ingest/nsys.py reads no other; the text is inline or in StringIds)
 SELECT CASE WHEN r.event_type = 34 THEN 'i' ELSE 'X' END AS ph,
        CASE WHEN op_name IS NOT NULL THEN 'cpu_op' ELSE 'user_annotation' END AS cat,
        coalesce(op_name, t) AS name,
@@ -120,11 +117,10 @@ SELECT CASE WHEN r.event_type = 34 THEN 'i' ELSE 'X' END AS ph,
                         'end thread', CASE WHEN r.end_gtid IS DISTINCT FROM r.gtid THEN r.end_gtid & 16777215 END,
                         'Sequence number', TRY_CAST(regexp_extract(t, ', seq = (-?\d+)', 1) AS BIGINT),
                         'Input Dims', TRY_CAST(regexp_extract(t, ', sizes = (\[(\[[0-9, ]*\](, )?)*\])', 1) AS JSON))
-            AS JSON) AS args
+            AS JSON) AS args, r.pos
 FROM (SELECT *, regexp_extract(t, '^(.+?)(, seq = -?\d+)?, op_id = \d+', 1) AS op_raw,
              nullif(op_raw, '') AS op_name
       FROM (SELECT *, coalesce(text, (SELECT value FROM _nsys_strings WHERE id = text_id), '') AS t
-            FROM _nsys_raw WHERE event_type IN (34, 59, 60))) r
+            FROM _nsys_raw)) r
 LEFT JOIN _nsys_nvtx_domains dm ON dm.id = r.domain_id
 LEFT JOIN _nsys_nvtx_categories cg ON cg.domain_id = r.domain_id AND cg.id = r.category
-ORDER BY r.start_ns
