@@ -437,3 +437,31 @@ def test_rank_beyond_the_processes_is_one_line(tmp_path):
     assert r.returncode != 0
     line, = r.stderr.strip().splitlines()
     assert "--rank 2: the report has 2 processes with GPU activity" in line
+
+
+def test_flops_from_emit_nvtx_shapes(tmp_path, plain):
+    """emit_nvtx with record_shapes=True writes each op's input sizes into its range
+    ("aten::addmm, seq = 5, op_id = 9, sizes = [[3072], [4096, 1536], [1536, 3072]]",
+    PyTorch's getNvtxStr): they become the op's Input Dims, and FLOPs come from the
+    same formulas as a record_shapes trace's. The fixture's run had record_shapes off,
+    so a copy of it gets the sizes appended to its 336 aten::addmm ranges here."""
+    p = tmp_path / "shapes.sqlite"
+    shutil.copy(plain["mfu_2gpu_before"], p)
+    c = sqlite3.connect(p)
+    n = c.execute("UPDATE NVTX_EVENTS SET text = text || ', sizes = [[3072], [4096, 1536], [1536, 3072]]' "
+                  "WHERE text LIKE 'aten::addmm, %'").rowcount
+    c.commit()
+    c.close()
+    con = db.connect(tmp_path / "d.duckdb")
+    ingest_file(con, str(p))
+    rows = [r for r in reports.run(con, "flops_by_op", {"iteration": "all"}).to_pylist()
+            if r["op_name"] == "aten::addmm" and r["source"] == "analytic"]
+    assert n == 336 and [(r["calls"], r["flops"]) for r in rows] == [(n, n * 2 * 4096 * 1536 * 3072)]
+    con.close()
+
+
+def test_no_sizes_no_input_dims(nsys_db):
+    """The fixtures' emit_nvtx ranges carry no sizes (record_shapes off): no op gets Input Dims."""
+    n, dims = nsys_db.execute("SELECT count(*), count(args->>'Input Dims') FROM events WHERE run = 'mfu_2gpu_before' "
+                              "AND cat = 'cpu_op'").fetchone()
+    assert n > 10000 and dims == 0

@@ -12,7 +12,8 @@
 --   suffix of nsys's names removed: cudaLaunchKernel_v7000 -> cudaLaunchKernel);
 --   NVTX ranges -> 'user_annotation', or 'cpu_op' for the ranges of PyTorch's
 --   emit_nvtx ("aten::mm, seq = 5, op_id = 12, sizes = [[2, 3], [3, 4]]": the
---   op name, with its sizes as `Input Dims`); NVTX marks -> instant events.
+--   op name, the text before ", seq = ", ", op_id = " or ", sizes = [", with its
+--   sizes as `Input Dims`, as record_shapes gives a trace's ops); NVTX marks -> instant events.
 -- Correlation ids are per process in nsys: each gets its process's index
 -- (_nsys_procs) times 2^32 added, so that one report's processes do not mix;
 -- the index of the first CUDA process is 0 (a one-process report keeps nsys's ids).
@@ -118,7 +119,7 @@ SELECT CASE WHEN r.event_type = 34 THEN 'i' ELSE 'X' END AS ph,
                         'Sequence number', TRY_CAST(regexp_extract(t, ', seq = (-?\d+)', 1) AS BIGINT),
                         'Input Dims', TRY_CAST(regexp_extract(t, ', sizes = (\[(\[[0-9, ]*\](, )?)*\])', 1) AS JSON))
             AS JSON) AS args, r.pos
-FROM (SELECT *, regexp_extract(t, '^(.+?)(, seq = -?\d+)?, op_id = \d+', 1) AS op_raw,
+FROM (SELECT *, regexp_extract(t, '^(.+?), (seq = -?\d+|op_id = \d+|sizes = \[)', 1) AS op_raw,
              nullif(op_raw, '') AS op_name
       FROM (SELECT *, coalesce(text, (SELECT value FROM _nsys_strings WHERE id = text_id), '') AS t
             FROM _nsys_raw)) r
