@@ -465,3 +465,28 @@ def test_no_sizes_no_input_dims(nsys_db):
     n, dims = nsys_db.execute("SELECT count(*), count(args->>'Input Dims') FROM events WHERE run = 'mfu_2gpu_before' "
                               "AND cat = 'cpu_op'").fetchone()
     assert n > 10000 and dims == 0
+
+
+def test_nsys_rep_is_exported_with_the_nsys_on_path(tmp_path, plain):
+    """An .nsys-rep goes through `nsys export --type sqlite` of the nsys on PATH (here
+    a stand-in that checks its arguments and writes the real export of mock)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    stub = bindir / "nsys"
+    stub.write_text("#!/bin/sh\n"
+                    '[ "$1 $2 $3" = "export --type sqlite" ] || { echo "bad args: $*" >&2; exit 2; }\n'
+                    'while [ $# -gt 1 ]; do [ "$1" = "-o" ] && out="$2"; shift; done\n'
+                    f'cp "{plain["mock"]}" "$out"\n')
+    stub.chmod(0o755)
+    rep = tmp_path / "prof.nsys-rep"
+    rep.write_bytes(b"not read by tracedb itself")
+    r = subprocess.run([sys.executable, "-m", "tracedb.cli", "ingest", "--db", str(tmp_path / "d.duckdb"), str(rep)],
+                       capture_output=True, text=True,
+                       env={**os.environ, "PATH": f"{bindir}:{os.path.dirname(sys.executable)}:/bin:/usr/bin"})
+    assert r.returncode == 0, r.stderr
+    assert "as run prof (trace:" in r.stdout and "nsys 2026.1.1.204" in r.stdout
+    con = db.connect(tmp_path / "d.duckdb")
+    (raw,), = q(plain["mock"], "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    assert con.execute("SELECT count(*) FROM kernels WHERE run = 'prof' AND kind = 'kernel'").fetchone()[0] == raw
+    assert con.execute("SELECT metadata->>'source_format' FROM runs").fetchone()[0] == "nsys-rep"
+    con.close()
