@@ -270,6 +270,8 @@ class NsysReader(Reader):
             fields = _load(con, ex, run, st.iteration_marker)
             if st.pid is not None:
                 fields.update(rank=st.rank, world_size=len(st.processes))
+            elif len(st.processes) <= 1 and (env := _launch_rank(ex)):
+                fields.update(rank=env[0], world_size=env[1])     # one rank's report (nsys under torchrun)
             elif len(st.processes) > 1:
                 warnings.warn(f"{st.path}: {len(st.processes)} processes ran GPU activity (pids "
                               f"{', '.join(str(p) for p, _ in st.processes)}): all are in this one run; to load "
@@ -405,6 +407,24 @@ def _metadata_events(ex):
     for dev, name in _gpus(ex).items():
         out.append(("M", None, "process_name", str(dev), None, json.dumps({"name": f"GPU {dev}" + (f": {name}" if name else "")})))
     return out
+
+
+def _launch_rank(ex):
+    """(RANK, WORLD_SIZE) of the environment nsys launched the profiled command with
+    (META_DATA_CAPTURE's PROCESS_0 environment: a rank's report when torchrun or a
+    launcher started nsys once per rank), or None."""
+    if "META_DATA_CAPTURE" not in ex.tables:
+        return None
+    env = {}
+    for name, value in ex.con.execute("SELECT name, value FROM META_DATA_CAPTURE "
+                                      "WHERE name = 'PROCESS_0:ENVIRONMENT_VARIABLE'"):
+        m = re.fullmatch(r'(RANK|WORLD_SIZE)="?(\d+)"?', str(value))
+        if m:
+            env[m.group(1)] = int(m.group(2))
+    rank, world = env.get("RANK"), env.get("WORLD_SIZE")
+    if rank is None or world is None or not 0 <= rank < world < 1 << 31:
+        return None
+    return rank, world
 
 
 def _gpus(ex):

@@ -490,3 +490,37 @@ def test_nsys_rep_is_exported_with_the_nsys_on_path(tmp_path, plain):
     assert con.execute("SELECT count(*) FROM kernels WHERE run = 'prof' AND kind = 'kernel'").fetchone()[0] == raw
     assert con.execute("SELECT metadata->>'source_format' FROM runs").fetchone()[0] == "nsys-rep"
     con.close()
+
+
+def test_reports_of_one_rank_each_make_a_job(tmp_path, plain):
+    """nsys started once per rank (torchrun ... nsys profile ...): each report's
+    launch environment (META_DATA_CAPTURE, PROCESS_0) says RANK and WORLD_SIZE, and a
+    directory of them is one job. The fixtures were launched without them, so copies
+    of mock get the two variables here."""
+    job = tmp_path / "ddp"
+    job.mkdir()
+    for rank in (0, 1):
+        p = job / f"rank{rank}.sqlite"
+        shutil.copy(plain["mock"], p)
+        c = sqlite3.connect(p)
+        c.executemany("INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', ?)",
+                      [(f'RANK="{rank}"',), ('WORLD_SIZE="2"',)])
+        c.commit()
+        c.close()
+    r = _cli("ingest", "--db", tmp_path / "d.duckdb", job)
+    assert r.returncode == 0, r.stderr
+    con = db.connect(tmp_path / "d.duckdb")
+    assert con.execute("SELECT run, rank, world_size, job FROM runs ORDER BY rank").fetchall() == [
+        ("ddp.rank0", 0, 2, "ddp"), ("ddp.rank1", 1, 2, "ddp")]
+    con.close()
+    # the fixture itself (no RANK in its environment) has no rank
+    assert nsys_rank_of(plain["mock"]) is None
+
+
+def nsys_rank_of(path):
+    from tracedb.ingest.nsys import Export, _launch_rank
+    ex = Export(str(path), str(path))
+    try:
+        return _launch_rank(ex)
+    finally:
+        ex.close()
