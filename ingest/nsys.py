@@ -391,7 +391,8 @@ def _lookups(con, ex):
 
 def _metadata_events(ex):
     """Process and thread names (ph M events, as a trace names them): the profiled
-    processes and threads, and each GPU and stream."""
+    processes and threads, and the GPUs TARGET_INFO_GPU names (nsys_finish.sql
+    names the streams, and the GPUs it does not)."""
     out = []
     if "PROCESSES" in ex.tables:
         for r in ex.rows("PROCESSES", ["pid", "name"]):

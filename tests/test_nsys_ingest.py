@@ -524,3 +524,16 @@ def nsys_rank_of(path):
         return _launch_rank(ex)
     finally:
         ex.close()
+
+
+@pytest.mark.parametrize("name", ["h100_2gpu_1s", "mock"])
+def test_gpu_streams_named_as_in_a_trace(nsys_db, plain, name):
+    raw = set()
+    for t in ("KERNEL", "MEMCPY", "MEMSET"):
+        if q(plain[name], "SELECT 1 FROM sqlite_master WHERE name = ?", [f"CUPTI_ACTIVITY_KIND_{t}"]):
+            raw |= set(q(plain[name], f"SELECT DISTINCT deviceId, streamId FROM CUPTI_ACTIVITY_KIND_{t}"))
+    gpus = dict(q(plain[name], "SELECT id, name FROM TARGET_INFO_GPU")) if name == "mock" else {}
+    got = set(nsys_db.execute("SELECT pid, tid, process_name, thread_name FROM threads WHERE run = ? "
+                              "AND thread_name LIKE 'stream %'", [name]).fetchall())
+    assert got == {(str(d), str(s), f"GPU {d}" + (f": {gpus[d]}" if d in gpus else ""), f"stream {s}")
+                   for d, s in raw} and raw
