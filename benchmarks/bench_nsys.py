@@ -52,14 +52,16 @@ def make(out, source, mb):
 def _child(path, db):
     from tracedb import db as tdb
     from tracedb.ingest import ingest_file
-    t = time.perf_counter()
+    t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     con = tdb.connect(db)
     ingest_file(con, path)
     n = tdb.scalar(con, "SELECT count(*) FROM events")
     k = tdb.scalar(con, "SELECT count(*) FROM kernels")
     con.close()
     secs = time.perf_counter() - t
-    print(json.dumps({"seconds": secs, "events": n, "gpu_activities": k,
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(json.dumps({"seconds": secs, "cpu_seconds": cpu, "events": n, "gpu_activities": k,
                       "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 
 
@@ -84,7 +86,9 @@ def main():
     finally:
         shutil.rmtree(d, True)
     print(f"{a.path}: {size / 1e6:.0f} MB, {r['events']} events, {r['gpu_activities']} GPU activities: "
-          f"{r['seconds']:.1f} s, {size / 1e6 / r['seconds']:.1f} MB/s, peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB")
+          f"{r['seconds']:.1f} s, {size / 1e6 / r['seconds']:.1f} MB/s, {r['events'] / r['seconds']:,.0f} events/s; "
+          f"CPU {r['cpu_seconds']:.1f} s ({size / 1e6 / r['cpu_seconds']:.1f} MB per CPU second); "
+          f"peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
