@@ -235,13 +235,16 @@ class NsysReader(Reader):
             digest, size = hash_file(path)
         ex = Export(path, db_path)
         try:
+            try:
+                procs = ex.cuda_processes()
+            except sqlite3.DatabaseError as e:
+                raise IngestError(path, f"SQLite cannot read it ({e})") from None
             if not _is_export(ex.tables):
                 raise IngestError(path, "an SQLite database, but not an Nsight Systems export (no StringIds "
                                         "and no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table)")
             for kind in SCHEMA:          # every needed column is there (refused here, before the load)
                 ex.source(kind)
             version = ex.version_text()
-            procs = ex.cuda_processes()
         finally:
             ex.close()
         state = NsysState(path, db_path, options.get("iterations_from"))
@@ -267,7 +270,10 @@ class NsysReader(Reader):
         ex = Export(st.path, st.db_path)
         ex.pid = st.pid
         try:
-            fields = _load(con, ex, run, st.iteration_marker)
+            try:
+                fields = _load(con, ex, run, st.iteration_marker)
+            except sqlite3.DatabaseError as e:    # a page that does not read (a damaged or cut file)
+                raise IngestError(st.path, f"SQLite cannot read it ({e}); nothing was loaded") from None
             if st.pid is not None:
                 fields.update(rank=st.rank, world_size=len(st.processes))
             elif len(st.processes) <= 1 and (env := _launch_rank(ex)):

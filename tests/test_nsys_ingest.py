@@ -537,3 +537,23 @@ def test_gpu_streams_named_as_in_a_trace(nsys_db, plain, name):
                               "AND thread_name LIKE 'stream %'", [name]).fetchall())
     assert got == {(str(d), str(s), f"GPU {d}" + (f": {gpus[d]}" if d in gpus else ""), f"stream {s}")
                    for d, s in raw} and raw
+
+
+@pytest.mark.parametrize("page_after_root", [50, 200])
+def test_a_damaged_page_is_one_line(tmp_path, plain, page_after_root):
+    """A copy of h100_2gpu_1s with one page of its NVTX table overwritten: refused in
+    one line, whether SQLite meets it before the load or during it; nothing loaded."""
+    p = tmp_path / "damaged.sqlite"
+    shutil.copy(plain["h100_2gpu_1s"], p)
+    (root,), = q(p, "SELECT rootpage FROM sqlite_master WHERE name = 'NVTX_EVENTS'")
+    (size,), = q(p, "PRAGMA page_size")
+    with open(p, "r+b") as f:
+        f.seek((root + page_after_root - 1) * size)
+        f.write(b"\xff" * size)
+    r = _cli("ingest", "--db", tmp_path / "d.duckdb", p)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    line, = r.stderr.strip().splitlines()
+    assert str(p) in line and "SQLite cannot read it (database disk image is malformed)" in line
+    con = db.connect(tmp_path / "d.duckdb")
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    con.close()
