@@ -68,6 +68,16 @@ SCHEMA = {
 # first non-NULL of the columns named that the table has, as text (NVTX payloads:
 # one column of seven, most of them NULL, read as one).
 _TEXT = {"text", "payload"}
+# What a table of each kind holds, for an export whose names none of SCHEMA's
+# patterns know: its columns include one of these sets (lower case), and not the
+# columns that mark another kind.
+SIGNATURE = {
+    "kernel": ({"start", "end", "correlationid", "gridx", "blockx"}, set()),
+    "runtime": ({"start", "end", "correlationid", "nameid", "globaltid"}, {"deviceid", "eventtype"}),
+    "memcpy": ({"start", "end", "correlationid", "copykind", "bytes"}, {"gridx"}),
+    "memset": ({"start", "end", "correlationid", "bytes", "value"}, {"gridx", "copykind"}),
+    "nvtx": ({"start", "eventtype", "globaltid", "textid"}, {"correlationid"}),
+}
 _DOUBLE = set()
 
 
@@ -99,16 +109,16 @@ class Export:
         """The tables whose whole name matches pattern, latest version (_Vn) first."""
         return sorted((t for t in self.tables if re.fullmatch(pattern, t)), key=_version_key, reverse=True)
 
-    def source(self, kind):
+    def source(self, kind, event_types=(34, 59, 60)):
         """(table, SELECT of its columns under nsys_rows.sql's names) of a kind, or None
-        when the export has no such table; IngestError when it lacks a needed column."""
-        pattern, wanted = SCHEMA[kind]
-        tables = self.tables_like(pattern)
-        if not tables:
+        when the export has no such table; IngestError when it lacks a needed column.
+        NVTX: the rows of event_types only (ranges and marks)."""
+        table = self.table_of(kind)
+        if table is None:
             return None
-        table = tables[0]
+        wanted = SCHEMA[kind][1]
         have = {c.lower(): c for c in self.cols(table)}
-        parts = []
+        parts, where = [], ""
         for alias, spec in wanted.items():
             required = spec.startswith("!")
             names = spec.lstrip("!").split("|")
@@ -122,7 +132,8 @@ class Export:
                 raise IngestError(self.path, f"table {table} has no {' or '.join(names)} column: "
                                              f"an Nsight Systems export tracedb cannot read ({self.version_text()})")
             parts.append(f'"{found}" AS {alias}' if found else f"NULL AS {alias}")
-        where = " WHERE eventType IN (34, 59, 60)" if kind == "nvtx" else ""
+            if alias == "event_type":        # (NVTX: the event types asked for)
+                where = f' WHERE "{found}" IN ({", ".join(str(int(t)) for t in event_types)})'
         if self.pid is not None:
             who = next((have[c.lower()] for c in ("globalPid", "globalTid") if c.lower() in have), None)
             if who:
@@ -134,16 +145,29 @@ class Export:
         by their lowest device (rank N of a job mostly runs on GPU N), then pid."""
         found = {}
         for kind in ("kernel", "memcpy", "memset"):
-            tables = self.tables_like(SCHEMA[kind][0])
-            if tables and "globalpid" in {c.lower() for c in self.cols(tables[0])} \
-                    and "deviceid" in {c.lower() for c in self.cols(tables[0])}:
-                for gpid, dev in self.con.execute(f'SELECT globalPid, min(deviceId) FROM "{tables[0]}" '
+            table = self.table_of(kind)
+            if table and {"globalpid", "deviceid"} <= {c.lower() for c in self.cols(table)}:
+                for gpid, dev in self.con.execute(f'SELECT globalPid, min(deviceId) FROM "{table}" '
                                                   "GROUP BY globalPid"):
                     if gpid is not None:
                         pid = (gpid >> 24) & 0xFFFFFF
                         devs = [d for d in (found.get(pid), dev) if d is not None]
                         found[pid] = min(devs) if devs else None
         return sorted(found.items(), key=lambda x: (x[1] if x[1] is not None else 1 << 62, x[0]))
+
+    def table_of(self, kind):
+        """The table a kind is read from: by its name (the latest version), else by its columns; or None."""
+        tables = self.tables_like(SCHEMA[kind][0]) or self.tables_holding(kind)
+        return tables[0] if tables else None
+
+    def tables_holding(self, kind):
+        """The tables, known by no pattern of SCHEMA, whose columns are those of a kind's table."""
+        if not hasattr(self, "_unnamed"):
+            known = {t for p, _ in SCHEMA.values() for t in self.tables_like(p)}
+            self._unnamed = sorted(t for t in self.tables if t not in known and not t.startswith(("ENUM_", "sqlite_")))
+        need, never = SIGNATURE[kind]
+        return [t for t in self._unnamed
+                if need <= (cols := {c.lower() for c in self.cols(t)}) and not never & cols]
 
     def meta(self):
         """META_DATA_EXPORT (or EXPORT_META_DATA) as a dict (a repeated name: the first value)."""
@@ -173,8 +197,8 @@ class Export:
         self.con.close()
 
 
-def _is_export(tables):
-    return any(re.fullmatch(p, t) for t in tables for p, _ in SCHEMA.values()) and "StringIds" in tables
+def _is_export(ex):
+    return any(ex.table_of(k) for k in SCHEMA) and ex.first_table("StringIds", "StringTable") is not None
 
 
 def export_rep(path, work):
@@ -239,7 +263,7 @@ class NsysReader(Reader):
                 procs = ex.cuda_processes()
             except sqlite3.DatabaseError as e:
                 raise IngestError(path, f"SQLite cannot read it ({e})") from None
-            if not _is_export(ex.tables):
+            if not _is_export(ex):
                 raise IngestError(path, "an SQLite database, but not an Nsight Systems export (no StringIds "
                                         "and no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table)")
             for kind in SCHEMA:          # every needed column is there (refused here, before the load)
@@ -310,13 +334,12 @@ def _coerce(v, t):
             return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
         if t == pa.float64():
             return float(v)
+        if isinstance(v, float) and not v.is_integer():
+            return None            # (an id or a time is whole: a fraction is no value of the column)
         n = int(v)
         return n if -(1 << 63) <= n < (1 << 63) else None
     except (TypeError, ValueError):
         return None
-
-
-_STAGED_SCHEMA = None
 
 
 def _sections():
@@ -375,10 +398,9 @@ def _lookups(con, ex):
     con.executemany("INSERT INTO _nsys_mem_kinds VALUES (?, ?)", sorted(kinds.items()))
     # NVTX domain names (DomainCreate, 75) and category names (33), by domain
     domains, categories = {}, {}
-    nvtx = ex.tables_like(SCHEMA["nvtx"][0])
+    nvtx = ex.table_of("nvtx")
     if nvtx:
-        src = ex.source("nvtx")[1].split(" WHERE ")[0]          # (its ranges and marks only: the SELECT without them)
-        src = src.replace(f'FROM "{nvtx[0]}"', f'FROM "{nvtx[0]}" WHERE eventType IN (33, 75)')
+        src = ex.source("nvtx", event_types=(33, 75))[1]
         text = (f"coalesce(text, (SELECT value FROM \"{strings}\" WHERE id = text_id))" if strings else "text")
         for etype, dom, cat, name in ex.con.execute(f"SELECT event_type, domain_id, category, {text} FROM ({src})"):
             # (domain and category ids are a process's: the first name of an id is kept)

@@ -557,3 +557,21 @@ def test_a_damaged_page_is_one_line(tmp_path, plain, page_after_root):
     con = db.connect(tmp_path / "d.duckdb")
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     con.close()
+
+
+def test_tables_of_unknown_names_found_by_their_columns(tmp_path, plain):
+    """Schema drift: a kernel table under a name no nsys has used (GPU_KERNELS_NEXT)
+    is found by what it holds (start, end, correlationId, gridX, blockX)."""
+    p = tmp_path / "renamed.sqlite"
+    shutil.copy(plain["h100_2gpu_1s"], p)
+    c = sqlite3.connect(p)
+    c.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO GPU_KERNELS_NEXT")
+    c.commit()
+    c.close()
+    con = db.connect(tmp_path / "d.duckdb")
+    ingest_file(con, str(p))
+    raw = q(p, 'SELECT count(*), sum("end" - start) FROM GPU_KERNELS_NEXT')[0]
+    assert con.execute("SELECT count(*), sum(dur_ns) FROM kernels WHERE kind = 'kernel'").fetchone() == raw
+    meta = json.loads(con.execute("SELECT metadata FROM runs").fetchone()[0])
+    assert meta["nsys_tables_read"]["kernel"] == "GPU_KERNELS_NEXT"
+    con.close()
