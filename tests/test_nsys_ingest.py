@@ -575,3 +575,27 @@ def test_tables_of_unknown_names_found_by_their_columns(tmp_path, plain):
     meta = json.loads(con.execute("SELECT metadata FROM runs").fetchone()[0])
     assert meta["nsys_tables_read"]["kernel"] == "GPU_KERNELS_NEXT"
     con.close()
+
+
+def test_profiler_step_ranges_are_iterations(tmp_path, plain):
+    """PyTorch's ProfilerStep#N record_function ranges, as emit_nvtx names them
+    ("ProfilerStep#7, op_id = 12"), are the iterations without --iterations-from.
+    The fixtures' runs had no profiler schedule, so a copy of mfu_2gpu_before has
+    its FlashAttnFunc ranges renamed ProfilerStep#100, #101, ... in time order."""
+    p = tmp_path / "steps.sqlite"
+    shutil.copy(plain["mfu_2gpu_before"], p)
+    c = sqlite3.connect(p)
+    ids = [r[0] for r in c.execute("SELECT rowid FROM NVTX_EVENTS WHERE text LIKE 'FlashAttnFunc, %' "
+                                   "AND \"end\" IS NOT NULL ORDER BY start")]
+    for i, rowid in enumerate(ids):
+        c.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?", (f"ProfilerStep#{100 + i}, op_id = {i}", rowid))
+    c.commit()
+    b = base_ns(p)
+    raw = q(p, f"""SELECT CAST(substr(text, 14, instr(text, ',') - 14) AS INTEGER), start + {b}, "end" + {b}
+        FROM NVTX_EVENTS WHERE text LIKE 'ProfilerStep#%' ORDER BY start""")
+    c.close()
+    con = db.connect(tmp_path / "d.duckdb")
+    ingest_file(con, str(p))
+    got = con.execute("SELECT iteration, start_ns, marker_end_ns FROM iterations ORDER BY start_ns").fetchall()
+    assert got == raw and len(raw) == len(ids) > 30 and raw[0][0] == 100
+    con.close()
