@@ -198,7 +198,10 @@ class Export:
 
 
 def _is_export(ex):
-    return any(ex.table_of(k) for k in SCHEMA) and ex.first_table("StringIds", "StringTable") is not None
+    """An Nsight Systems export: its string table, and its export metadata or a table of its own kinds."""
+    return ex.first_table("StringIds", "StringTable") is not None and (
+        bool(ex.tables_like(r"(META_DATA_EXPORT|EXPORT_META_DATA|TARGET_INFO_\w+)"))
+        or any(ex.table_of(k) for k in SCHEMA))
 
 
 def export_rep(path, work):
@@ -266,6 +269,9 @@ class NsysReader(Reader):
             if not _is_export(ex):
                 raise IngestError(path, "an SQLite database, but not an Nsight Systems export (no StringIds "
                                         "and no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table)")
+            if not any(ex.table_of(k) for k in SCHEMA):
+                raise IngestError(path, f"an Nsight Systems export ({ex.version_text()}) with no CUDA activity, "
+                                        "runtime calls or NVTX ranges in it: profile with --trace=cuda,nvtx")
             for kind in SCHEMA:          # every needed column is there (refused here, before the load)
                 ex.source(kind)
             version = ex.version_text()

@@ -599,3 +599,13 @@ def test_profiler_step_ranges_are_iterations(tmp_path, plain):
     got = con.execute("SELECT iteration, start_ns, marker_end_ns FROM iterations ORDER BY start_ns").fetchall()
     assert got == raw and len(raw) == len(ids) > 30 and raw[0][0] == 100
     con.close()
+
+
+def test_an_export_with_no_cuda_activity_is_one_line(tmp_path):
+    """jacc_report1 (a real export of a Julia run that recorded no CUDA activity):
+    refused in one line that says it is an nsys export and what to profile."""
+    r = _cli("ingest", "--db", tmp_path / "d.duckdb", NSYS / "jacc_report1.sqlite.gz")
+    assert r.returncode != 0
+    line, = r.stderr.strip().splitlines()
+    assert ("an Nsight Systems export (nsys 2026.1.1.204, export schema 3.24.14) with no CUDA activity" in line
+            and "--trace=cuda,nvtx" in line)
