@@ -31,7 +31,7 @@ def plain(tmp_path_factory):
     """The fixtures decompressed: what the independent reads open."""
     d = tmp_path_factory.mktemp("nsys_plain")
     out = {}
-    for name in FILES:
+    for name in [*FILES, "rg_report1"]:
         out[name] = d / f"{name}.sqlite"
         out[name].write_bytes(gzip.decompress(gz(name).read_bytes()))
     return out
@@ -40,7 +40,7 @@ def plain(tmp_path_factory):
 @pytest.fixture(scope="session")
 def nsys_db(tmp_path_factory):
     con = db.connect(tmp_path_factory.mktemp("nsys_db") / "n.duckdb")
-    for name in FILES:
+    for name in [*FILES, "rg_report1"]:
         r = ingest_file(con, str(gz(name)))
         assert r.run == name and r.status == "loaded"
     yield con
@@ -181,14 +181,28 @@ def test_two_processes_do_not_share_correlation_ids(nsys_db, plain):
     assert pairs == raw and len(raw) == 2
 
 
-def test_runtime_calls_named_without_version_suffix(nsys_db, plain):
+@pytest.mark.parametrize("name, launches", [("h100_2gpu_1s", 2788), ("rg_report1", 2)])
+def test_runtime_calls_named_without_version_suffix(nsys_db, plain, name, launches):
+    """Every runtime and driver call, by name (cudaLaunchKernel_v7000 -> cudaLaunchKernel),
+    as cuda_driver (cu*) or cuda_runtime; rg_report1 (nsys 2025.3.2, export schema
+    3.20.3) has API calls and no GPU activity table."""
+    b = base_ns(plain[name])
     raw = Counter()
-    for n, c in q(plain["h100_2gpu_1s"], """SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r
-            JOIN StringIds s ON s.id = r.nameId GROUP BY 1"""):
-        raw[n.rsplit("_v", 1)[0] if n.rsplit("_v", 1)[-1].isdigit() else n] += c
-    got = Counter(dict(nsys_db.execute("""SELECT name, count(*) FROM events WHERE run = 'h100_2gpu_1s'
-        AND cat IN ('cuda_runtime', 'cuda_driver') GROUP BY 1""").fetchall()))
-    assert got == raw and raw["cudaLaunchKernel"] == 2788
+    for n, start, dur in q(plain[name], f"""SELECT s.value, r.start + {b}, r."end" - r.start
+            FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"""):
+        base = n.rsplit("_v", 1)[0] if n.rsplit("_v", 1)[-1].isdigit() else n
+        raw[(base, "cuda_runtime" if base.startswith("cuda") else "cuda_driver", start, dur)] += 1
+    got = Counter(nsys_db.execute("""SELECT name, cat, ts_ns, dur_ns FROM events WHERE run = ?
+        AND cat IN ('cuda_runtime', 'cuda_driver')""", [name]).fetchall())
+    assert got == raw and sum(n for (c, *_), n in raw.items() if c == "cudaLaunchKernel") == launches
+
+
+def test_an_export_of_api_calls_alone(nsys_db):
+    meta = json.loads(nsys_db.execute("SELECT metadata FROM runs WHERE run = 'rg_report1'").fetchone()[0])
+    assert (meta["nsys_version"], meta["nsys_export_schema"]) == ("2025.3.2.474", "3.20.3")
+    assert nsys_db.execute("SELECT count(*) FROM kernels WHERE run = 'rg_report1'").fetchone()[0] == 0
+    assert nsys_db.execute("SELECT device_name FROM runs WHERE run = 'rg_report1'").fetchone()[0] == \
+        "NVIDIA GeForce RTX 4060 Laptop GPU"
 
 
 @pytest.mark.parametrize("name", FILES)
