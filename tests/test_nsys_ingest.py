@@ -31,7 +31,7 @@ def plain(tmp_path_factory):
     """The fixtures decompressed: what the independent reads open."""
     d = tmp_path_factory.mktemp("nsys_plain")
     out = {}
-    for name in [*FILES, "rg_report1"]:
+    for name in [*FILES, "rg_report1", "wb2_report1"]:
         out[name] = d / f"{name}.sqlite"
         out[name].write_bytes(gzip.decompress(gz(name).read_bytes()))
     return out
@@ -40,7 +40,7 @@ def plain(tmp_path_factory):
 @pytest.fixture(scope="session")
 def nsys_db(tmp_path_factory):
     con = db.connect(tmp_path_factory.mktemp("nsys_db") / "n.duckdb")
-    for name in [*FILES, "rg_report1"]:
+    for name in [*FILES, "rg_report1", "wb2_report1"]:
         r = ingest_file(con, str(gz(name)))
         assert r.run == name and r.status == "loaded"
     yield con
@@ -623,3 +623,18 @@ def test_an_export_with_no_cuda_activity_is_one_line(tmp_path):
     line, = r.stderr.strip().splitlines()
     assert ("an Nsight Systems export (nsys 2026.1.1.204, export schema 3.24.14) with no CUDA activity" in line
             and "--trace=cuda,nvtx" in line)
+
+
+def test_a_memset_and_its_launch_in_an_older_schema(nsys_db, plain):
+    """wb2_report1 (nsys 2025.5.1, export schema 3.23.3): its one memset, with bytes,
+    memory kind and the cudaMemsetAsync call that launched it, as in the file."""
+    b = base_ns(plain["wb2_report1"])
+    (start, end, nbytes, rs, re_), = q(plain["wb2_report1"], """SELECT m.start, m."end", m.bytes, r.start, r."end"
+        FROM CUPTI_ACTIVITY_KIND_MEMSET m JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = m.correlationId""")
+    got = nsys_db.execute("""SELECT k.kind, k.name, k.ts_ns, k.dur_ns, a.copy_bytes, a.dst_memory, k.launch_name,
+        k.launch_ts_ns, k.launch_end_ns FROM kernels k JOIN activity_args a USING (run, kernel_id)
+        WHERE k.run = 'wb2_report1'""").fetchall()
+    assert got == [("memset", "Memset (Device)", start + b, end - start, nbytes, "Device", "cudaMemsetAsync",
+                    rs + b, re_ + b)]
+    assert json.loads(nsys_db.execute("SELECT metadata FROM runs WHERE run = 'wb2_report1'").fetchone()[0]
+                      )["nsys_version"] == "2025.5.1.121"
