@@ -263,18 +263,18 @@ class NsysReader(Reader):
         ex = Export(path, db_path)
         try:
             try:
+                if not _is_export(ex):
+                    raise IngestError(path, "an SQLite database, but not an Nsight Systems export (no StringIds "
+                                            "table beside export metadata or CUDA and NVTX tables)")
+                if not any(ex.table_of(k) for k in SCHEMA):
+                    raise IngestError(path, f"an Nsight Systems export ({ex.version_text()}) with no CUDA activity, "
+                                            "runtime calls or NVTX ranges in it: profile with --trace=cuda,nvtx")
+                for kind in SCHEMA:          # every needed column is there (refused here, before the load)
+                    ex.source(kind)
+                version = ex.version_text()
                 procs = ex.cuda_processes()
             except sqlite3.DatabaseError as e:
                 raise IngestError(path, f"SQLite cannot read it ({e})") from None
-            if not _is_export(ex):
-                raise IngestError(path, "an SQLite database, but not an Nsight Systems export (no StringIds "
-                                        "and no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table)")
-            if not any(ex.table_of(k) for k in SCHEMA):
-                raise IngestError(path, f"an Nsight Systems export ({ex.version_text()}) with no CUDA activity, "
-                                        "runtime calls or NVTX ranges in it: profile with --trace=cuda,nvtx")
-            for kind in SCHEMA:          # every needed column is there (refused here, before the load)
-                ex.source(kind)
-            version = ex.version_text()
         finally:
             ex.close()
         state = NsysState(path, db_path, options.get("iterations_from"))
