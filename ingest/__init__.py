@@ -230,7 +230,8 @@ def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
             if pair_with is not None:
                 result.pairing = _pair(con, reader, path, result.run, pair_with, options)
             done = [("info", f"loaded as a {reader.kind} run: {fields.get('n_events') or 0} {reader.noun} "
-                             f"({prep.format}, {prep.content_bytes} bytes of content)")]
+                             f"({prep.format}, {prep.content_bytes} bytes of content"
+                             + "".join(f"; {n}" for n in prep.notes) + ")")]
             if pair_with is not None:
                 done.append(("info", _pairing_line(pair_with, result.pairing)))
             result.warnings = [m for _, m in _warning_lines(path, caught)]

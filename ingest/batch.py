@@ -16,7 +16,7 @@ from ..store.sql import scalar
 from . import IngestResult, autopair, ingest_file
 from .capture_folder import note_manifest
 from .errors import IngestError
-from .registry import detect, reader_of_kind
+from .registry import detect
 
 
 @dataclass
@@ -45,7 +45,7 @@ def loaded_lines(con, path, r):
     """What a person reads of a file just ingested (or skipped as a duplicate)."""
     if r.status == "skipped":
         return [("info", f"skipped {path}: {r.message}")]
-    reader = reader_of_kind(r.kind)
+    reader = detect(path)[0]           # the reader that loaded it (a trace may be Kineto's or nsys's)
     return ([("info", f"loaded {path} as run {r.run} ({reader.summary(con, r.run)})")]
             + [("info", note) for note in reader.notes(con, path, r.run)])
 

@@ -11,6 +11,7 @@ from .calibration import CalibrationReader
 from .errors import IngestError
 from .host import HostReader
 from .ncu import NcuCsvReader, NcuRepReader
+from .nsys import NsysReader
 from .power import PowerReader
 from .source import head
 from .trace import TraceReader
@@ -19,8 +20,8 @@ from .xplane import XplaneReader
 KINDS = ("trace", "ncu", "power", "host", "calibration")     # runs.kind
 
 # Tried in order, first match wins (a .ncu-rep by its suffix before any text is
-# read; JSON traces before CSVs): to read a new format, write a Reader and add it here.
-READERS = (XplaneReader(), NcuRepReader(), CalibrationReader(), TraceReader(), NcuCsvReader(), HostReader(),
+# read, an Nsight Systems SQLite export by its header; JSON traces before CSVs): to read a new format, write a Reader and add it here.
+READERS = (NsysReader(), XplaneReader(), NcuRepReader(), CalibrationReader(), TraceReader(), NcuCsvReader(), HostReader(),
            PowerReader())
 
 

@@ -27,6 +27,7 @@ POWER = DATA / "power" / "h100_resnet50_bs64_amp.csv"
     (DATA / "ncu" / "h200_small_cnn_details.csv.gz", "ncu", "ncu-csv"),
     (POWER, "power", "power-log"),
     (DATA / "tf" / "cpu_sync_lenet_bs64.json.gz", "trace", "chrome-json"),
+    (DATA / "nsys" / "mock.sqlite.gz", "trace", "nsys-sqlite"),
 ])
 def test_one_registry_detects_every_real_format(path, kind, fmt):
     reader, found = detect(path)

@@ -1,0 +1,657 @@
+"""Nsight Systems profiles: the SQLite export (`nsys export --type sqlite`) loaded as a trace run.
+
+The export's tables are read with Python's sqlite3 (DuckDB's sqlite extension is
+downloaded at run time, so it cannot be relied on), in batches, into Arrow, and
+turned by schema/load/nsys_rows.sql into the rows a Kineto trace gives the events
+table; from there the trace's own SQL (trace_events.sql, derive_trace.sql,
+collectives.sql, trace_system.sql) derives kernels, launches, ops and iterations,
+so every report of a trace run works on an nsys run.
+
+Tables and columns are found by what they hold, not by one nsys version's names
+(SCHEMA below: NVTX_EVENTS or a later NVTX_EVENTS_Vn, a kernel name in demangledName
+or shortName ...); a table that lacks a column the load needs is refused in one
+line. An `.nsys-rep` is exported with the user's `nsys` when it is on PATH.
+"""
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import sqlite3
+import subprocess
+import threading
+import warnings
+
+import pyarrow as pa
+
+from ..store.catalog import sql_text
+from ..store.sql import rows, run_script, run_script_over, scalar, statements
+from ..store.tuning import memory_cap
+from .errors import IngestError
+from .reader import Prepared, Reader
+from .trace import TraceReader
+from ..progress import status
+from .source import compression, hash_file, plain_copy
+
+# Rows per batch read from SQLite and staged: memory stays bounded whatever the export's size.
+BATCH_ROWS = 1 << 19
+SQLITE_MAGIC = "SQLite format 3"
+
+# Each kind of source table: how its name looks, and for each column the load
+# reads (its name in nsys_rows.sql) the names it has had in exports; a column
+# marked required (!) must be there, the others are NULL where missing.
+SCHEMA = {
+    "kernel": (r"CUPTI_ACTIVITY_KIND_(CONCURRENT_)?KERNEL(_V\d+)?", {
+        "start_ns": "!start", "end_ns": "!end", "device": "deviceId", "context": "contextId",
+        "stream": "streamId", "corr": "!correlationId", "gpid": "globalPid",
+        "name_id": "demangledName|name", "short_id": "shortName|mangledName", "regs": "registersPerThread",
+        "gx": "gridX", "gy": "gridY", "gz": "gridZ", "bx": "blockX", "by": "blockY", "bz": "blockZ",
+        "ssm": "staticSharedMemory", "dsm": "dynamicSharedMemory", "launch_type": "launchType",
+        "graph_id": "graphId", "graph_node_id": "graphNodeId"}),
+    "runtime": (r"CUPTI_ACTIVITY_KIND_(RUNTIME|DRIVER)(_V\d+)?", {
+        "start_ns": "!start", "end_ns": "!end", "gtid": "globalTid", "corr": "!correlationId",
+        "name_id": "!nameId|name", "ret": "returnValue", "event_class": "eventClass"}),
+    "memcpy": (r"CUPTI_ACTIVITY_KIND_MEMCPY(_V\d+)?", {
+        "start_ns": "!start", "end_ns": "!end", "device": "deviceId", "context": "contextId",
+        "stream": "streamId", "corr": "!correlationId", "gpid": "globalPid", "bytes": "bytes",
+        "copy_kind": "copyKind", "src_kind": "srcKind", "dst_kind": "dstKind",
+        "src_device": "srcDeviceId", "dst_device": "dstDeviceId", "graph_node_id": "graphNodeId"}),
+    "memset": (r"CUPTI_ACTIVITY_KIND_MEMSET(_V\d+)?", {
+        "start_ns": "!start", "end_ns": "!end", "device": "deviceId", "context": "contextId",
+        "stream": "streamId", "corr": "!correlationId", "gpid": "globalPid", "bytes": "bytes",
+        "mem_kind": "memKind|memoryKind", "value": "value", "graph_node_id": "graphNodeId"}),
+    "nvtx": (r"NVTX_EVENTS(_V\d+)?", {
+        "start_ns": "!start", "end_ns": "end", "event_type": "!eventType", "text": "text",
+        "text_id": "textId", "gtid": "globalTid", "end_gtid": "endGlobalTid", "domain_id": "domainId",
+        "category": "category", "color": "color",
+        "payload": "+int64Value|uint64Value|doubleValue|uint32Value|int32Value|floatValue|jsonText",
+        "json_text_id": "jsonTextId"}),
+}
+# Columns read as text; all others are integers. A spec starting with + is the
+# first non-NULL of the columns named that the table has, as text (NVTX payloads:
+# one column of seven, most of them NULL, read as one).
+_TEXT = {"text", "payload"}
+# What a table of each kind holds, for an export whose names none of SCHEMA's
+# patterns know: its columns include one of these sets (lower case), and not the
+# columns that mark another kind.
+SIGNATURE = {
+    "kernel": ({"start", "end", "correlationid", "gridx", "blockx"}, set()),
+    "runtime": ({"start", "end", "correlationid", "nameid", "globaltid"}, {"deviceid", "eventtype"}),
+    "memcpy": ({"start", "end", "correlationid", "copykind", "bytes"}, {"gridx"}),
+    "memset": ({"start", "end", "correlationid", "bytes", "value"}, {"gridx", "copykind"}),
+    "nvtx": ({"start", "eventtype", "globaltid", "textid"}, {"correlationid"}),
+}
+_DOUBLE = set()
+
+
+def _version_key(name):
+    m = re.search(r"_V(\d+)$", name)
+    return int(m.group(1)) if m else 0
+
+
+class Export:
+    """An open export: its tables and columns, and what they say about the file."""
+
+    def __init__(self, path, db_path):
+        self.path = path
+        self.db_path = db_path
+        try:
+            self.con = sqlite3.connect(f"file:{db_path}?mode=ro&immutable=1", uri=True)
+            self.tables = {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        except sqlite3.DatabaseError as e:
+            raise IngestError(path, f"not a readable SQLite database ({e})") from None
+        self.columns = {}
+        self.pid = None           # the one process to read (--rank of a report of several), else None
+
+    def cols(self, table):
+        if table not in self.columns:
+            self.columns[table] = [r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')]
+        return self.columns[table]
+
+    def tables_like(self, pattern):
+        """The tables whose whole name matches pattern, latest version (_Vn) first."""
+        return sorted((t for t in self.tables if re.fullmatch(pattern, t)), key=_version_key, reverse=True)
+
+    def source(self, kind, event_types=(34, 59, 60)):
+        """(table, SELECT of its columns under nsys_rows.sql's names) of a kind, or None
+        when the export has no such table; IngestError when it lacks a needed column.
+        NVTX: the rows of event_types only (ranges and marks)."""
+        table = self.table_of(kind)
+        if table is None:
+            return None
+        wanted = SCHEMA[kind][1]
+        have = {c.lower(): c for c in self.cols(table)}
+        parts, where = [], ""
+        for alias, spec in wanted.items():
+            required = spec.startswith("!")
+            names = spec.lstrip("!").split("|")
+            if spec.startswith("+"):
+                found = [have[n.lower()] for n in spec[1:].split("|") if n.lower() in have]
+                parts.append(f"coalesce({', '.join(f'CAST({chr(34)}{c}{chr(34)} AS TEXT)' for c in found)}, NULL) "
+                             f"AS {alias}" if found else f"NULL AS {alias}")
+                continue
+            found = next((have[n.lower()] for n in names if n.lower() in have), None)
+            if found is None and required:
+                raise IngestError(self.path, f"table {table} has no {' or '.join(names)} column: "
+                                             f"an Nsight Systems export tracedb cannot read ({self.version_text()})")
+            parts.append(f'"{found}" AS {alias}' if found else f"NULL AS {alias}")
+            if alias == "event_type":        # (NVTX: the event types asked for)
+                where = f' WHERE "{found}" IN ({", ".join(str(int(t)) for t in event_types)})'
+        if self.pid is not None:
+            who = next((have[c.lower()] for c in ("globalPid", "globalTid") if c.lower() in have), None)
+            if who:
+                where += (" AND" if where else " WHERE") + f' ("{who}" >> 24) & 16777215 = {int(self.pid)}'
+        return table, f'SELECT {", ".join(parts)} FROM "{table}"{where}'
+
+    def cuda_processes(self):
+        """The processes that ran GPU activity, as (pid, lowest device), in rank order:
+        by their lowest device (rank N of a job mostly runs on GPU N), then pid."""
+        found = {}
+        for kind in ("kernel", "memcpy", "memset"):
+            table = self.table_of(kind)
+            if table and {"globalpid", "deviceid"} <= {c.lower() for c in self.cols(table)}:
+                for gpid, dev in self.con.execute(f'SELECT globalPid, min(deviceId) FROM "{table}" '
+                                                  "GROUP BY globalPid"):
+                    if gpid is not None:
+                        pid = (gpid >> 24) & 0xFFFFFF
+                        devs = [d for d in (found.get(pid), dev) if d is not None]
+                        found[pid] = min(devs) if devs else None
+        return sorted(found.items(), key=lambda x: (x[1] if x[1] is not None else 1 << 62, x[0]))
+
+    def table_of(self, kind):
+        """The table a kind is read from: by its name (the latest version), else by its columns; or None."""
+        tables = self.tables_like(SCHEMA[kind][0]) or self.tables_holding(kind)
+        return tables[0] if tables else None
+
+    def tables_holding(self, kind):
+        """The tables, known by no pattern of SCHEMA, whose columns are those of a kind's table."""
+        if not hasattr(self, "_unnamed"):
+            known = {t for p, _ in SCHEMA.values() for t in self.tables_like(p)}
+            self._unnamed = sorted(t for t in self.tables if t not in known and not t.startswith(("ENUM_", "sqlite_")))
+        need, never = SIGNATURE[kind]
+        return [t for t in self._unnamed
+                if need <= (cols := {c.lower() for c in self.cols(t)}) and not never & cols]
+
+    def meta(self):
+        """META_DATA_EXPORT (or EXPORT_META_DATA) as a dict (a repeated name: the first value)."""
+        out = {}
+        for t in self.tables_like(r"(META_DATA_EXPORT|EXPORT_META_DATA)"):
+            if {"name", "value"} <= {c.lower() for c in self.cols(t)}:
+                for k, v in self.con.execute(f'SELECT name, value FROM "{t}"'):
+                    out.setdefault(k, v)
+        return out
+
+    def version_text(self):
+        m = self.meta()
+        v = m.get("EXPORT_PRODUCT_VERSION")
+        s = m.get("EXPORT_SCHEMA_VERSION")
+        return (f"nsys {v}" if v else "nsys version not recorded") + (f", export schema {s}" if s else "")
+
+    def rows(self, table, cols):
+        """All rows of a small table as dicts of the named columns that exist."""
+        have = {c.lower(): c for c in self.cols(table)}
+        sel = [f'"{have[c.lower()]}"' if c.lower() in have else "NULL" for c in cols]
+        return [dict(zip(cols, r)) for r in self.con.execute(f'SELECT {", ".join(sel)} FROM "{table}"')]
+
+    def first_table(self, *names):
+        return next((n for n in names if n in self.tables), None)
+
+    def close(self):
+        self.con.close()
+
+
+def _is_export(ex):
+    """An Nsight Systems export: its string table, and its export metadata or a table of its own kinds."""
+    return ex.first_table("StringIds", "StringTable") is not None and (
+        bool(ex.tables_like(r"(META_DATA_EXPORT|EXPORT_META_DATA|TARGET_INFO_\w+)"))
+        or any(ex.table_of(k) for k in SCHEMA))
+
+
+def export_rep(path, work):
+    """The SQLite export of an .nsys-rep, written into work with the user's nsys."""
+    nsys = shutil.which("nsys")
+    out = os.path.join(work, "report.sqlite")
+    if nsys is None:
+        raise IngestError(path, "an .nsys-rep is read from its SQLite export, and nsys is not on PATH here: "
+                                f"run `nsys export --type sqlite -o {_sqlite_name(path)} {path}` "
+                                "and ingest the .sqlite")
+    done = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", out, str(path)],
+                          capture_output=True, text=True)
+    if done.returncode != 0 or not os.path.exists(out):
+        last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines()
+                or [f"exit status {done.returncode}"])[-1]
+        raise IngestError(path, f"nsys export failed ({last})")
+    return out
+
+
+def _sqlite_name(path):
+    base = os.path.basename(str(path))
+    return re.sub(r"\.(nsys-rep|qdrep)$", "", base) + ".sqlite"
+
+
+class NsysState:
+    def __init__(self, path, db_path, iteration_marker):
+        self.path = path
+        self.db_path = db_path
+        self.iteration_marker = iteration_marker
+        self.pid = None              # the process of the rank asked for (--rank N)
+        self.rank = None
+        self.processes = []          # (pid, lowest device) of the processes with GPU activity, in rank order
+
+
+class NsysReader(Reader):
+    """Nsight Systems: the SQLite export (plain or gzip), or an .nsys-rep exported with nsys."""
+    kind = "trace"
+
+    def summary(self, con, run):
+        """A trace's line, and which nsys (and export schema) wrote the file."""
+        line = TraceReader.summary(self, con, run)
+        v = rows(con, "SELECT metadata->>'nsys_version', metadata->>'nsys_export_schema' FROM runs WHERE run = ?",
+                 [run])
+        if v:
+            line += f"; an Nsight Systems export of nsys {v[0][0] or '(version not recorded)'}" + (
+                f", export schema {v[0][1]}" if v[0][1] else "")
+        return line
+
+    def notes(self, con, path, run):
+        return TraceReader.notes(self, con, path, run)
+
+    def sniff(self, path, text):
+        if path.endswith((".nsys-rep", ".qdrep")):
+            return "nsys-rep"
+        if text().startswith(SQLITE_MAGIC):
+            return "nsys-sqlite"
+        return None
+
+    def run_name(self, path):
+        from .names import run_name_for
+        return run_name_for(re.sub(r"\.(nsys-rep|qdrep|sqlite(\.gz|\.xz)?|db(\.gz|\.xz)?)$", "", path))
+
+    def prepare(self, con, path, fmt, work, options):
+        if fmt == "nsys-rep":
+            digest, size = hash_file(path)
+            db_path = export_rep(path, work)
+        elif compression(path):
+            db_path, digest, size, _ = plain_copy(path, work)
+        else:
+            db_path = path
+            digest, size = hash_file(path)
+        ex = Export(path, db_path)
+        try:
+            try:
+                if not _is_export(ex):
+                    raise IngestError(path, "an SQLite database, but not an Nsight Systems export (no StringIds "
+                                            "table beside export metadata or CUDA and NVTX tables)")
+                if not any(ex.table_of(k) for k in SCHEMA):
+                    raise IngestError(path, f"an Nsight Systems export ({ex.version_text()}) with no CUDA activity, "
+                                            "runtime calls or NVTX ranges in it: profile with --trace=cuda,nvtx")
+                for kind in SCHEMA:          # every needed column is there (refused here, before the load)
+                    ex.source(kind)
+                version = ex.version_text()
+                procs = ex.cuda_processes()
+            except sqlite3.DatabaseError as e:
+                raise IngestError(path, f"SQLite cannot read it ({e})") from None
+        finally:
+            ex.close()
+        state = NsysState(path, db_path, options.get("iterations_from"))
+        state.processes = procs
+        notes = [f"written by {version}"]
+        rank = options.get("rank")
+        if rank is not None and len(procs) > 1:
+            # a report of several processes (the ranks of a job): --rank N loads the Nth
+            # alone, as a run of its own; its content is the file and the rank
+            if rank >= len(procs):
+                raise IngestError(path, f"--rank {rank}: the report has {len(procs)} processes with GPU activity "
+                                        f"(ranks 0 to {len(procs) - 1}: pids {', '.join(str(p) for p, _ in procs)})")
+            state.rank, state.pid = rank, procs[rank][0]
+            digest = hashlib.sha256(f"{digest} rank {rank} of {len(procs)}".encode()).hexdigest()
+            notes.append(f"rank {rank} of {len(procs)}: process {state.pid}")
+        return Prepared(fmt, size, lambda: digest, state=state, notes=notes)
+
+    def loading(self, con, prep):
+        return memory_cap(con)
+
+    def load(self, con, prep, run):
+        st = prep.state
+        ex = Export(st.path, st.db_path)
+        ex.pid = st.pid
+        try:
+            try:
+                fields = _load(con, ex, run, st.iteration_marker)
+            except sqlite3.DatabaseError as e:    # a page that does not read (a damaged or cut file)
+                raise IngestError(st.path, f"SQLite cannot read it ({e}); nothing was loaded") from None
+            if st.pid is not None:
+                fields.update(rank=st.rank, world_size=len(st.processes))
+            elif len(st.processes) <= 1 and (env := _launch_rank(ex)):
+                fields.update(rank=env[0], world_size=env[1])     # one rank's report (nsys under torchrun)
+            elif len(st.processes) > 1:
+                warnings.warn(f"{st.path}: {len(st.processes)} processes ran GPU activity (pids "
+                              f"{', '.join(str(p) for p, _ in st.processes)}): all are in this one run; to load "
+                              f"them as the ranks of a job, ingest the file once per rank with --rank N "
+                              f"(0 to {len(st.processes) - 1}) --job NAME --run NAME.rankN")
+            return fields
+        finally:
+            ex.close()
+
+
+def _arrow(rows, names):
+    """A batch of SQLite rows as an Arrow table of the named columns."""
+    cols = list(zip(*rows)) if rows else [()] * len(names)
+    arrays = [pa.array(range(len(rows)), pa.int64())]       # pos: the row's position in the batch
+    for n, c in zip(names, cols):
+        t = pa.string() if n in _TEXT else pa.float64() if n in _DOUBLE else pa.int64()
+        try:
+            arrays.append(pa.array(c, type=t))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            # a value of another type than the column's (SQLite types values, not columns)
+            arrays.append(pa.array([_coerce(v, t) for v in c], type=t))
+    return pa.table(arrays, names=["pos"] + names)
+
+
+def _coerce(v, t):
+    if v is None:
+        return None
+    try:
+        if t == pa.string():
+            return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+        if t == pa.float64():
+            return float(v)
+        if isinstance(v, float) and not v.is_integer():
+            return None            # (an id or a time is whole: a fraction is no value of the column)
+        n = int(v)
+        return n if -(1 << 63) <= n < (1 << 63) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _sections():
+    text = sql_text("schema", "load/nsys_rows.sql")
+    parts = re.split(r"^-- @section (\w+)\s*$", text, flags=re.M)
+    return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
+
+
+def _insert_batch(con, select, raw, offset):
+    """Insert one batch (an Arrow table of a source's rows, with pos) as events
+    numbered from offset: nsys_rows.sql's section turns it into the rows of
+    _trace_rows and trace_events.sql inserts them, in one pass (not staged)."""
+    con.execute("SET VARIABLE tracedb_event_offset = ?", [offset])
+    rows = con.from_arrow(raw).query(
+        "_nsys_raw", f"SELECT *, false AS needs_exact, CAST(NULL AS VARCHAR) AS problem FROM ({select})")
+    for stmt in statements(sql_text("schema", "load/trace_events.sql")):
+        rows.query("_trace_staged", stmt)
+    return raw.num_rows
+
+
+def _insert(con, staged, offset):
+    con.execute("SET VARIABLE tracedb_event_offset = ?", [offset])
+    run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged", staged)
+
+
+def _lookups(con, ex):
+    """Temp tables nsys_rows.sql joins: strings, processes, memory kinds, NVTX domains and categories."""
+    strings = ex.first_table("StringIds", "StringTable")
+    if strings:
+        cur = ex.con.execute(f'SELECT id, value FROM "{strings}"')
+        con.execute("CREATE OR REPLACE TEMP TABLE _nsys_strings (id BIGINT, value VARCHAR)")
+        while batch := cur.fetchmany(BATCH_ROWS):
+            tbl = _arrow(batch, ["id", "text"]).rename_columns(["pos", "id", "value"])
+            con.from_arrow(tbl).query("_b", "INSERT INTO _nsys_strings SELECT id, value FROM _b")
+    else:
+        con.execute("CREATE OR REPLACE TEMP TABLE _nsys_strings (id BIGINT, value VARCHAR)")
+    # CUDA processes, in pid order: the first one's correlation ids stay as nsys wrote them
+    pids = set() if ex.pid is None else {ex.pid}
+    if not pids and "TARGET_INFO_CUDA_STREAM" in ex.tables and "processId" in ex.cols("TARGET_INFO_CUDA_STREAM"):
+        pids = {r[0] for r in ex.con.execute("SELECT DISTINCT processId FROM TARGET_INFO_CUDA_STREAM") if r[0] is not None}
+    if not pids:
+        for kind in ("kernel", "memcpy", "memset"):
+            src = ex.source(kind)
+            if src and "globalPid" in ex.cols(src[0]):
+                pids |= {(r[0] >> 24) & 0xFFFFFF for r in
+                         ex.con.execute(f'SELECT DISTINCT globalPid FROM "{src[0]}"') if r[0] is not None}
+    con.execute("CREATE OR REPLACE TEMP TABLE _nsys_procs (pid BIGINT, pidx BIGINT)")
+    if pids:
+        con.executemany("INSERT INTO _nsys_procs VALUES (?, ?)", [(p, i) for i, p in enumerate(sorted(pids))])
+    kinds = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+             6: "Managed Static", 7: "Unknown"}
+    if "ENUM_CUDA_MEM_KIND" in ex.tables:
+        kinds.update({r["id"]: r["label"] for r in ex.rows("ENUM_CUDA_MEM_KIND", ["id", "label"])
+                      if r["label"] is not None})
+    con.execute("CREATE OR REPLACE TEMP TABLE _nsys_mem_kinds (id BIGINT, value VARCHAR)")
+    con.executemany("INSERT INTO _nsys_mem_kinds VALUES (?, ?)", sorted(kinds.items()))
+    # NVTX domain names (DomainCreate, 75) and category names (33), by domain
+    domains, categories = {}, {}
+    nvtx = ex.table_of("nvtx")
+    if nvtx:
+        src = ex.source("nvtx", event_types=(33, 75))[1]
+        text = (f"coalesce(text, (SELECT value FROM \"{strings}\" WHERE id = text_id))" if strings else "text")
+        for etype, dom, cat, name in ex.con.execute(f"SELECT event_type, domain_id, category, {text} FROM ({src})"):
+            # (domain and category ids are a process's: the first name of an id is kept)
+            if etype == 75:
+                domains.setdefault(dom, name)
+            else:
+                categories.setdefault((dom, cat), name)
+    con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_domains (id BIGINT, name VARCHAR)")
+    con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_categories (domain_id BIGINT, id BIGINT, name VARCHAR)")
+    if domains:
+        con.executemany("INSERT INTO _nsys_nvtx_domains VALUES (?, ?)", list(domains.items()))
+    if categories:
+        con.executemany("INSERT INTO _nsys_nvtx_categories VALUES (?, ?, ?)",
+                        [(d, c, n) for (d, c), n in categories.items()])
+
+
+def _metadata_events(ex):
+    """Process and thread names (ph M events, as a trace names them): the profiled
+    processes and threads, and the GPUs TARGET_INFO_GPU names (nsys_finish.sql
+    names the streams, and the GPUs it does not)."""
+    out = []
+    if "PROCESSES" in ex.tables:
+        for r in ex.rows("PROCESSES", ["pid", "name"]):
+            if r["pid"] is not None and ex.pid in (None, r["pid"]):
+                out.append(("M", None, "process_name", str(r["pid"]), None, json.dumps({"name": r["name"]})))
+    strings = ex.first_table("StringIds", "StringTable")
+    if "ThreadNames" in ex.tables and strings:
+        for gtid, name in ex.con.execute(f'SELECT t.globalTid, s.value FROM ThreadNames t '
+                                         f'JOIN "{strings}" s ON s.id = t.nameId'):
+            if gtid is not None and ex.pid in (None, (gtid >> 24) & 0xFFFFFF):
+                out.append(("M", None, "thread_name", str((gtid >> 24) & 0xFFFFFF), str(gtid & 0xFFFFFF),
+                            json.dumps({"name": name})))
+    for dev, name in _gpus(ex).items():
+        out.append(("M", None, "process_name", str(dev), None, json.dumps({"name": f"GPU {dev}" + (f": {name}" if name else "")})))
+    return out
+
+
+def _launch_rank(ex):
+    """(RANK, WORLD_SIZE) of the environment nsys launched the profiled command with
+    (META_DATA_CAPTURE's PROCESS_0 environment: a rank's report when torchrun or a
+    launcher started nsys once per rank), or None."""
+    if "META_DATA_CAPTURE" not in ex.tables:
+        return None
+    env = {}
+    for name, value in ex.con.execute("SELECT name, value FROM META_DATA_CAPTURE "
+                                      "WHERE name = 'PROCESS_0:ENVIRONMENT_VARIABLE'"):
+        m = re.fullmatch(r'(RANK|WORLD_SIZE)="?(\d+)"?', str(value))
+        if m:
+            env[m.group(1)] = int(m.group(2))
+    rank, world = env.get("RANK"), env.get("WORLD_SIZE")
+    if rank is None or world is None or not 0 <= rank < world < 1 << 31:
+        return None
+    return rank, world
+
+
+def _gpus(ex):
+    """device id -> GPU name (TARGET_INFO_GPU, else TARGET_INFO_CUDA_DEVICE ids)."""
+    out = {}
+    if "TARGET_INFO_GPU" in ex.tables:
+        for r in ex.rows("TARGET_INFO_GPU", ["id", "cuDevice", "name"]):
+            dev = r["cuDevice"] if r["cuDevice"] is not None else r["id"]
+            if dev is not None:
+                out.setdefault(dev, r["name"])
+    return out
+
+
+def _device_properties(ex):
+    if "TARGET_INFO_GPU" not in ex.tables:
+        return []
+    keep = ["id", "cuDevice", "name", "busLocation", "totalMemory", "memoryBandwidth", "clockRate", "smCount",
+            "chipName", "computeMajor", "computeMinor", "maxShmemPerBlock", "maxRegistersPerBlock", "l2CacheSize",
+            "uuid"]
+    props = []
+    for r in ex.rows("TARGET_INFO_GPU", keep):
+        props.append({"id": r["cuDevice"] if r["cuDevice"] is not None else r["id"], "name": r["name"],
+                      "totalGlobalMem": r["totalMemory"], "numSms": r["smCount"],
+                      "computeMajor": r["computeMajor"], "computeMinor": r["computeMinor"],
+                      "sharedMemPerBlock": r["maxShmemPerBlock"], "regsPerBlock": r["maxRegistersPerBlock"],
+                      "l2CacheSize": r["l2CacheSize"], "memoryBandwidth": r["memoryBandwidth"],
+                      "clockRate": r["clockRate"], "chipName": r["chipName"], "busLocation": r["busLocation"],
+                      "uuid": r["uuid"]})
+    return props
+
+
+def _base_ns(ex):
+    """Epoch ns of the session start (TARGET_INFO_SESSION_START_TIME.utcEpochNs), else 0."""
+    t = ex.first_table("TARGET_INFO_SESSION_START_TIME")
+    if t and "utcEpochNs" in ex.cols(t):
+        v = ex.con.execute(f'SELECT utcEpochNs FROM "{t}"').fetchone()
+        if v and isinstance(v[0], int) and 0 <= v[0] < 1 << 62:
+            return v[0]
+    return 0
+
+
+KINDS_READ = ("runtime", "nvtx", "kernel", "memcpy", "memset")
+# Batches read ahead of the one being staged and inserted: SQLite's reading (a
+# thread of its own, which its C code and Arrow's run without the GIL for part of
+# the time) overlaps DuckDB's work on the batch before; memory holds at most
+# this many batches more.
+READ_AHEAD = 2
+
+
+def _read_batches(ex):
+    """(kind, Arrow batch) of each source table in turn, read in a thread of its own
+    with its own connection; (kind, None) for a kind whose table is there but empty.
+    An error in the thread is raised here."""
+    q = queue.Queue(READ_AHEAD)
+    stop = threading.Event()
+    done = object()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read():
+        mine = Export(ex.path, ex.db_path)
+        mine.pid = ex.pid
+        try:
+            for kind in KINDS_READ:
+                src = mine.source(kind)
+                if src is None:
+                    continue
+                names = list(SCHEMA[kind][1])
+                cur = mine.con.execute(src[1])
+                if not put((kind, None)):
+                    return
+                while batch := cur.fetchmany(BATCH_ROWS):
+                    if not put((kind, _arrow(batch, names))):
+                        return
+                    batch = None
+            put(done)
+        except BaseException as e:        # to the loading thread
+            put(e)
+        finally:
+            mine.close()
+
+    t = threading.Thread(target=read, name="nsys-sqlite-reader", daemon=True)
+    t.start()
+    try:
+        while (item := q.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            item = None
+    finally:
+        stop.set()
+        t.join()
+
+
+def _load(con, ex, run, iteration_marker):
+    path = ex.path
+    base_ns = _base_ns(ex)
+    con.execute("SET VARIABLE tracedb_run = ?", [run])
+    con.execute("SET VARIABLE tracedb_base_ns = ?", [base_ns])
+    con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
+    sections = _sections()
+    counts = {}
+    with status(f"reading {path}"):
+        _lookups(con, ex)
+        n = 0
+        meta = _metadata_events(ex)
+        if meta:
+            tbl = pa.table({
+                "ph": [m[0] for m in meta], "cat": pa.nulls(len(meta), pa.string()), "name": [m[2] for m in meta],
+                "pid": [m[3] for m in meta], "tid": pa.array([m[4] for m in meta], pa.string()),
+                "ts_ns": pa.nulls(len(meta), pa.int64()), "dur_ns": pa.nulls(len(meta), pa.int64()),
+                "correlation": pa.nulls(len(meta), pa.int64()), "external_id": pa.nulls(len(meta), pa.int64()),
+                "stream": pa.nulls(len(meta), pa.int64()), "device": pa.nulls(len(meta), pa.int64()),
+                "flow_id": pa.nulls(len(meta), pa.string()), "args": [m[5] for m in meta]})
+            staged = con.from_arrow(tbl).query("_m", "SELECT * REPLACE (CAST(args AS JSON) AS args) FROM _m").to_arrow_table()
+            staged = staged.append_column("needs_exact", pa.array([False] * len(meta)))
+            staged = staged.append_column("problem", pa.nulls(len(meta), pa.string()))
+            staged = staged.append_column("pos", pa.array(range(len(meta)), pa.int64()))
+            _insert(con, staged, n)
+            n += len(meta)
+        for kind, raw in _read_batches(ex):
+            counts.setdefault(kind, 0)
+            if raw is None:
+                continue
+            k = _insert_batch(con, sections[kind], raw, n)
+            raw = None
+            n += k
+            counts[kind] += k
+    if not any(counts.get(k) for k in ("kernel", "memcpy", "memset", "runtime", "nvtx")):
+        raise IngestError(path, f"the export holds no CUDA activity, runtime calls or NVTX ranges ({ex.version_text()}): "
+                                "profile with --trace=cuda,nvtx")
+    with status("linking kernels, launches, ops and iterations"):
+        con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS "
+                    "SELECT * FROM events WHERE run = getvariable('tracedb_run')")
+        run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
+        run_script(con, sql_text("schema", "load/collectives.sql"), {"run": run, "world_size": None})
+        run_script(con, sql_text("schema", "load/trace_system.sql"))
+        run_script(con, sql_text("schema", "load/nsys_finish.sql"), {"run": run})
+        con.execute("DROP VIEW _run_events")
+        for t in ("_nsys_strings", "_nsys_procs", "_nsys_mem_kinds", "_nsys_nvtx_domains", "_nsys_nvtx_categories"):
+            con.execute(f"DROP TABLE IF EXISTS {t}")
+        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset", "tracedb_iteration_marker"):
+            con.execute(f"RESET VARIABLE {v}")
+    if iteration_marker is not None and not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):
+        raise IngestError(path, f"--iterations-from {iteration_marker!r}: no NVTX range or op of that name "
+                                "with an end in the profile")
+    unlinked = scalar(con, "SELECT count(*) FROM kernels WHERE run = ? AND launch_event_id IS NULL", [run])
+    if unlinked:
+        warnings.warn(f"{path}: {unlinked} GPU activities have no runtime or driver call with their correlation id "
+                      "(launched before the capture began, or the calls were not traced); they have no launch")
+    meta = ex.meta()
+    gpus = _gpus(ex)
+    procs = scalar(con, "SELECT count(DISTINCT launch_pid) FROM kernels WHERE run = ?", [run]) or 0
+    framework = "pytorch" if scalar(con, "SELECT count(*) FROM events WHERE run = ? AND cat = 'cpu_op' LIMIT 1",
+                                    [run]) else "cuda"
+    props = _device_properties(ex)
+    return {
+        "framework": framework,
+        "device_name": next(iter(gpus.values()), None) if gpus else None,
+        "device_properties": json.dumps(props) if props else None,
+        "base_time_ns": base_ns,
+        "n_events": n,
+        "metadata": json.dumps({
+            "nsys_version": meta.get("EXPORT_PRODUCT_VERSION"),
+            "nsys_export_schema": meta.get("EXPORT_SCHEMA_VERSION"),
+            "nsys_export": meta,
+            "nsys_tables_read": {k: ex.source(k)[0] for k in SCHEMA if ex.source(k)},
+            "nsys_rows_read": counts,
+            "processes_launching_kernels": procs,
+        }, default=str),
+    }
