@@ -224,8 +224,8 @@ def write(con, run, path, batch_size=None):
 
 def chart_html(chart):
     """A chart page with the Vega runtime inlined: opens offline."""
-    import vl_convert as vlc
-    return vlc.vegalite_to_html(chart.to_dict(), bundle=True)
+    from tracedb.htmlsafe import vegalite_html
+    return vegalite_html(chart.to_dict())
 
 
 def save_chart(chart, path):
