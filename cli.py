@@ -702,6 +702,9 @@ def main(argv=None):
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:
+        if getattr(args, "output", None) and args.command not in ("capture", "power-log"):
+            from tracedb.outpaths import refuse_input      # -o never replaces the database (issue 55)
+            refuse_input(args.output, getattr(args, "db", None))
         return args.func(args)
     except (UsageError, IngestError, reports.ReportError, ValueError) as e:
         print(f"tracedb: error: {e}", file=sys.stderr)
