@@ -97,8 +97,14 @@ class TraceDB:
         self._held = None
 
     @contextmanager
-    def _con(self, write=False):
+    def _con(self, write=False, sandboxed=True):
+        """A connection for one call; a read-only one runs with other files out of reach
+        (sandbox.lock, as `tracedb sql` and the CLI's reports) unless sandboxed=False
+        (an export writes files)."""
         if self._held is not None:
+            if not sandboxed and self.read_only is not False:
+                raise PermissionError(f"{self.path}: a read-only `with` block reads this database only: "
+                                      "export outside the block")
             if write and self.read_only is not False:
                 raise PermissionError(f"{self.path}: opened read-only (tracedb.connect(..., read_only=False) to write)")
             yield self._held
@@ -107,6 +113,9 @@ class TraceDB:
         if not write and not os.path.exists(self.path):
             raise FileNotFoundError(f"{self.path}: no such database (ingest into it first)")
         con = db.connect(self.path, read_only=not write)
+        if sandboxed and not write:
+            from tracedb.sandbox import lock
+            lock(con)
         try:
             yield con
         finally:
@@ -114,6 +123,9 @@ class TraceDB:
 
     def __enter__(self):
         self._held = db.connect(self.path, read_only=self.read_only is not False)
+        if self.read_only is not False:         # a read-only block: sandboxed, as each call outside one
+            from tracedb.sandbox import lock
+            lock(self._held)
         return self
 
     def __exit__(self, *exc):
@@ -159,6 +171,11 @@ class TraceDB:
             return Result(reports.run(con, name, params), report=name)
 
     def sql(self, text, params=None):
+        """Rows of SQL on the database, with other files out of reach (external access
+        off, configuration locked: tracedb sql's sandbox); read-only."""
+        if self._held is not None and self.read_only is False:
+            raise PermissionError(f"{self.path}: sql() runs sandboxed and read-only: call it outside a "
+                                  "writable `with` block")
         with self._con() as con:
             return Result(con.sql(text, params=params).to_arrow_table())
 
@@ -173,7 +190,7 @@ class TraceDB:
     def export(self, path=None, lake=None, run=None, perfetto=False):
         """perfetto=True: one trace run as Chrome trace JSON at `path`; else the runs
         (run: one name or a list) into the Parquet lake folder `lake`."""
-        with self._con() as con:
+        with self._con(sandboxed=False) as con:
             if perfetto:
                 from tracedb import perfetto as pf
                 return pf.export(con, run, path)

@@ -44,11 +44,16 @@ def _check_db_file(path, must_exist):
 _WAIT_S = 0.0       # --wait: how long to wait for a database another process holds
 
 
-def _open(path, write=False):
+def _open(path, write=False, sandboxed=None):
+    """A connection to the database; a read-only one (unless sandboxed=False: an
+    export writes files) with other files out of reach (sandbox.lock): a stored
+    view of a database from elsewhere cannot read a local file into a report."""
     from tracedb.dblock import DatabaseLocked, say_on_stderr
+    from tracedb.sandbox import lock
     _check_db_file(path, must_exist=not write)
     try:
-        return db.connect(path, read_only=not write, wait_s=_WAIT_S, say=say_on_stderr)
+        con = db.connect(path, read_only=not write, wait_s=_WAIT_S, say=say_on_stderr)
+        return lock(con) if (not write if sandboxed is None else sandboxed) else con
     except DatabaseLocked as e:
         raise UsageError(str(e)) from None
     except duckdb.Error as e:
@@ -399,13 +404,14 @@ def cmd_export(args):
         if not str(args.output).lower().endswith((".json", ".json.gz")):
             raise UsageError(f"export --perfetto: -o {args.output}: it writes Chrome-trace JSON: name the file "
                              "FILE.json, or FILE.json.gz to compress it")
-        con = _open(args.db)
+        con = _open(args.db, sandboxed=False)
+        con.execute("SET enable_external_access = false")     # written by Python: DuckDB reads the database only
         n = perfetto.export(con, args.run[0], args.output, progress=sys.stderr.isatty())
         print(f"wrote {args.output} ({n} events of run {args.run[0]}; open it in ui.perfetto.dev or chrome://tracing)")
         return 0
     from tracedb import lake
     from tracedb.progress import Progress
-    con = _open(args.db)
+    con = _open(args.db, sandboxed=False)
     bar = Progress(f"exporting to {args.lake}")
     try:
         runs = lake.export(con, args.lake, args.run or None,
@@ -718,7 +724,9 @@ def main(argv=None):
             raise
         return _interrupted()
     except duckdb.Error as e:
-        print(f"tracedb: error: database: {str(e).splitlines()[0]}", file=sys.stderr)
+        why = ("; a stored view of this database reads another file: tracedb reads only the database itself"
+               if isinstance(e, duckdb.PermissionException) else "")
+        print(f"tracedb: error: database: {str(e).splitlines()[0]}{why}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
