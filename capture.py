@@ -67,6 +67,9 @@ class Capture:
         self.ncu_pass = os.environ.get(ENV_NCU) == "1"
         self.steps, self.warmup, self.wait, self.batch_size = steps, warmup, wait, batch_size
         self.name = run or os.path.basename(os.path.abspath(self.out)) or "capture"
+        from tracedb.names import path_name_problem     # the prefix of its files in the folder, its runs' names
+        if why := path_name_problem(self.name, "run" if run else "run (the folder's name)"):
+            raise CaptureError(why)
         self.interval_ms, self.host_interval_ms, self.gpus = interval_ms, host_interval_ms, gpus
         self.nvml, self.host, self.ingest, self.idle_s, self.quiet = nvml, host, ingest, idle_s, quiet
         self.n = 0
@@ -260,8 +263,13 @@ def folder_files(out, ncu=True):
         raise CaptureError(f"{out}: the profiler wrote no trace (did the active steps run?)")
 
     def present(name):
-        path = os.path.join(out, name)
-        return next((p for p in (path, path + ".gz") if os.path.exists(p)), None)
+        from tracedb.names import inside       # a name from the manifest stays in the folder
+        try:
+            path = inside(out, name, f"{MANIFEST} names a file")
+            p = next((p for p in (path, path + ".gz") if os.path.exists(p)), None)
+            return p and inside(out, os.path.basename(p), f"{MANIFEST} names a file")
+        except ValueError as e:
+            raise CaptureError(f"{out}: {e}") from None
 
     found = [(present(files[k]) if isinstance(files.get(k), str) else None, None) for k in ("trace", "power", "host")]
     if found[0][0] is None:

@@ -102,8 +102,8 @@ def cmd_ingest(args):
     if not args.db:
         raise UsageError("give --db FILE (or --lake DIR)")
     if args.run is not None:
-        from tracedb.ingest import check_run_name
-        if why := check_run_name(args.run):
+        from tracedb.names import path_name_problem
+        if why := path_name_problem(args.run):
             raise UsageError(why)
     new = not os.path.exists(args.db)
     con = _open(args.db, write=True)
@@ -324,6 +324,8 @@ def cmd_capture(args):
     command = args.command_[1:] if args.command_[:1] == ["--"] else args.command_
     if not command:
         raise UsageError("capture: give the command after --, e.g. tracedb capture -o prof/ -- python train.py")
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise UsageError(f"capture: -o {args.output}: is a file, not a capture folder: give a folder's name")
     try:
         if args.ncu:
             ncu_capture.find_ncu(args.ncu_path)

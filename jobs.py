@@ -76,6 +76,9 @@ def ingest_groups(paths, job=None, rank=None):
     if rank is not None and (len(paths) > 1 or any(os.path.isdir(p) for p in paths)):
         raise ValueError("--rank gives the rank of a single trace file; give one file")
     from tracedb.capture import CaptureError, folder_files, is_folder
+    from tracedb.names import path_name_problem
+    if job is not None and (why := path_name_problem(job, "--job")):      # the prefix of its runs' names
+        raise ValueError(why)
     groups = []
     for p in paths:
         if is_folder(p):     # a capture folder: its trace, then the logs and report paired with it
