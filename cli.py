@@ -32,6 +32,8 @@ def _check_db_file(path, must_exist):
         return
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a database file")
+    if not os.path.isfile(path):          # a FIFO would block the read below for ever
+        raise UsageError(f"{path}: is a pipe, device or socket, not a database file")
     with open(path, "rb") as f:
         head = f.read(12)
     if not head and must_exist:        # DuckDB's own word: "Cannot launch in-memory database in read-only mode"
