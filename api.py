@@ -100,8 +100,14 @@ class TraceDB:
         self._held = None
 
     @contextmanager
-    def _con(self, write=False):
+    def _con(self, write=False, sandboxed=True):
+        """A connection for one call; a read-only one runs with other files out of reach
+        (sandbox.lock, as `tracedb sql` and the CLI's reports) unless sandboxed=False
+        (an export writes files)."""
         if self._held is not None:
+            if not sandboxed and self.read_only is not False:
+                raise PermissionError(f"{self.path}: a read-only `with` block reads this database only: "
+                                      "export outside the block")
             if write and self.read_only is not False:
                 raise PermissionError(f"{self.path}: opened read-only (tracedb.connect(..., read_only=False) to write)")
             yield self._held
@@ -109,6 +115,9 @@ class TraceDB:
         if not write and not os.path.exists(self.path):
             raise FileNotFoundError(f"{self.path}: no such database (ingest into it first)")
         con = db.connect(self.path, read_only=not write)
+        if sandboxed and not write:
+            from .store.sandbox import lock
+            lock(con)
         try:
             yield con
         finally:
@@ -116,6 +125,9 @@ class TraceDB:
 
     def __enter__(self):
         self._held = db.connect(self.path, read_only=self.read_only is not False)
+        if self.read_only is not False:         # a read-only block: sandboxed, as each call outside one
+            from .store.sandbox import lock
+            lock(self._held)
         return self
 
     def __exit__(self, *exc):
@@ -168,6 +180,11 @@ class TraceDB:
             return Result(reports.run(con, name, params), report=name)
 
     def sql(self, text, params=None):
+        """Rows of SQL on the database, with other files out of reach (external access
+        off, configuration locked: tracedb sql's sandbox); read-only."""
+        if self._held is not None and self.read_only is False:
+            raise PermissionError(f"{self.path}: sql() runs sandboxed and read-only: call it outside a "
+                                  "writable `with` block")
         with self._con() as con:
             return Result(con.sql(text, params=params).to_arrow_table())
 
@@ -182,7 +199,7 @@ class TraceDB:
     def export(self, path=None, lake=None, run=None, perfetto=False):
         """perfetto=True: one trace run as Chrome trace JSON at `path`; else the runs
         (run: one name or a list) into the Parquet lake folder `lake`."""
-        with self._con() as con:
+        with self._con(sandboxed=False) as con:
             if perfetto:
                 from .present import perfetto as pf
                 return pf.export(con, run, path)
@@ -213,6 +230,8 @@ def check_db_file(path, must_exist):
         return
     if os.path.isdir(path):
         raise DatabaseFileError(f"{path}: is a directory, not a database file")
+    if not os.path.isfile(path):          # a FIFO would block the read below for ever
+        raise DatabaseFileError(f"{path}: is a pipe, device or socket, not a database file")
     with open(path, "rb") as f:
         head = f.read(12)
     if not head and must_exist:        # DuckDB's own word: "Cannot launch in-memory database in read-only mode"
@@ -222,14 +241,19 @@ def check_db_file(path, must_exist):
                                 "give the data file as PATH of tracedb ingest)")
 
 
-def open_database(path, write=False, wait_s=0.0, say=None):
+def open_database(path, write=False, wait_s=0.0, say=None, sandboxed=None):
     """A command's connection to the database file it names (read-only unless it
-    writes), every failure one DatabaseFileError line."""
+    writes), every failure one DatabaseFileError line. A read-only one (unless
+    sandboxed=False: an export writes files) has other files out of reach
+    (store/sandbox.py): a stored view of a database from elsewhere cannot read a
+    local file into a report."""
     import duckdb
     from .store.lock import DatabaseLocked
+    from .store.sandbox import lock
     check_db_file(path, must_exist=not write)
     try:
-        return db.connect(path, read_only=not write, wait_s=wait_s, say=say)
+        con = db.connect(path, read_only=not write, wait_s=wait_s, say=say)
+        return lock(con) if (not write if sandboxed is None else sandboxed) else con
     except DatabaseLocked as e:
         raise DatabaseFileError(str(e)) from None
     except duckdb.Error as e:

@@ -27,9 +27,11 @@ class UsageError(TracedbError):
 _WAIT_S = 0.0       # --wait: how long to wait for a database another process holds
 
 
-def _open(path, write=False):
+def _open(path, write=False, sandboxed=None):
+    """A connection to the database; a read-only one (unless sandboxed=False: an
+    export writes files) with other files out of reach (store/sandbox.py)."""
     from .store.lock import say_on_stderr
-    return open_database(path, write=write, wait_s=_WAIT_S, say=say_on_stderr)
+    return open_database(path, write=write, wait_s=_WAIT_S, say=say_on_stderr, sandboxed=sandboxed)
 
 
 def _params(pairs, run=None):
@@ -74,8 +76,8 @@ def cmd_ingest(args):
     if not args.db:
         raise UsageError("give --db FILE (or --lake DIR)")
     if args.run is not None:
-        from .ingest import check_run_name
-        if why := check_run_name(args.run):
+        from .ingest.names import path_name_problem
+        if why := path_name_problem(args.run):
             raise UsageError(why)
     new = not os.path.exists(args.db)
     con = _open(args.db, write=True)
@@ -163,6 +165,8 @@ def cmd_capture(args):
     command = args.command_[1:] if args.command_[:1] == ["--"] else args.command_
     if not command:
         raise UsageError("capture: give the command after --, e.g. tracedb capture -o prof/ -- python train.py")
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise UsageError(f"capture: -o {args.output}: is a file, not a capture folder: give a folder's name")
     try:
         if args.ncu:
             ncu_capture.find_ncu(args.ncu_path)
@@ -244,13 +248,14 @@ def cmd_export(args):
         if not str(args.output).lower().endswith((".json", ".json.gz")):
             raise UsageError(f"export --perfetto: -o {args.output}: it writes Chrome-trace JSON: name the file "
                              "FILE.json, or FILE.json.gz to compress it")
-        con = _open(args.db)
+        con = _open(args.db, sandboxed=False)
+        con.execute("SET enable_external_access = false")     # written by Python: DuckDB reads the database only
         n = perfetto.export(con, args.run[0], args.output, progress=sys.stderr.isatty())
         print(f"wrote {args.output} ({n} events of run {args.run[0]}; open it in ui.perfetto.dev or chrome://tracing)")
         return 0
-    from .query import lake
     from .progress import Progress
-    con = _open(args.db)
+    from .query import lake
+    con = _open(args.db, sandboxed=False)
     bar = Progress(f"exporting to {args.lake}")
     try:
         runs = lake.export(con, args.lake, args.run or None,
@@ -547,6 +552,9 @@ def main(argv=None):
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:
+        if getattr(args, "output", None) and args.command not in ("capture", "power-log"):
+            from .present.outpaths import refuse_input      # -o never replaces the database
+            refuse_input(args.output, getattr(args, "db", None))
         return args.func(args)
     except (TracedbError, ValueError) as e:
         print(f"tracedb: error: {e}", file=sys.stderr)
@@ -560,7 +568,9 @@ def main(argv=None):
             raise
         return _interrupted()
     except duckdb.Error as e:
-        print(f"tracedb: error: database: {str(e).splitlines()[0]}", file=sys.stderr)
+        why = ("; a stored view of this database reads another file: tracedb reads only the database itself"
+               if isinstance(e, duckdb.PermissionException) else "")
+        print(f"tracedb: error: database: {str(e).splitlines()[0]}{why}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0

@@ -64,6 +64,9 @@ class Capture:
         self.ncu_pass = os.environ.get(ENV_NCU) == "1"
         self.steps, self.warmup, self.wait, self.batch_size = steps, warmup, wait, batch_size
         self.name = run or os.path.basename(os.path.abspath(self.out)) or "capture"
+        from ..ingest.names import path_name_problem  # the prefix of its files in the folder, its runs' names
+        if why := path_name_problem(self.name, "run" if run else "run (the folder's name)"):
+            raise CaptureError(why)
         self.interval_ms, self.host_interval_ms, self.gpus = interval_ms, host_interval_ms, gpus
         self.nvml, self.host, self.ingest, self.idle_s, self.quiet = nvml, host, ingest, idle_s, quiet
         self.n = 0

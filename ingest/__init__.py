@@ -74,7 +74,8 @@ def ingest_file(con, path, run=None, pair_with=None, options=None):
     file: run_prefix (put before the default run name: `ddp.` for a job directory's files).
     """
     path = str(path)
-    if run is not None and (why := check_run_name(run)):
+    from .names import path_name_problem
+    if run is not None and (why := path_name_problem(run)):
         raise IngestError(path, why)
     check_readable(path)
     caught = []
@@ -153,6 +154,10 @@ def _warning_lines(path, caught):
 
 def _ingest(con, reader, fmt, path, run, pair_with, work, options, caught):
     name = run or options.get("run_prefix", "") + reader.run_name(path)
+    from .names import path_name_problem  # a run name is a path in a lake: refused before loading
+    if run is None and (why := path_name_problem(name, "run name")):
+        raise IngestError(path, why + " (default: from the file name; give --run NAME, or for a job's directory "
+                                      "--job NAME)")
     if pair_with is not None:
         _check_pair_target(con, path, reader.kind, pair_with)
     prep = reader.prepare(con, path, fmt, work, options)

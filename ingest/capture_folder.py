@@ -45,8 +45,13 @@ def folder_files(out, ncu=True):
         raise CaptureError(f"{out}: the profiler wrote no trace (did the active steps run?)")
 
     def present(name):
-        path = os.path.join(out, name)
-        return next((p for p in (path, path + ".gz") if os.path.exists(p)), None)
+        from .names import inside       # a name from the manifest stays in the folder
+        try:
+            path = inside(out, name, f"{MANIFEST} names a file")
+            p = next((p for p in (path, path + ".gz") if os.path.exists(p)), None)
+            return p and inside(out, os.path.basename(p), f"{MANIFEST} names a file")
+        except ValueError as e:
+            raise CaptureError(f"{out}: {e}") from None
 
     found = [(present(files[k]) if isinstance(files.get(k), str) else None, None) for k in ("trace", "power", "host")]
     if found[0][0] is None:

@@ -53,17 +53,25 @@ def assign(con, path, fields, job=None, rank=None, require_rank=False):
                                     "with --rank N (and --job NAME) to make it a rank of a job")
         return fields
     job = job or job_name(os.path.dirname(os.path.abspath(path)))
-    for other, other_rank, other_world in rows(con, "SELECT run, rank, world_size FROM runs "
-                                                    "WHERE kind = 'trace' AND job = ?", [job]):
-        if other_rank == have:
-            raise IngestError(path, f"job {job!r} already has rank {have} (run {other}); "
-                                    f"give --job NAME to load it as another job")
-        world = fields.get("world_size")
-        if world is not None and other_world is not None and world != other_world:
-            raise IngestError(path, f"world size {world}, but job {job!r} has world size {other_world} "
-                                    f"(run {other}); give --job NAME to load it as another job")
+    if why := clash(con, job, have, fields.get("world_size")):
+        raise IngestError(path, why)
     fields["job"] = job
     return fields
+
+
+def clash(con, job, rank, world):
+    """Why a trace of rank `rank` (world size `world`) cannot join job `job` in the
+    database behind con (the rank is taken; another world size), or None. Also asked
+    when a parallel ingest copies a worker's run in (two files of one folder both
+    claiming rank 0 were both loaded)."""
+    for other, other_rank, other_world in rows(con, "SELECT run, rank, world_size FROM runs "
+                                                    "WHERE kind = 'trace' AND job = ?", [job]):
+        if other_rank == rank:
+            return f"job {job!r} already has rank {rank} (run {other}); give --job NAME to load it as another job"
+        if world is not None and other_world is not None and world != other_world:
+            return (f"world size {world}, but job {job!r} has world size {other_world} "
+                    f"(run {other}); give --job NAME to load it as another job")
+    return None
 
 
 def ingest_groups(paths, job=None, rank=None):
@@ -76,6 +84,9 @@ def ingest_groups(paths, job=None, rank=None):
     if rank is not None and (len(paths) > 1 or any(os.path.isdir(p) for p in paths)):
         raise ValueError("--rank gives the rank of a single trace file; give one file")
     from .capture_folder import CaptureError, folder_files, is_folder
+    from .names import path_name_problem
+    if job is not None and (why := path_name_problem(job, "--job")):      # the prefix of its runs' names
+        raise ValueError(why)
     groups = []
     for p in paths:
         if is_folder(p):     # a capture folder: its trace, then the logs and report paired with it

@@ -48,6 +48,11 @@ def _copy_run(con, scratch, run, path):
         old = scalar(con, "SELECT run FROM runs WHERE content_hash = ?", [digest])
         if old is not None:
             return IngestResult(path, old, "trace", "skipped", f"already ingested as run {old}")
+        job, rank, world = rows(con, "SELECT job, rank, world_size FROM _scratch.runs WHERE run = ?", [run])[0]
+        if job is not None:                  # the rank check of jobs.assign, against what landed before
+            from .jobs import clash
+            if why := clash(con, job, rank, world):
+                return path, f"{path}: {why}; nothing was loaded"
         con.begin()
         try:
             name = _unique_run(con, run)

@@ -14,6 +14,11 @@ import zlib
 from .errors import IngestError
 
 CHUNK = 8 << 20
+# A compressed file's content is refused once it is past INFLATE_MIN bytes and more
+# than INFLATE_RATIO times the compressed bytes read (real traces and ncu exports:
+# 15-46x; 6 GiB of blanks in a 6 MB gzip is 1000x), before it fills the disk.
+INFLATE_MIN = 256 << 20
+INFLATE_RATIO = int(os.environ.get("TRACEDB_MAX_INFLATION", "250"))
 GZIP_MAGIC = b"\x1f\x8b"
 XZ_MAGIC = b"\xfd7zXZ\x00"
 
@@ -37,7 +42,9 @@ def check_readable(path):
 
 
 def compression(path):
-    """'gzip' | 'xz' | None, from the first bytes."""
+    """'gzip' | 'xz' | None, from the first bytes (IngestError for what is no regular
+    file: opening a FIFO with no writer would wait for ever)."""
+    check_readable(path)
     with open(path, "rb") as f:
         magic = f.read(6)
     if magic[:2] == GZIP_MAGIC:
@@ -65,6 +72,7 @@ class _Decompressing(io.RawIOBase):
     at a time)."""
 
     def __init__(self, path, kind):
+        self.path = str(path)
         self.fileobj = open(path, "rb")
         self.kind = kind
         self.problem = None
@@ -153,6 +161,11 @@ class _Decompressing(io.RawIOBase):
         b[:n] = memoryview(self._pending).cast("B")[self._at:self._at + n]     # (a pyarrow buffer is signed chars)
         self._at += n
         self._delivered += n
+        if self._delivered > INFLATE_MIN and self._delivered > INFLATE_RATIO * max(1, self.raw_tell()):
+            raise IngestError(self.path, f"its {self.kind} content inflates more than {INFLATE_RATIO}x "
+                                         f"({self._delivered >> 20} MiB from {self.raw_tell() >> 10} KiB read): "
+                                         "not a profile (a compression bomb?); set TRACEDB_MAX_INFLATION=N to "
+                                         "allow N times")
         return n
 
     def close(self):

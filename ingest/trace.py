@@ -311,6 +311,7 @@ def load(con, tf, run):
     with status("linking kernels, launches, ops and iterations"):
         con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS "
                     "SELECT * FROM events WHERE run = getvariable('tracedb_run')")
+        _ac2g_links(con, path, run)
         run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
         _load_cupti_ranges(con, path, run)
         dist = tf.members.get("distributedInfo")
@@ -326,6 +327,22 @@ def load(con, tf, run):
         raise IngestError(path, f"--iterations-from {iteration_marker!r}: no CPU-side event of that name "
                                 "with a duration in the trace")
     return {"base_time_ns": base_ns}
+
+
+def _ac2g_links(con, path, run):
+    """GPU activity without args.correlation is linked to its launch through the ac2g
+    flow events where the trace has them (schema/load/ac2g_links.sql); where it has
+    neither, a warning says that the kernels have no launch (no op, no layer)."""
+    unlinked = scalar(con, "SELECT count(*) FROM _run_events WHERE ph = 'X' AND correlation IS NULL "
+                           "AND gpu_activity_kind(cat) IS NOT NULL")
+    if not unlinked:
+        return
+    run_script(con, sql_text("schema", "load/ac2g_links.sql"), {"run": run})
+    left = scalar(con, "SELECT count(*) FROM _run_events WHERE ph = 'X' AND correlation IS NULL "
+                       "AND gpu_activity_kind(cat) IS NOT NULL")
+    if left:
+        warnings.warn(f"{path}: {left} of {unlinked} GPU events without args.correlation have no ac2g flow "
+                      "to their launch either: they are kept without a launch, op or layer")
 
 
 def _load_cupti_ranges(con, path, run):

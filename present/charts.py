@@ -246,12 +246,16 @@ def save(chart, path, progress=False):
     if progress:
         print(f"drawing {n} rows into {path} ...", end="", file=sys.stderr, flush=True)
     spec = chart.spec_json()
+    if suffix != "json":
+        from .htmlsafe import drawable
+        spec = drawable(spec)
     if suffix == "json":
         out = spec
     elif suffix == "svg":
         out = vlc.vegalite_to_svg(spec)
     elif suffix == "html":
-        out = vlc.vegalite_to_html(spec, bundle=True)   # the Vega runtime inlined: opens offline
+        from .htmlsafe import vegalite_html
+        out = vegalite_html(spec)       # the Vega runtime inlined (opens offline); no string can end its script
     else:
         out = vlc.vegalite_to_png(spec, scale=2)
     try:

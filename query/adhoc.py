@@ -25,10 +25,8 @@ class SqlError(TracedbError):
 def sandboxed(path, write=False):
     """A connection to the database at path with external access off and the
     configuration locked (read-only unless write)."""
-    con = db.connect(path, read_only=not write)
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
-    return con
+    from ..store.sandbox import lock
+    return lock(db.connect(path, read_only=not write))
 
 
 def run(con, query, write=False, fmt="csv"):

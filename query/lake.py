@@ -140,8 +140,18 @@ def export(con, lake, runs=None, globals_=True, progress=None):
     # against 3.7 s uncapped at 2.1 GB); flushed a Parquet row group at a time, 2.8 s
     # at 0.8 GB. A threshold the user set is left alone, as memory_cap leaves a limit.
     flush = "partitioned_write_flush_threshold"
-    with memory_cap(con), setting(con, flush, unless_set(con, flush, ROW_GROUP_ROWS)):
-        _export(con, lake, runs, globals_, progress)
+    from .lake_swap import staging, swap_in  # written aside, then swapped in per run
+    stage = staging(lake)
+    try:
+        with memory_cap(con), setting(con, flush, unless_set(con, flush, ROW_GROUP_ROWS)):
+            _export(con, stage, runs, globals_, progress)
+        swap_in(stage, lake)
+    finally:
+        if stage.exists():
+            import shutil
+            shutil.rmtree(stage, ignore_errors=True)
+    if globals_:                 # a worker of lake.ingest leaves the manifest to its parent
+        write_manifest(lake)
     return runs
 
 
@@ -170,8 +180,6 @@ def _export(con, lake, runs, globals_, progress):
     for r in rows(con, f"SELECT * FROM runs WHERE run IN {in_runs}"):
         rec = {k: (v if isinstance(v, (int, float, str, type(None))) else str(v)) for k, v in zip(cols, r)}
         (lake / "_runs" / run_file_name(rec["run"])).write_text(json.dumps(rec))
-    if globals_:                 # a worker of lake.ingest leaves the manifest to its parent
-        write_manifest(lake)
 
 
 def write_manifest(lake):
