@@ -518,10 +518,11 @@ def parser():
 
     def out_opts(sp):
         sp.add_argument("--format", choices=output.FORMATS,
-                        help="default: by -o's extension (.csv .json .parquet .txt), else table on a terminal, else csv")
+                        help="json: one array; jsonl: a line a row. Default: by -o's extension (.csv .json .jsonl .parquet "
+                             ".txt), else table on a terminal, else csv")
         sp.add_argument("-o", "--output", help="write to this file instead of stdout")
         sp.add_argument("--full-names", action="store_true",
-                        help="table: print kernel names whole (default: template arguments elided)")
+                        help="table: print kernel and op names whole (default: namespaces and template arguments elided)")
 
     sp = sub.add_parser("ingest", help="load traces, ncu reports, power logs, calibrations "
                                        "(a capture folder: its trace and the logs paired with it; another directory: "
