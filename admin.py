@@ -35,7 +35,8 @@ def remove_run(con, run):
     """Delete every row of `run` in one transaction; runs paired with it lose the
     pairing (their rows stay). Returns {table: rows deleted}."""
     if not scalar(con, "SELECT count(*) FROM runs WHERE run = ?", [run]):
-        raise AdminError(f"no run named {run!r} in the database")
+        from tracedb.suggest import run_hint
+        raise AdminError(f"no run named {run!r} in the database{run_hint(con, run)}")
     deleted = {}
     con.begin()
     try:
@@ -54,7 +55,8 @@ def remove_pairing(con, run):
     """Undo the pairing of an ncu or power run with its trace (the run stays)."""
     kind = scalar(con, "SELECT kind FROM runs WHERE run = ?", [run])
     if kind is None:
-        raise AdminError(f"no run named {run!r} in the database")
+        from tracedb.suggest import run_hint
+        raise AdminError(f"no run named {run!r} in the database{run_hint(con, run)}")
     if kind not in ("ncu", "power"):
         raise AdminError(f"run {run!r} is a {kind} run: only ncu and power runs are paired")
     con.begin()

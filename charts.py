@@ -238,7 +238,8 @@ def from_table(name, table):
 def build(con, name, params=None):
     """The chart `name` over its report's rows for params."""
     if name not in CHARTS:
-        raise reports.ReportError(f"no chart named {name!r} (charts: {', '.join(CHARTS)})")
+        from tracedb.suggest import did_you_mean
+        raise reports.ReportError(f"no chart named {name!r}{did_you_mean(name, CHARTS)} (charts: {', '.join(CHARTS)})")
     return from_table(name, reports.run(con, CHARTS[name][0], params or {}))
 
 

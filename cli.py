@@ -422,10 +422,8 @@ def cmd_reports(args):
         from tracedb.describe import describe
         print(describe(reports.get(args.name)))
         return 0
-    for r in reports.all_reports().values():
-        params = ", ".join(f"{p.name}={p.default if p.default is not None else ''}" for p in r.params
-                           if p.name != "run")
-        print(f"{r.name}\n    {r.description}" + (f"\n    parameters: {params}" if params else ""))
+    from tracedb.describe import listing
+    print(listing(reports.all_reports().values(), output._width()), end="")
     return 0
 
 

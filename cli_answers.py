@@ -30,7 +30,8 @@ def cmd_advise(args):
     con = _open(args)
     thresholds = advise.parse_thresholds(",".join(args.threshold or []))
     if args.run is not None and not con.execute("SELECT 1 FROM runs WHERE run = ?", [args.run]).fetchall():
-        raise reports.ReportError(f"no run named {args.run!r} in the database")
+        from tracedb.suggest import run_hint
+        raise reports.ReportError(f"no run named {args.run!r} in the database{run_hint(con, args.run)}")
     with _status("checking the rules"):
         found = advise.evaluate_many(con, args.run, args.iteration, thresholds)
     if not args.all:
@@ -79,9 +80,23 @@ def cmd_diff(args):
     return 1 if any(r["verdict"] == "worse" for r in rows) else 0
 
 
+def only_trace(con, what="report"):
+    """The one trace run of the database (the default run of `tracedb report`); an
+    error listing the trace runs when there are several, or none."""
+    runs = [r[0] for r in con.execute("SELECT run FROM runs WHERE kind = 'trace' ORDER BY run").fetchall()]
+    if len(runs) == 1:
+        return runs[0]
+    if not runs:
+        raise reports.ReportError(f"{what}: the database holds no trace run")
+    listed = ", ".join(runs[:8]) + (", ..." if len(runs) > 8 else "")
+    raise reports.ReportError(f"{what}: the database holds {len(runs)} trace runs: give --run RUN ({listed})")
+
+
 def cmd_report(args):
     from tracedb import html_report
     con = _open(args)
+    if args.run is None:
+        args.run = only_trace(con)
     with _status(f"writing {args.output}"):
         sections = html_report.write(con, args.run, args.output, batch_size=args.batch_size)
     print(f"wrote {args.output} ({', '.join(sections)})")
@@ -111,7 +126,7 @@ def add_commands(sub, out_opts):
 
     sp = sub.add_parser("report", help="one self-contained HTML page on a run: findings, levels, kernels, energy")
     sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
-    sp.add_argument("--run", required=True, help="the trace run the page is about")
+    sp.add_argument("--run", help="the trace run the page is about (default: the database's only trace run)")
     sp.add_argument("--batch-size", type=argtypes.count, help="samples per iteration")
     sp.add_argument("-o", "--output", required=True, help="report.html")
     sp.set_defaults(func=cmd_report)

@@ -27,7 +27,9 @@ def check_run_names(con, report, values):
     for param, name in names:
         if name not in known:
             listed = ", ".join(sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
-            raise ReportError(f"report {report.name}: {param}: no run named {name!r} (runs: {listed or 'none'})")
+            from tracedb.suggest import did_you_mean
+            raise ReportError(f"report {report.name}: {param}: no run named {name!r}{did_you_mean(name, known)} "
+                              f"(runs: {listed or 'none'})")
 
 
 def why_empty(con, report, values):

@@ -161,7 +161,8 @@ def build(con, run, batch_size=None):
     from tracedb import advise, humanize
     over = _report_rows(con, "overview", {"run": run})
     if not over:
-        raise reports.ReportError(f"no run named {run!r} in the database")
+        from tracedb.suggest import run_hint
+        raise reports.ReportError(f"no run named {run!r} in the database{run_hint(con, run)}")
     o = over[0]
     util = [r for r in (_report_rows(con, "gpu_utilization", {"run": run, **({"batch_size": str(batch_size)}
                                                                               if batch_size else {})}) or [])]

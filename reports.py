@@ -11,6 +11,7 @@ Header format (comment lines at the top of the file):
     -- requires:
     --   iterations: iterations (step markers: ProfilerStep#N, step_num)
     -- engines: duckdb, spark
+    -- topic: single GPU
 
 The header is the single source of truth: parameters are bound as DuckDB
 named parameters ($name), never pasted into the SQL, and a report must declare
@@ -69,6 +70,7 @@ class Report:
     op_windows: str = None    # iteration | steady: the iterations it reads the FLOP views in (windows.py)
     segment_windows: str = None   # iteration | steady: the iterations it reads activity_segments in
     gpu_time_windows: str = None  # iteration | steady: the iterations it reads iteration_gpu_time in
+    topic: str = None         # the group `tracedb reports` lists it under (single GPU, energy, ...)
     problems: list = field(default_factory=list)  # header and SQL disagree (a bug in the report)
 
     @property
@@ -124,7 +126,7 @@ def _convert(value, type_, name, floor=None):
 # Header keys that take one value, as the Report field of the same name: the module
 # that prepares the report's relations, its steady default, and the windows
 # (windows.KINDS) it narrows the swept views to.
-_ONE_VALUE = ("prepared_by", "steady", *windows.KINDS)
+_ONE_VALUE = ("prepared_by", "steady", "topic", *windows.KINDS)
 
 
 def parse(text, fallback_name):
@@ -201,7 +203,8 @@ def all_reports():
 def get(name):
     reports = all_reports()
     if name not in reports:
-        raise ReportError(f"no report named {name!r} (see `tracedb reports`)")
+        from tracedb.suggest import did_you_mean
+        raise ReportError(f"no report named {name!r}{did_you_mean(name, reports)} (see `tracedb reports`)")
     report = reports[name]
     if report.problems:
         raise ReportError(f"report {name} is broken: {'; '.join(report.problems)}")
@@ -237,7 +240,9 @@ def bound_params(report, given):
         raise ReportError(f"report {report.name} takes no run: it reports across runs "
                           f"(its parameters: {', '.join(known) or 'none'})")
     if unknown:
-        raise ReportError(f"report {report.name} has no parameter {', '.join(sorted(unknown))} "
+        from tracedb.suggest import did_you_mean
+        hint = did_you_mean(sorted(unknown)[0], known) if len(unknown) == 1 else ""
+        raise ReportError(f"report {report.name} has no parameter {', '.join(sorted(unknown))}{hint} "
                           f"(it takes: {', '.join(known)})")
     values = {p.name: p.default for p in report.params}
     for k, v in given.items():
@@ -351,7 +356,8 @@ def _running(con, name, params, resolve):
     values = bound_params(report, params or {})
     if values.get("run") is not None and not scalar(con, "SELECT count(*) FROM runs WHERE run = ?",
                                                     [values["run"]]):
-        raise ReportError(f"no run named {values['run']!r} in the database")
+        from tracedb.suggest import run_hint
+        raise ReportError(f"no run named {values['run']!r} in the database{run_hint(con, values['run'])}")
     check_requirements(con, report, values)
     from tracedb.empty import check_run_names
     check_run_names(con, report, values)

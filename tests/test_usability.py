@@ -126,7 +126,7 @@ def test_rm_undoes_an_ingest_in_every_table(full, tmp_path):
     con = db.connect(copy, read_only=True)
     assert con.execute("SELECT count(*) FROM ingest_log WHERE run = ?", [AMP]).fetchone()[0] == 0
     con.close()
-    assert cli("rm", AMP, "--db", copy).stderr.strip() == f"tracedb: error: rm: no run named '{AMP}' in the database"
+    assert cli("rm", AMP, "--db", copy).stderr.strip().startswith(f"tracedb: error: rm: no run named '{AMP}' in the database")
 
 
 def test_rm_pairing_keeps_the_run(full, tmp_path):
