@@ -168,7 +168,7 @@ def queue(table):
     first change."""
     df = _frame(table).filter(pl.col("ts_ns").is_not_null())
     if df.is_empty():
-        raise reports.ReportError("chart queue: no queue in these runs (sync mode)")
+        raise reports.ReportError("chart tf_queue: no TensorFlow eager queue in these runs (sync mode)")
     df = df.with_columns(((pl.col("ts_ns") - pl.col("ts_ns").min().over("run")) / 1e6).alias("ms"))
     line = df.select("run", "ms", pl.col("nodes_waiting").alias("waiting"), pl.lit("line").alias("part"),
                      pl.lit(None, pl.Utf8).alias("iteration"), pl.lit(None, pl.Float64).alias("end"))
@@ -202,13 +202,46 @@ def queue_split(table):
     ).properties(title="Time by queue state and activity", width=420), df)
 
 
+def iterations(table):
+    """GPU utilization and iteration time of each iteration, one panel per run
+    (gpu_utilization): bars of the share of the iteration with a kernel running,
+    the iteration time and kernel-busy time in the tooltip, in ms."""
+    df = _frame(table).select("run", pl.col("iteration").cast(pl.Utf8).alias("iteration"),
+                              pl.col("gpu_util_pct").alias("util"), (pl.col("total_ns") / 1e6).alias("ms"),
+                              (pl.col("kernel_busy_ns") / 1e6).alias("busy_ms"), "steady")
+    return _named(lambda c: c.mark_bar().encode(
+        x=alt.X("iteration:N", title="iteration", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("util:Q", title="GPU utilization, % of the iteration", scale=alt.Scale(domain=[0, 100])),
+        color=alt.Color("steady:N", title="steady"),
+        column=alt.Column("run:N", title=None),
+        tooltip=["run:N", "iteration:N", alt.Tooltip("util:Q", format=".1f", title="GPU utilization, %"),
+                 alt.Tooltip("ms:Q", format=".4~r", title="iteration time, ms"),
+                 alt.Tooltip("busy_ms:Q", format=".4~r", title="kernel busy, ms")],
+    ).properties(title="GPU utilization per iteration", width=220, height=220).resolve_scale(x="independent"), df)
+
+
+# Why a chart has nothing to draw, where its report's rows are missing for a
+# reason the report itself cannot name (what must be ingested for it).
+EMPTY_WHY = {
+    "system": "the sampled series come from a power log or a capture folder's host samples paired with the trace: "
+              "none is paired with these runs (tracedb power-log -o p.csv -- CMD, then tracedb ingest p.csv "
+              "--pair-with RUN; or tracedb capture)",
+    "tf_queue": "the TensorFlow eager queue exists only in TensorFlow traces run in async mode "
+                "(tf.config.experimental.set_synchronous_execution(False))",
+    "memory": "GPU memory events come from torch.profiler with profile_memory=True",
+    "memory_batch": "GPU memory events come from torch.profiler with profile_memory=True",
+}
+ALIASES = {"queue": "tf_queue"}      # the old name of a chart
+
+
 # chart name -> (report it is drawn from, builder(Arrow table) -> Figure or Altair chart)
 CHARTS = {
+    "utilization": ("gpu_utilization", iterations),
     "levels": ("utilization_levels", levels),
     "kernel_issue": ("kernel_utilization", kernel_issue),
     "tc_cdf": ("tc_issue_cdf", tc_cdf),
     "layers": ("utilization_by_layer", layers),
-    "queue": ("queue_occupancy", queue),
+    "tf_queue": ("queue_occupancy", queue),
     "queue_split": ("queue_utilization", queue_split),
     "mfu": ("flop_utilization", flop_charts.mfu),
     "flops_by_layer": ("bwd_fwd_ratio", flop_charts.flops_by_layer),
@@ -225,10 +258,13 @@ def chart_for(report):
     return next((name for name, (r, _) in CHARTS.items() if r == report), None)
 
 
-def from_table(name, table):
+def from_table(name, table, why=None):
     """The chart `name` over rows of its report already run (a Figure)."""
+    name = ALIASES.get(name, name)
     if table.num_rows == 0:
-        raise reports.ReportError(f"chart {name}: report {CHARTS[name][0]} returned no rows for these parameters")
+        why = EMPTY_WHY.get(name) if why in (None, "nothing matched these parameters") else why
+        raise reports.ReportError(f"chart {name}: report {CHARTS[name][0]} returned no rows"
+                                  + (f": {why}" if why else " for these parameters"))
     chart = CHARTS[name][1](table)
     if not isinstance(chart, Figure):       # a builder that returns a plain Altair chart
         chart = Figure(chart, {})
@@ -237,10 +273,17 @@ def from_table(name, table):
 
 def build(con, name, params=None):
     """The chart `name` over its report's rows for params."""
+    name = ALIASES.get(name, name)
     if name not in CHARTS:
         from tracedb.suggest import did_you_mean
         raise reports.ReportError(f"no chart named {name!r}{did_you_mean(name, CHARTS)} (charts: {', '.join(CHARTS)})")
-    return from_table(name, reports.run(con, CHARTS[name][0], params or {}))
+    table = reports.run(con, CHARTS[name][0], params or {})
+    why = None
+    if table.num_rows == 0:
+        from tracedb.empty import why_empty
+        report = reports.get(CHARTS[name][0])
+        why = why_empty(con, report, reports.bound_params(report, params or {}))
+    return from_table(name, table, why)
 
 
 def save(chart, path, progress=False):

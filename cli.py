@@ -292,7 +292,8 @@ def cmd_chart(args):
     con = _open(args.db)
     chart = charts.build(con, args.name, params)
     charts.save(chart, args.output, progress=sys.stderr.isatty())
-    print(f"wrote {args.output} (chart {args.name} from report {charts.CHARTS[args.name][0]})")
+    name = charts.ALIASES.get(args.name, args.name)
+    print(f"wrote {args.output} (chart {name} from report {charts.CHARTS[name][0]})")
     return 0
 
 
@@ -607,7 +608,9 @@ def parser():
     sp.set_defaults(func=cmd_query)
 
     sp = sub.add_parser("chart", help="draw a chart of a saved report (html, png, svg)")
-    sp.add_argument("name", help="levels | kernel_issue | tc_cdf | layers | queue | queue_split | mfu | flops_by_layer | overlap | skew | memory_batch | memory | system")
+    sp.add_argument("name", help="utilization | levels | kernel_issue | tc_cdf | layers | tf_queue (TensorFlow's eager "
+                                 "queue; also: queue) | queue_split | mfu | flops_by_layer | overlap | skew | "
+                                 "memory_batch | memory | system")
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--run", help="the run to report on (reports that take one; default: the report's)")
     sp.add_argument("--param", action="append", metavar="K=V",
