@@ -67,6 +67,8 @@ def advise_text(found, db):
 
 def cmd_diff(args):
     from tracedb import diff
+    if args.by == "op":
+        return _diff_by_op(args)
     try:
         con = _open(args)
         with _status(f"comparing {args.new} with {args.base}"):
@@ -90,6 +92,22 @@ def only_trace(con, what="report"):
         raise reports.ReportError(f"{what}: the database holds no trace run")
     listed = ", ".join(runs[:8]) + (", ..." if len(runs) > 8 else "")
     raise reports.ReportError(f"{what}: the database holds {len(runs)} trace runs: give --run RUN ({listed})")
+
+
+def _diff_by_op(args):
+    """diff --by op: the ops side by side; informational (exit 0), 2 when it cannot compare."""
+    from tracedb import op_diff
+    try:
+        con = _open(args)
+        with _status(f"comparing the ops of {args.new} with {args.base}"):
+            found = op_diff.compare(con, args.base, args.new, args.threshold)
+    except reports.ReportError as e:
+        print(f"tracedb: error: {e}", file=sys.stderr)
+        return 2
+    fmt = args.format or ("table" if sys.stdout.isatty() else "csv")
+    output.write(op_diff.table(found), fmt, args.output, full_names=getattr(args, "full_names", False))
+    print(op_diff.summary(found, args.base, args.new, args.threshold), file=sys.stderr)
+    return 0
 
 
 def cmd_report(args):
@@ -121,6 +139,9 @@ def add_commands(sub, out_opts):
     sp.add_argument("--threshold", type=argtypes.non_negative, default=5.0, metavar="PCT",
                     help="smallest change that counts, %% (default 5; changes within twice the noise never count)")
     sp.add_argument("--batch-size", type=argtypes.count, help="samples per iteration: energy per sample")
+    sp.add_argument("--by", choices=["metric", "op"], default="metric",
+                    help="metric: the regression gate (default); op: each framework op's GPU and self CPU time "
+                         "side by side, the largest change first (exit 0)")
     out_opts(sp)
     sp.set_defaults(func=cmd_diff)
 
