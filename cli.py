@@ -13,7 +13,7 @@ from .errors import TracedbError
 from .ingest import ingest_file
 from .ingest.batch import match_line
 from .present import output
-from .present.chart_list import CHARTS
+from .present.chart_list import ALIASES, CHARTS
 from .query import adhoc, reports
 from .store.files import remove
 from .store.sql import scalar
@@ -137,7 +137,8 @@ def cmd_chart(args):
     con = _open(args.db)
     chart = charts.build(con, args.name, params)
     charts.save(chart, args.output, progress=sys.stderr.isatty())
-    print(f"wrote {args.output} (chart {args.name} from report {charts.CHARTS[args.name][0]})")
+    name = charts.ALIASES.get(args.name, args.name)
+    print(f"wrote {args.output} (chart {name} from report {charts.CHARTS[name][0]})")
     return 0
 
 
@@ -272,10 +273,8 @@ def cmd_reports(args):
         from .query.describe import describe
         print(describe(reports.get(args.name)))
         return 0
-    for r in reports.all_reports().values():
-        params = ", ".join(f"{p.name}={p.default if p.default is not None else ''}" for p in r.params
-                           if p.name != "run")
-        print(f"{r.name}\n    {r.description}" + (f"\n    parameters: {params}" if params else ""))
+    from .query.describe import listing
+    print(listing(reports.all_reports().values(), output._width()), end="")
     return 0
 
 
@@ -368,10 +367,11 @@ def parser():
 
     def out_opts(sp):
         sp.add_argument("--format", choices=output.FORMATS,
-                        help="default: by -o's extension (.csv .json .parquet .txt), else table on a terminal, else csv")
+                        help="json: one array; jsonl: a line a row. Default: by -o's extension (.csv .json .jsonl .parquet "
+                             ".txt), else table on a terminal, else csv")
         sp.add_argument("-o", "--output", help="write to this file instead of stdout")
         sp.add_argument("--full-names", action="store_true",
-                        help="table: print kernel names whole (default: template arguments elided)")
+                        help="table: print kernel and op names whole (default: namespaces and template arguments elided)")
 
     sp = sub.add_parser("ingest", help="load traces, ncu reports, power logs, calibrations "
                                        "(a capture folder: its trace and the logs paired with it; another directory: "
@@ -458,7 +458,7 @@ def parser():
     sp.set_defaults(func=cmd_query)
 
     sp = sub.add_parser("chart", help="draw a chart of a saved report (html, png, svg)")
-    sp.add_argument("name", help=" | ".join(CHARTS))
+    sp.add_argument("name", help=" | ".join(CHARTS) + "".join(f" ({old}: {new}'s old name)" for old, new in ALIASES.items()))
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--run", help="the run to report on (reports that take one; default: the report's)")
     sp.add_argument("--param", action="append", metavar="K=V",

@@ -24,7 +24,8 @@ def cmd_advise(args):
     con = _open(args)
     thresholds = advise.parse_thresholds(",".join(args.threshold or []))
     if args.run is not None and not con.execute("SELECT 1 FROM runs WHERE run = ?", [args.run]).fetchall():
-        raise reports.ReportError(f"no run named {args.run!r} in the database")
+        from .suggest import run_hint
+        raise reports.ReportError(f"no run named {args.run!r} in the database{run_hint(con, args.run)}")
     with status("checking the rules"):
         found = advise.evaluate_many(con, args.run, args.iteration, thresholds)
     if not args.all:
@@ -60,6 +61,8 @@ def advise_text(found, db):
 
 def cmd_diff(args):
     from .analysis import diff
+    if args.by == "op":
+        return _diff_by_op(args)
     try:
         con = _open(args)
         with status(f"comparing {args.new} with {args.base}"):
@@ -73,9 +76,39 @@ def cmd_diff(args):
     return 1 if any(r["verdict"] == "worse" for r in rows) else 0
 
 
+def only_trace(con, what="report"):
+    """The one trace run of the database (the default run of `tracedb report`); an
+    error listing the trace runs when there are several, or none."""
+    runs = [r[0] for r in con.execute("SELECT run FROM runs WHERE kind = 'trace' ORDER BY run").fetchall()]
+    if len(runs) == 1:
+        return runs[0]
+    if not runs:
+        raise reports.ReportError(f"{what}: the database holds no trace run")
+    listed = ", ".join(runs[:8]) + (", ..." if len(runs) > 8 else "")
+    raise reports.ReportError(f"{what}: the database holds {len(runs)} trace runs: give --run RUN ({listed})")
+
+
+def _diff_by_op(args):
+    """diff --by op: the ops side by side; informational (exit 0), 2 when it cannot compare."""
+    from .analysis import op_diff
+    try:
+        con = _open(args)
+        with status(f"comparing the ops of {args.new} with {args.base}"):
+            found = op_diff.compare(con, args.base, args.new, args.threshold)
+    except reports.ReportError as e:
+        print(f"tracedb: error: {e}", file=sys.stderr)
+        return 2
+    fmt = args.format or ("table" if sys.stdout.isatty() else "csv")
+    output.write(op_diff.table(found), fmt, args.output, full_names=getattr(args, "full_names", False))
+    print(op_diff.summary(found, args.base, args.new, args.threshold), file=sys.stderr)
+    return 0
+
+
 def cmd_report(args):
     from .present import html_report
     con = _open(args)
+    if args.run is None:
+        args.run = only_trace(con)
     with status(f"writing {args.output}"):
         sections = html_report.write(con, args.run, args.output, batch_size=args.batch_size)
     print(f"wrote {args.output} ({', '.join(sections)})")
@@ -100,12 +133,15 @@ def add_commands(sub, out_opts):
     sp.add_argument("--threshold", type=argtypes.non_negative, default=5.0, metavar="PCT",
                     help="smallest change that counts, %% (default 5; changes within twice the noise never count)")
     sp.add_argument("--batch-size", type=argtypes.count, help="samples per iteration: energy per sample")
+    sp.add_argument("--by", choices=["metric", "op"], default="metric",
+                    help="metric: the regression gate (default); op: each framework op's GPU and self CPU time "
+                         "side by side, the largest change first (exit 0)")
     out_opts(sp)
     sp.set_defaults(func=cmd_diff)
 
     sp = sub.add_parser("report", help="one self-contained HTML page on a run: findings, levels, kernels, energy")
     sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
-    sp.add_argument("--run", required=True, help="the trace run the page is about")
+    sp.add_argument("--run", help="the trace run the page is about (default: the database's only trace run)")
     sp.add_argument("--batch-size", type=argtypes.count, help="samples per iteration")
     sp.add_argument("-o", "--output", required=True, help="report.html")
     sp.set_defaults(func=cmd_report)

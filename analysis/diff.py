@@ -110,7 +110,8 @@ def compare(con, base, new, threshold_pct=5.0, batch_size=None):
         raise ReportError("diff: --threshold must be >= 0")
     for r in (base, new):
         if not rows(con, "SELECT 1 FROM runs WHERE run = ?", [r]):
-            raise ReportError(f"diff: no run named {r!r} in the database")
+            from ..suggest import run_hint
+            raise ReportError(f"diff: no run named {r!r} in the database{run_hint(con, r)}")
     b, n = _Side(con, base, batch_size), _Side(con, new, batch_size)
     out = []
     t = threshold_pct

@@ -251,6 +251,7 @@ def load_capture(out):
 def summary(db_path, run):
     """A few lines on the capture's steady iteration: time, utilization, memory, power."""
     from ..store import db
+    from ..present.humanize import value
     from ..query import reports
     con = db.connect(db_path, read_only=True)
     try:
@@ -262,12 +263,9 @@ def summary(db_path, run):
                 lines.append(f"  ({e})")
                 continue
             for row in t.to_pylist()[:1]:
-                lines += [f"  {k}: {_fmt(v)}" for k, v in row.items() if v is not None and k != "run"]
+                lines += [f"  {k}: {value(k, v)}" for k, v in row.items() if v is not None and k != "run"]
         lines.append(f"more: tracedb reports; tracedb query system_metrics --db {db_path}")
         return "\n".join(lines)
     finally:
         con.close()
 
-
-def _fmt(v):
-    return f"{v:.4g}" if isinstance(v, float) else str(v)

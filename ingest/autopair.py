@@ -11,6 +11,7 @@ second transaction, otherwise the file stays unpaired and the line says which ru
 could own it. Undoing a pairing (`tracedb rm --pairing`) is the reader's too.
 """
 from ..errors import TracedbError
+from ..suggest import run_hint
 from ..store.sql import rows, scalar
 from .errors import IngestError
 from .match import MatchError
@@ -85,7 +86,7 @@ def unpair(con, run):
     the run stays. One transaction; returns {table: rows deleted}."""
     kind = scalar(con, "SELECT kind FROM runs WHERE run = ?", [run])
     if kind is None:
-        raise PairingError(f"no run named {run!r} in the database")
+        raise PairingError(f"no run named {run!r} in the database{run_hint(con, run)}")
     reader = reader_of_kind(kind)
     if not reader.pairs:
         paired = ", ".join(r.kind for r in _pairing_readers())

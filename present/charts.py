@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..query import reports
-from .chart_list import CHARTS, chart_for  # noqa: F401 (the registry, as charts.CHARTS and charts.chart_for)
+from .chart_list import ALIASES, CHARTS, chart_for  # noqa: F401 (the registry, as charts.CHARTS and charts.chart_for)
 
 LEVELS = [("gpu_util_pct", "GPU"), ("smsp_active_pct_iter", "SMSP active"),
           ("issue_slot_pct_iter", "SMSP issue slot"), ("tc_active_pct_iter", "TC active"),
@@ -175,7 +175,7 @@ def queue(table):
     first change."""
     df = _frame(table).filter(pl.col("ts_ns").is_not_null())
     if df.is_empty():
-        raise reports.ReportError("chart queue: no queue in these runs (sync mode)")
+        raise reports.ReportError("chart tf_queue: no TensorFlow eager queue in these runs (sync mode)")
     df = df.with_columns(((pl.col("ts_ns") - pl.col("ts_ns").min().over("run")) / 1e6).alias("ms"))
     line = df.select("run", "ms", pl.col("nodes_waiting").alias("waiting"), pl.lit("line").alias("part"),
                      pl.lit(None, pl.Utf8).alias("iteration"), pl.lit(None, pl.Float64).alias("end"))
@@ -216,10 +216,31 @@ def builder(name):
     return getattr(importlib.import_module(f".{module}", __package__), function)
 
 
-def from_table(name, table):
+def iterations(table):
+    """GPU utilization and iteration time of each iteration, one panel per run
+    (gpu_utilization): bars of the share of the iteration with a kernel running,
+    the iteration time and kernel-busy time in the tooltip, in ms."""
+    df = _frame(table).select("run", pl.col("iteration").cast(pl.Utf8).alias("iteration"),
+                              pl.col("gpu_util_pct").alias("util"), (pl.col("total_ns") / 1e6).alias("ms"),
+                              (pl.col("kernel_busy_ns") / 1e6).alias("busy_ms"), "steady")
+    return _named(lambda c: c.mark_bar().encode(
+        x=alt.X("iteration:N", title="iteration", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("util:Q", title="GPU utilization, % of the iteration", scale=alt.Scale(domain=[0, 100])),
+        color=alt.Color("steady:N", title="steady"),
+        column=alt.Column("run:N", title=None),
+        tooltip=["run:N", "iteration:N", alt.Tooltip("util:Q", format=".1f", title="GPU utilization, %"),
+                 alt.Tooltip("ms:Q", format=".4~r", title="iteration time, ms"),
+                 alt.Tooltip("busy_ms:Q", format=".4~r", title="kernel busy, ms")],
+    ).properties(title="GPU utilization per iteration", width=220, height=220).resolve_scale(x="independent"), df)
+
+
+def from_table(name, table, why=None):
     """The chart `name` over rows of its report already run (a Figure)."""
+    name = ALIASES.get(name, name)
     if table.num_rows == 0:
-        raise reports.ReportError(f"chart {name}: report {CHARTS[name][0]} returned no rows for these parameters")
+        why = CHARTS[name].empty_why if why in (None, "nothing matched these parameters") else why
+        raise reports.ReportError(f"chart {name}: report {CHARTS[name][0]} returned no rows"
+                                  + (f": {why}" if why else " for these parameters"))
     chart = builder(name)(table)
     if not isinstance(chart, Figure):       # a builder that returns a plain Altair chart
         chart = Figure(chart, {})
@@ -228,9 +249,17 @@ def from_table(name, table):
 
 def build(con, name, params=None):
     """The chart `name` over its report's rows for params."""
+    name = ALIASES.get(name, name)
     if name not in CHARTS:
-        raise reports.ReportError(f"no chart named {name!r} (charts: {', '.join(CHARTS)})")
-    return from_table(name, reports.run(con, CHARTS[name][0], params or {}))
+        from ..suggest import did_you_mean
+        raise reports.ReportError(f"no chart named {name!r}{did_you_mean(name, CHARTS)} (charts: {', '.join(CHARTS)})")
+    table = reports.run(con, CHARTS[name][0], params or {})
+    why = None
+    if table.num_rows == 0:
+        from ..query.empty import why_empty
+        report = reports.get(CHARTS[name][0])
+        why = why_empty(con, report, reports.bound_params(report, params or {}))
+    return from_table(name, table, why)
 
 
 def save(chart, path, progress=False):

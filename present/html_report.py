@@ -3,9 +3,9 @@
 Nothing is fetched when the page opens: charts are inline SVG drawn by
 vl-convert (the report), or the Vega runtime is inlined (chart pages); the
 table sorting is a few lines of inline script. Each section is present only when
-its report has data for the run; numbers carry their units (ns columns shown
-in ms, % columns with %), and the findings link to the section of the report
-they name.
+its report has data for the run; numbers carry their units (humanize.py: one
+unit per column, in its header), kernel names are shortened with the whole name
+on hover, and the findings link to the section of the report they name.
 """
 import html
 from decimal import Decimal
@@ -29,9 +29,6 @@ SECTIONS = [
     ("memory_summary", "Memory", "memory_summary", {}, None),
     ("comm_overlap", "Communication", "comm_overlap", {}, None),
 ]
-UNITS = (("_ns", "ms", 1e-6, 3), ("_pct_iter", "% of iter.", 1, 2), ("_pct", "%", 1, 2), ("_j", "J", 1, 3), ("_w", "W", 1, 1),
-         ("_bytes", "MiB", 1 / 1048576, 1), ("_x", "x", 1, 2))
-
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0;color:#1b1f24}
 header{background:#1f3a5f;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}
@@ -65,57 +62,72 @@ document.querySelectorAll('table.sortable').forEach(function(t){
 """
 
 
-def _unit(col):
-    for suffix, unit, factor, digits in UNITS:
-        if col.endswith(suffix):
-            return unit, factor, digits
-    return None, 1, None
-
-
-def header_label(col):
-    unit = _unit(col)[0]
-    return f"{col} ({unit})" if unit else col
-
-
-def cell(col, v):
-    """(shown text, sort key, is number) of one value, in the column's display unit."""
-    if v is None:
-        return "", "", False
-    if isinstance(v, Decimal):
-        v = float(v)
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return str(v), str(v), False
-    unit, factor, digits = _unit(col)
-    x = v * factor
-    if digits is None:
-        text = f"{x:,}" if isinstance(v, int) else f"{x:,.4g}"
-    else:
-        text = f"{x:,.{digits}f}"
-    return text, repr(float(v)), True
-
-
-def table_html(rows, columns=None, links=None):
-    """A sortable table of report rows (dicts); links: column -> fn(value) -> href or None."""
+def table_html(rows, columns=None, links=None, keep=()):
+    """A sortable table of report rows (dicts); links: column -> fn(value) -> href or None.
+    Numbers by their column's unit (humanize.column: `total (ms)`), kernel and op names
+    shortened with the whole name as the cell's title (hover); a column empty in every
+    row is left out, and one with the same value in every row of several is said once
+    above the table (unless in keep)."""
+    from . import humanize
     if not rows:
         return ""
-    cols = columns or list(rows[0])
-    head = "".join(f"<th>{html.escape(header_label(c))}</th>" for c in cols)
+    cols = [c for c in (columns or list(rows[0])) if c in keep or any(r.get(c) not in (None, "") for r in rows)]
+    same = [] if len(rows) < 2 else [c for c in cols if c not in keep and c not in ("severity", "rule")
+                                     and len({repr(r.get(c)) for r in rows}) == 1]
+    cols = [c for c in cols if c not in same]
+    heads, texts, titles = [], [], []
+    for c in cols:
+        values = [r.get(c) for r in rows]
+        if humanize.is_name(c):
+            short = humanize.short_names(v for v in values if isinstance(v, str))
+            heads.append(c)
+            texts.append([short.get(v, "" if v is None else str(v)) for v in values])
+            titles.append([v if isinstance(v, str) and short.get(v) != v else None for v in values])
+        else:
+            head, shown = humanize.column(c, values)
+            heads.append(head)
+            texts.append(shown)
+            titles.append([None] * len(values))
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in heads)
     body = []
-    for r in rows:
+    for k, r in enumerate(rows):
         tds = []
-        for c in cols:
-            text, key, num = cell(c, r.get(c))
+        for j, c in enumerate(cols):
+            v = r.get(c)
+            if isinstance(v, Decimal):
+                v = float(v)
+            text = texts[j][k]
+            num = isinstance(v, (int, float)) and not isinstance(v, bool)
+            key = repr(float(v)) if num else "" if v is None else str(v)
             inner = html.escape(text)
             href = links.get(c)(r.get(c)) if links and c in links else None
             if href:
                 inner = f'<a href="{html.escape(href)}">{inner}</a>'
+            title = f' title="{html.escape(titles[j][k])}"' if titles[j][k] else ""
             cls = "num" if num else "txt long" if len(text) > 60 else "txt"
             if c == "severity":
                 cls += f" sev-{html.escape(text)}"
-            tds.append(f'<td class="{cls}" data-v="{html.escape(key)}">{inner}</td>')
+            tds.append(f'<td class="{cls}" data-v="{html.escape(key)}"{title}>{inner}</td>')
         body.append("<tr>" + "".join(tds) + "</tr>")
-    return (f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+    said = "".join(f'<p class="note">{html.escape(c)}: {html.escape(humanize.value(c, rows[0].get(c)))} in every row'
+                   f'</p>' for c in same)
+    return (f'{said}<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def blurb(text, limit=300):
+    """The first sentences of a description, whole, within limit characters (never cut
+    mid-word: a first sentence longer than limit ends at its last whole word, with …)."""
+    import re
+    sentences = re.split(r"(?<=[.])\s+(?=[A-Z`(])", " ".join(text.split()))
+    out = ""
+    for s in sentences:
+        if len(out) + len(s) + 1 > limit:
+            break
+        out = f"{out} {s}".strip()
+    if not out:
+        out = text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+    return out
 
 
 def chart_svg(name, table):
@@ -153,10 +165,12 @@ def _has_values(rows, columns):
 def build(con, run, batch_size=None):
     """(html text, [section ids]) of the report page for run."""
     from ..analysis import advise
+    from . import humanize
     memo = reports.Memo(con)           # each report run once for the page: sections, charts and rules
     over = _report_rows(memo, "overview", {"run": run})
     if not over:
-        raise reports.ReportError(f"no run named {run!r} in the database")
+        from ..suggest import run_hint
+        raise reports.ReportError(f"no run named {run!r} in the database{run_hint(con, run)}")
     o = over[0]
     util = [r for r in (_report_rows(memo, "gpu_utilization", {"run": run, **({"batch_size": str(batch_size)}
                                                                               if batch_size else {})}) or [])]
@@ -166,8 +180,8 @@ def build(con, run, batch_size=None):
     kv = [("run", run), ("kind", o["kind"]), ("framework", o["framework"]), ("device", o["device_name"]),
           ("events", f"{o['events']:,}"), ("GPU activities", f"{o['kernels']:,}"), ("iterations", o["iterations"])]
     if steady:
-        kv += [("steady iteration", steady["iteration"]), ("iteration time", f"{steady['total_ns'] / 1e6:,.3f} ms"),
-               ("GPU utilization", f"{steady['gpu_util_pct']:.2f} %"),
+        kv += [("steady iteration", steady["iteration"]), ("iteration time", humanize.value("total_ns", steady["total_ns"])),
+               ("GPU utilization", humanize.value("gpu_util_pct", steady["gpu_util_pct"])),
                ("kernels in the iteration", f"{steady['kernels']:,}")]
         if steady.get("samples_per_s"):
             kv.append(("throughput", f"{steady['samples_per_s']:,.1f} samples/s"))
@@ -191,7 +205,7 @@ def build(con, run, batch_size=None):
         body = (f'<div class="chart" id="chart-{sid}">{svg}</div>' if svg else "") + table_html(rows, shown)
         body += "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in notes)
         body += (f'<p class="note">from <code>tracedb query {report} --run {html.escape(run)}</code>: '
-                 f'{html.escape(reports.get(report).description[:300])}</p>')
+                 f'{html.escape(blurb(reports.get(report).description))}</p>')
         present[report] = sid
         parts.append((sid, title, body))
 

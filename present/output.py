@@ -1,16 +1,17 @@
-"""Writing result tables: a terminal table (rich), CSV, JSON lines, Parquet (all from Arrow).
+"""Writing result tables: a terminal table (rich), CSV, JSON (one array), JSON lines, Parquet (all from Arrow).
 
 The format is the one asked for, else the output file's extension, else a table on a
 terminal and CSV into a pipe. The table fits the terminal: a one-row result is
 printed vertically, `note` columns are never cut (they carry the caveats),
-integers are printed in full, floats to 4 significant digits, and kernel names
-lose their template and argument lists unless full_names.
+numbers are shown by their column's unit (humanize.py: `total (ms)`, counts
+with thousands separators, 4 significant digits), and kernel and op names are
+shortened (humanize.short_names) unless full_names. CSV, JSON and Parquet keep
+the exact values.
 """
 import contextlib
 import decimal
 import io
 import os
-import re
 import shutil
 import sys
 
@@ -21,8 +22,8 @@ import pyarrow.parquet as pq
 from ..errors import TracedbError
 from ..store.sql import finite, sql_ident
 
-FORMATS = ("table", "csv", "json", "parquet")
-EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet",
+FORMATS = ("table", "csv", "json", "jsonl", "parquet")
+EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
               ".pq": "parquet", ".txt": "table"}
 
 
@@ -45,45 +46,21 @@ def choose_format(fmt, out, tty):
     return "table" if tty else "csv"
 
 
-_TEMPLATE = re.compile(r"<[^<>]*>")
-
-
-def short_name(name):
-    """A kernel name without template arguments and parameter list, for display:
-    `void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)` ->
-    `at::native::vectorized_elementwise_kernel<…>`."""
-    if not isinstance(name, str) or ("<" not in name and "(" not in name):
-        return name
-    s = name
-    while True:                          # innermost <...> first, until none is left
-        t = _TEMPLATE.sub("\0", s)
-        if t == s:
-            break
-        s = t
-    s = re.sub("\0+", "<…>", s)
-    s = re.sub(r"\(.*\)\s*$", "", s) if not s.startswith("(") else s
-    return re.sub(r"^void\s+", "", s).strip() or name
+def short_name(name, level=0):
+    """A kernel or op name shortened for display (humanize.short_name)."""
+    from . import humanize
+    return humanize.short_name(name, level)
 
 
 def _is_name(col):
-    return col in ("name", "kernel", "kernel_name", "op_name", "trace_name", "ncu_name", "op") or col.endswith("_name")
+    from . import humanize
+    return humanize.is_name(col)
 
 
-def _cell(v, full_names=False, name_col=False):
-    if v is None:
-        return "NULL"
+def _cell(v):
+    """A value that is not a number, as text."""
     if isinstance(v, bool):
         return str(v).lower()
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if v != v or v in (float("inf"), float("-inf")):
-            return str(v)
-        if v == int(v) and abs(v) < 1e15:
-            return str(int(v)) if abs(v) >= 1e4 else f"{v:.4g}"
-        return f"{v:.4g}" if abs(v) < 1e4 else f"{v:,.1f}".replace(",", "")
-    if name_col and not full_names:
-        return short_name(str(v))
     return str(v)
 
 
@@ -106,16 +83,31 @@ def render(table: pa.Table, width=None, full_names=False) -> str:
     width = width or _width()
     console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None,
                       highlight=False, soft_wrap=False)
+    from . import humanize
     names = table.column_names
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
                for t in table.schema.types]
-    columns = [c.to_pylist() for c in table.columns]      # by position: names may repeat
-    cells = [[_cell(_number(v), full_names, _is_name(n)) for n, v in zip(names, row)] for row in zip(*columns)]
+    columns = [[_number(v) for v in c.to_pylist()] for c in table.columns]      # by position: names may repeat
+    vertical = table.num_rows == 1
+    heads, shown = [], []
+    for n, num, values in zip(names, numeric, columns):
+        if num and not vertical:          # one unit per column, in its header: `total (ms)`
+            head, texts = humanize.column(n, values)
+        elif num:
+            head, texts = n, [humanize.value(n, v) for v in values]
+        elif humanize.is_name(n) and not full_names:
+            short = humanize.short_names(v for v in values if isinstance(v, str))
+            head, texts = n, [short.get(v, v) if isinstance(v, str) else _cell(v) for v in values]
+        else:
+            head, texts = n, [_cell(v) for v in values]
+        heads.append(head)
+        shown.append(["NULL" if v is None else t for v, t in zip(values, texts)])
+    cells = [list(row) for row in zip(*shown)]
     need = []
-    for i, (n, num) in enumerate(zip(names, numeric)):
-        longest = max([len(n)] + [len(c[i]) for c in cells])
-        need.append(longest if num else min(longest, 40 if "note" in n else 16))
-    if table.num_rows == 1 or sum(need) + 3 * len(names) > width:
+    for i, (n, num) in enumerate(zip(heads, numeric)):
+        longest = max([max(map(len, n.split(" ")))] + [len(c[i]) for c in cells])
+        need.append(longest if num else min(longest, 40 if "note" in n else 14))
+    if table.num_rows == 1 or sum(need) + 3 * (len(names) - 1) > width:
         # one row, or too wide for the terminal: each row as `column  value` lines
         for k, row in enumerate(cells):
             if table.num_rows > 1:
@@ -123,19 +115,33 @@ def render(table: pa.Table, width=None, full_names=False) -> str:
             t = Table(box=None, show_header=False, pad_edge=False)
             t.add_column(style="bold", no_wrap=True)
             t.add_column(overflow="fold")
-            for n, c in zip(names, row):
+            for n, c in zip(heads, row):      # one row: the value carries its unit; else the header
                 t.add_row(n, c)
             console.print(t)
     else:
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for n, num, w in zip(names, numeric, need):
-            t.add_column(n, justify="right" if num else "left", overflow="fold", no_wrap=num,
-                         min_width=w if not num else None)
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        for n, num, w in zip(heads, numeric, _widths(heads, cells, need, width, numeric)):
+            t.add_column(n, justify="right" if num else "left", overflow="fold", width=w)
         for row in cells:
             t.add_row(*row)
         console.print(t)
     console.print(f"({table.num_rows} row{'s' if table.num_rows != 1 else ''})")
     return "\n".join(l.rstrip() for l in console.file.getvalue().splitlines()).strip("\n") + "\n"
+
+
+def _widths(heads, cells, need, width, numeric):
+    """Each column's width: what it needs (numbers whole, text at most 14), and the
+    room left given to the columns up to their longest value or header, the headers of
+    numbers first, then the narrowest
+    (rich, left to squeeze a table, crops the last columns)."""
+    natural = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
+    widths = list(need)
+    room = width - sum(widths) - 3 * (len(widths) - 1)      # padding and a rule between columns
+    for i in sorted(range(len(widths)), key=lambda i: (not numeric[i], natural[i] - widths[i])):
+        more = min(max(0, natural[i] - widths[i]), max(0, room))
+        widths[i] += more
+        room -= more
+    return widths
 
 
 def _width():
@@ -166,7 +172,7 @@ def check(fmt, out=None):
 def write(table, fmt, out=None, full_names=False):
     """Write table (a pyarrow Table or RecordBatchReader) in fmt (None: by out's
     extension) to the path `out`, or to stdout; returns the number of rows written.
-    CSV, JSON lines and a Parquet file are written a batch at a time (a reader's
+    CSV, JSON, JSON lines and a Parquet file are written a batch at a time (a reader's
     rows are never all held), a file under a temporary name until it is whole."""
     fmt = check(fmt, out)
     if fmt == "table":             # fitted to every row's width
@@ -192,10 +198,20 @@ def _with(writer):
     return write
 
 
-def _json_lines(schema, batches, f):
+def _json_array(schema, batches, f):
+    """One JSON array of the rows' objects (what json.load reads), written as the lines are."""
+    return _json_lines(schema, batches, f, array=True)
+
+
+def _json_lines(schema, batches, f, array=False):
     """JSON lines, each row's object written by DuckDB's `to_json` (C++, not a Python
-    dict per row: 2.5 M rows in seconds, not minutes), in a scratch in-memory database."""
+    dict per row: 2.5 M rows in seconds, not minutes), in a scratch in-memory database;
+    array: the same objects as one JSON array, one object a line."""
     con = duckdb.connect()
+    line = "',' || chr(10) || to_json(r)" if array else "to_json(r) || chr(10)"
+    first = array          # the array's first object: its leading comma is left out
+    if array:
+        f.write(b"[")
     # columns by position (c0, c1, ...): names may repeat or differ only in case, which
     # SQL cannot tell apart; a repeated name is written as DuckDB makes it unique (a, a_1)
     positions = [f"c{i}" for i in range(len(schema.names))]
@@ -205,18 +221,24 @@ def _json_lines(schema, batches, f):
         if row is None:
             types = con.sql("SELECT * FROM batch").types
             row = ", ".join(f"{finite(f'c{i}', t)} AS {sql_ident(name)}" for i, (name, t) in enumerate(zip(schema.names, types)))
-        lines = con.sql(f"SELECT to_json(r) || chr(10) AS line FROM (SELECT {row} FROM batch) r").to_arrow_table()
+        lines = con.sql(f"SELECT {line} AS line FROM (SELECT {row} FROM batch) r").to_arrow_table()
         for text in lines.column(0).chunks:             # each line's bytes, one after another
             text = text.cast(pa.string())
+            if not len(text):
+                continue
             _, offsets, data = text.buffers()
             offsets = memoryview(offsets).cast("i")
-            f.write(memoryview(data)[offsets[text.offset]:offsets[text.offset + len(text)]])
+            f.write(memoryview(data)[offsets[text.offset] + (1 if first else 0):offsets[text.offset + len(text)]])
+            first = False
         n += b.num_rows
     con.close()
+    if array:
+        f.write(b"\n]\n" if n else b"]\n")
     return n
 
 
-_WRITERS = {"csv": _with(pacsv.CSVWriter), "json": _json_lines, "parquet": _with(pq.ParquetWriter)}
+_WRITERS = {"csv": _with(pacsv.CSVWriter), "json": _json_array, "jsonl": _json_lines,
+            "parquet": _with(pq.ParquetWriter)}
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
 -- name: bwd_fwd_ratio
+-- topic: FLOPs
 -- description: Forward and backward FLOPs per layer type (the op rules of
 --   layer_rules) and source, and their ratio: about 2 is expected for
 --   convolution and matmul/linear (gradients of the input and of the

@@ -1,4 +1,5 @@
 -- name: calibration_fit
+-- topic: energy
 -- description: Fits of the data-movement energy model (method.md section 7):
 --   for each GPU, memory level and launch shape of the calibration points,
 --   energy = eps x accesses + offset by least squares (regr_slope,

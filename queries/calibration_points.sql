@@ -1,4 +1,5 @@
 -- name: calibration_points
+-- topic: energy
 -- description: Every point of a calibration (METHOD.md section 7) with its
 --   spread over repeats and its counter check: per GPU, level, launch shape
 --   and access count, the energies of the repeats (mean, std, min, max) and

@@ -1,4 +1,5 @@
 -- name: collective_arrivals
+-- topic: distributed
 -- description: One row per collective call per rank: when the rank arrived,
 --   relative to the first rank of its process group (0 for the first, the
 --   call's skew for the last; the rank x collective matrix behind

@@ -1,4 +1,5 @@
 -- name: collective_skew
+-- topic: distributed
 -- description: Each collective call joined across the ranks of its process
 --   group (same job, process group and sequence number): arrival skew (the
 --   last rank's kernel start minus the first's), which rank arrived last, the

@@ -1,4 +1,5 @@
 -- name: collectives
+-- topic: distributed
 -- description: Collective calls per rank, iteration, process group and
 --   collective: how many, their message size (nccl-tests' S), kernel time and
 --   bandwidth (nccl-tests: algbw = S / time, busbw = algbw x 2(n-1)/n for

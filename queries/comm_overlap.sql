@@ -1,4 +1,5 @@
 -- name: comm_overlap
+-- topic: distributed
 -- description: Per rank and iteration, communication time (union of the
 --   communication kernels) and the share of it during which a compute kernel
 --   runs on the same GPU: HTA's comm/comp overlap, |U(compute) ∩

@@ -1,4 +1,5 @@
 -- name: compare_runs
+-- topic: single GPU
 -- description: The steady iteration of several runs side by side (e.g. fp32
 --   vs amp, eager vs compiled, batch sizes): time, GPU utilization, the
 --   utilization levels scaled to the iteration, and ratios to a baseline run.

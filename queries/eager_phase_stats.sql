@@ -1,4 +1,5 @@
 -- name: eager_phase_stats
+-- topic: TF queue
 -- description: Distribution of each eager execution phase over the op nodes
 --   of a run (eager_phases): min, mean, median, 95th percentile and max of
 --   enqueue, queue wait, dequeue, CPU and GPU execution time.

@@ -1,4 +1,5 @@
 -- name: eager_phases
+-- topic: TF queue
 -- description: TensorFlow eager execution, one row per op node (method.md
 --   section 5): enqueuing on the Python thread (TFE_Py_FastPathExecute_C /
 --   EagerExecute), the wait in the scheduling queue (async mode only),

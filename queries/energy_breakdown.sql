@@ -1,4 +1,5 @@
 -- name: energy_breakdown
+-- topic: energy
 -- description: Where the energy of an iteration goes (method.md section 7):
 --   static energy (idle power x duration), the energy of data movement per
 --   memory level = accesses x eps (lower bound of the calibration for the

@@ -1,4 +1,5 @@
 -- name: energy_summary
+-- topic: energy
 -- description: Energy of an iteration (or of any window) from the power log
 --   paired with the trace (method.md section 6): the energy counter's delta and
 --   the integral of power over the window (both, and their difference), idle

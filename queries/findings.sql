@@ -1,4 +1,5 @@
 -- name: findings
+-- topic: single GPU
 -- description: What is wrong with a run, and the numbers that show it: one row
 --   per finding of the rules in rules/ (one SQL file each, with a threshold;
 --   listed in docs/reports.md), worst first, with the evidence (numbers with

@@ -1,4 +1,5 @@
 -- name: flop_utilization
+-- topic: FLOPs
 -- description: Model-FLOPs utilization (METHOD.md section 8) per run,
 --   iteration and FLOP source: matrix FLOPs (matmul, convolution, attention:
 --   the convention of model-FLOPs utilization) of the forward and backward

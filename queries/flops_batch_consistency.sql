@@ -1,4 +1,5 @@
 -- name: flops_batch_consistency
+-- topic: FLOPs
 -- description: FLOPs per sample of each op and pass across runs of the same
 --   model at different batch sizes (steady iteration of each run). A run's
 --   model is its name with the batch token removed and its batch size the

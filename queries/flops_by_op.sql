@@ -1,4 +1,5 @@
 -- name: flops_by_op
+-- topic: FLOPs
 -- description: FLOPs per framework op, pass and source, with a cross-check
 --   between the sources. Sources: analytic (from the shapes of a record_shapes
 --   trace, formulas of the table flop_formulas), cupti (the trace's own CUPTI

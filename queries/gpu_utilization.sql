@@ -1,4 +1,5 @@
 -- name: gpu_utilization
+-- topic: single GPU
 -- description: GPU utilization per run and iteration (method.md section 3, high
 --   level): the share of the iteration during which at least one kernel runs.
 --   Kernel time is the union of the iteration's kernel intervals over all

@@ -1,4 +1,5 @@
 -- name: idle_breakdown
+-- topic: single GPU
 -- description: Idle gaps between consecutive kernels of each stream in an
 --   iteration, by cause: waiting_on_host (the next kernel's launch call started
 --   after the previous kernel ended: the GPU waited for the CPU), short_gap

@@ -1,4 +1,5 @@
 -- name: ingest_log
+-- topic: single GPU
 -- description: What each ingest did, per run: the line that says how the file
 --   was loaded (or that its content was already there), how it was paired, and
 --   every warning it gave (values mended or dropped, a cut-off last line, a

@@ -1,4 +1,5 @@
 -- name: kernel_energy
+-- topic: energy
 -- description: Energy attributed to the GPU activities of an iteration, and
 --   to their layer types, by overlap with the power log: each activity gets
 --   the integral of (interpolated) power over its interval; dynamic energy

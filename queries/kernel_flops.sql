@@ -1,4 +1,5 @@
 -- name: kernel_flops
+-- topic: FLOPs
 -- description: Hardware-counted FLOPs of each kernel: of a trace run with CUPTI
 --   range-profiler counters (source cupti), or of an ncu run, matched to a
 --   trace or not (source ncu). tensor_flops are the tensor-path math ops

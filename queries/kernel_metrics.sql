@@ -1,4 +1,5 @@
 -- name: kernel_metrics
+-- topic: ncu levels
 -- description: One row per matched kernel of a trace run: the trace side
 --   (correlation id, timing, stream, framework op, iteration), the ncu side
 --   (report ID, name as ncu printed it), the match score, and the counters of

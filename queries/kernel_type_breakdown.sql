@@ -1,4 +1,5 @@
 -- name: kernel_type_breakdown
+-- topic: distributed
 -- description: Per rank and iteration, the GPU's busy time split by which
 --   classes of kernel run at once (HTA's kernel-type breakdown): compute only,
 --   communication only, memory only, and each overlap of them. Classes come

@@ -1,4 +1,5 @@
 -- name: kernel_utilization
+-- topic: ncu levels
 -- description: One row per matched kernel of a trace run: name, framework op,
 --   layer type (layer_rules), duration, and the kernel's own levels relative to
 --   its SMSP elapsed cycles (the distributions behind utilization_levels).

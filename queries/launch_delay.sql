@@ -1,4 +1,5 @@
 -- name: launch_delay
+-- topic: single GPU
 -- description: CUDA launch delay: kernel start minus the end of the runtime
 --   or driver call that launched it (cudaLaunchKernel, cuLaunchKernel[Ex],
 --   cudaGraphLaunch ... whatever call carries the correlation id), per

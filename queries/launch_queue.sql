@@ -1,4 +1,5 @@
 -- name: launch_queue
+-- topic: single GPU
 -- description: The CUDA launch queue of each stream: kernels launched (launch
 --   call ended) but not yet started, over an iteration (or the whole trace). Time-weighted mean,
 --   95th percentile and max of its length, the share of time it is empty, and

@@ -1,4 +1,5 @@
 -- name: level_distributions
+-- topic: ncu levels
 -- description: The utilization levels of METHOD.md section 3 as distributions
 --   over the matched kernels of an iteration, per layer type and for all
 --   kernels (layer_type 'all'): the plain mean of the per-kernel values, the

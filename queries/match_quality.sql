@@ -1,4 +1,5 @@
 -- name: match_quality
+-- topic: ncu levels
 -- description: How well the kernels of an ncu report were paired with the
 --   kernels of a trace iteration (`tracedb match`): matched and unmatched
 --   counts on each side, the score distribution, pairs whose names or launch

@@ -1,4 +1,5 @@
 -- name: memory_summary
+-- topic: system
 -- description: GPU memory of an iteration (METHOD.md section 9) per run and
 --   device, from the trace's `[memory]` events (torch.profiler with
 --   profile_memory=True): memory allocated at the iteration's start (weights,

@@ -1,4 +1,5 @@
 -- name: memory_timeline
+-- topic: system
 -- description: GPU memory over time per device (METHOD.md section 9): allocated
 --   (live tensors) and reserved (the caching allocator's pool) after every
 --   allocation and free of the trace's `[memory]` events (torch.profiler with

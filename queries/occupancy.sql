@@ -1,4 +1,5 @@
 -- name: occupancy
+-- topic: ncu levels
 -- description: Occupancy per layer type of an iteration (METHOD.md section 9),
 --   weighted by kernel time: from the trace's own kernel args (CUPTI's blocks
 --   per SM, warps per SM and estimated achieved occupancy, which Kineto writes

@@ -1,4 +1,5 @@
 -- name: ops
+-- topic: single GPU
 -- description: Per framework op, the table of torch.profiler's key_averages in
 --   SQL: calls, CPU total and self time, and the GPU time of the kernels, memcpys
 --   and memsets it launched, per iteration or for the whole trace. Levels: op

@@ -1,4 +1,5 @@
 -- name: overview
+-- topic: single GPU
 -- description: One row per run: its source, framework, device, how many events,
 --   kernels and iterations it holds, and the time span its events cover.
 -- parameters:

@@ -1,4 +1,5 @@
 -- name: queue_occupancy
+-- topic: TF queue
 -- description: Nodes waiting in the TensorFlow eager scheduling queue over
 --   time, as a step series: one row per change (a node entering at its
 --   enqueue end, leaving at its dequeue start). Sync runs have no queue: they

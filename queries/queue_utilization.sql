@@ -1,4 +1,5 @@
 -- name: queue_utilization
+-- topic: TF queue
 -- description: Time of an iteration with the eager scheduling queue empty vs
 --   non-empty, each split by what runs meanwhile, in priority order when
 --   several do: GPU kernel, CPU kernel, dequeuing, memory transfer, else

@@ -1,4 +1,5 @@
 -- name: rank_summary
+-- topic: distributed
 -- description: One row per rank of a distributed job (runs with a rank from
 --   Kineto's distributedInfo or --rank), all on the same iteration: the job's
 --   steady iteration is chosen once from all ranks (view job_iterations), so

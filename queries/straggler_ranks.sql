@@ -1,4 +1,5 @@
 -- name: straggler_ranks
+-- topic: distributed
 -- description: Per iteration of a job, the rank the others wait for: over the
 --   collective calls of the iteration (joined across ranks as in
 --   collective_skew), the rank the others waited for longest: the summed

@@ -1,4 +1,5 @@
 -- name: system_metrics
+-- topic: system
 -- description: The sampled system metrics of an iteration, summarized (METHOD.md
 --   section 9): nvidia-smi-style GPU utilization (NVML: share of its sample
 --   period with any kernel running) beside the trace's kernel-busy utilization

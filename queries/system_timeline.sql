@@ -1,4 +1,5 @@
 -- name: system_timeline
+-- topic: system
 -- description: The sampled series on the trace's timeline (METHOD.md section 9),
 --   one row per sample and quantity: power, SM clock, NVML GPU and
 --   memory-controller utilization, memory used, temperature (the paired sampler

@@ -1,4 +1,5 @@
 -- name: tc_issue_cdf
+-- topic: ncu levels
 -- description: Cumulative share of GPU kernel time as a function of tensor
 --   core issue slot utilization: for each value x of per-kernel TC issue slot
 --   utilization, the share of the matched kernels' time spent in kernels with

@@ -1,4 +1,5 @@
 -- name: temporal_breakdown
+-- topic: distributed
 -- description: Per rank and iteration, HTA's temporal breakdown: idle time (no
 --   GPU activity on any stream), compute time (union of compute kernels) and
 --   non-compute time (GPU activity with no compute kernel running:

@@ -1,4 +1,5 @@
 -- name: time_breakdown
+-- topic: single GPU
 -- description: Share of an iteration in CPU kernels only, GPU kernels only,
 --   both at once (overlap), and neither: framework overhead (method.md
 --   section 5). CPU kernels are TensorFlow kernel calls

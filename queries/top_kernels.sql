@@ -1,4 +1,5 @@
 -- name: top_kernels
+-- topic: single GPU
 -- description: Kernels by total time in an iteration: launches, total, mean,
 --   share of kernel time, the op and layer type that launch them most, and
 --   (where matched with ncu) their summed utilization levels.

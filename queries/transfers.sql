@@ -1,4 +1,5 @@
 -- name: transfers
+-- topic: single GPU
 -- description: Memory copies and sets of an iteration by direction and memory
 --   kind (METHOD.md section 9), from the trace's own activity: direction (HtoD,
 --   DtoH, DtoD, ...) and source and destination memory (Pageable, Pinned,

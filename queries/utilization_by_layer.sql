@@ -1,4 +1,5 @@
 -- name: utilization_by_layer
+-- topic: ncu levels
 -- description: Time share and utilization levels per layer type (convolution,
 --   matmul/linear, attention, normalization, elementwise/activation, pooling,
 --   embedding, loss, optimizer, memory copy/set, other) for an iteration. The

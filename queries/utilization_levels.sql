@@ -1,4 +1,5 @@
 -- name: utilization_levels
+-- topic: ncu levels
 -- description: Multi-level GPU utilization of an iteration (method.md section
 --   3): total time, GPU kernel time and GPU utilization from the trace; SMSP
 --   elapsed, active and issue cycles, tensor core active cycles and

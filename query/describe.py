@@ -12,11 +12,40 @@ def method_path():
     return resources.files("tracedb").joinpath("docs", "method.md")
 
 
+TOPICS = ("single GPU", "ncu levels", "energy", "FLOPs", "distributed", "system", "TF queue")
+
+
+def first_sentence(text):
+    """The description's first sentence (up to its first '. ', or the whole text)."""
+    text = " ".join(text.split())
+    m = re.search(r"(?<=[.:])\s+(?=[A-Z`(])", text)
+    return text[:m.start()].rstrip(":") if m else text
+
+
+def listing(all_reports, width=100):
+    """`tracedb reports`: the reports grouped by their header's topic, one line each
+    (name and first sentence, cut at a word to the width)."""
+    groups = {}
+    for r in all_reports:
+        groups.setdefault(r.topic or "other", []).append(r)
+    names = max((len(r.name) for g in groups.values() for r in g), default=0)
+    out = []
+    for topic in [t for t in TOPICS if t in groups] + sorted(set(groups) - set(TOPICS)):
+        out.append(f"{topic}:")
+        for r in sorted(groups[topic], key=lambda r: r.name):
+            line = f"  {r.name:<{names}}  {first_sentence(r.description)}"
+            if len(line) > width:
+                line = line[:width - 1].rsplit(" ", 1)[0] + "…"
+            out.append(line)
+    out.append("tracedb reports NAME: a report's parameters and columns")
+    return "\n".join(out) + "\n"
+
+
 def describe(report, width=100):
     """The header of `report` as text."""
     wrap = lambda text, indent: textwrap.fill(text, width, initial_indent=indent,
                                               subsequent_indent=indent + "  ")
-    out = [report.name, wrap(report.description, "  "), ""]
+    out = [report.name + (f" ({report.topic})" if report.topic else ""), wrap(report.description, "  "), ""]
     out.append("parameters:" if report.params else "parameters: none")
     for p in report.params:
         default = "NULL" if p.default is None else repr(p.default) if isinstance(p.default, str) else p.default

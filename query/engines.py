@@ -18,6 +18,42 @@ from .transpile import bound_sql, relations_of, transpile
 _SPARK = {}
 
 
+_LOG4J = """status = error
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark: %p %c{1}: %m%n
+"""
+
+
+def _quiet_spark():
+    """Spark without its start-up noise on stderr (log4j's profile and WARN lines, the
+    loopback-hostname warning, the progress bars): errors only. Returns the log4j2
+    configuration file the driver is started with; SPARK_LOCAL_IP defaults to the
+    loopback address (a local session), unless set."""
+    import os
+    import tempfile
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    path = os.path.join(tempfile.gettempdir(), f"tracedb-spark-log4j2-{os.getuid()}.properties")
+    try:
+        with open(path) as f:
+            if f.read() == _LOG4J:
+                return path
+    except OSError:
+        pass
+    with open(path + ".tmp", "w") as f:
+        f.write(_LOG4J)
+    os.replace(path + ".tmp", path)
+    return path
+
+
 def spark_session(master=None):
     """A Spark session (local[*] unless a master URL is given), made once per process."""
     key = master or "local[*]"
@@ -26,7 +62,10 @@ def spark_session(master=None):
             from pyspark.sql import SparkSession
         except ImportError:
             raise reports.ReportError("--engine spark needs pyspark: pip install 'tracedb[spark]'") from None
+        log4j = _quiet_spark()
         _SPARK[key] = (SparkSession.builder.master(key).appName("tracedb")
+                       .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+                       .config("spark.ui.showConsoleProgress", "false")
                        .config("spark.sql.session.timeZone", "UTC")
                        .config("spark.ui.enabled", "false")
                        .config("spark.sql.ansi.enabled", "false")

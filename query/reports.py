@@ -11,6 +11,7 @@ Header format (comment lines at the top of the file):
     -- requires:
     --   iterations: iterations (step markers: ProfilerStep#N, step_num)
     -- engines: duckdb, spark
+    -- topic: single GPU
 
 The header is the single source of truth: parameters are bound as DuckDB
 named parameters ($name), never pasted into the SQL, and a report must declare
@@ -36,6 +37,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import TracedbError
+from ..suggest import did_you_mean
 from ..store import header
 from ..store.catalog import package_sql, run_column
 from ..store.sql import bind, params_of, read_batches, rows, scalar
@@ -214,7 +216,8 @@ def all_reports():
 def get(name):
     reports = all_reports()
     if name not in reports:
-        raise ReportError(f"no report named {name!r} (see `tracedb reports`)")
+        from ..suggest import did_you_mean
+        raise ReportError(f"no report named {name!r}{did_you_mean(name, reports)} (see `tracedb reports`)")
     report = reports[name]
     if report.problems:
         raise ReportError(f"report {name} is broken: {'; '.join(report.problems)}")
@@ -251,7 +254,9 @@ def bound_params(report, given):
         raise ReportError(f"report {report.name} takes no run: it reports across runs "
                           f"(its parameters: {', '.join(known) or 'none'})")
     if unknown:
-        raise ReportError(f"report {report.name} has no parameter {', '.join(sorted(unknown))} "
+        from ..suggest import did_you_mean
+        hint = did_you_mean(sorted(unknown)[0], known) if len(unknown) == 1 else ""
+        raise ReportError(f"report {report.name} has no parameter {', '.join(sorted(unknown))}{hint} "
                           f"(it takes: {', '.join(known)})")
     values = {p.name: p.default for p in report.params}
     for k, v in given.items():
@@ -293,10 +298,11 @@ def check_run_names(con, report, values):
     known = set(_known_runs(con)) if names else set()
     for param, name in names:
         if name not in known and param == "run":
-            raise ReportError(f"no run named {name!r} in the database")
+            raise ReportError(f"no run named {name!r} in the database{did_you_mean(name, known)}")
         if name not in known:
             listed = ", ".join(sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
-            raise ReportError(f"report {report.name}: {param}: no run named {name!r} (runs: {listed or 'none'})")
+            raise ReportError(f"report {report.name}: {param}: no run named {name!r}{did_you_mean(name, known)} "
+                              f"(runs: {listed or 'none'})")
 
 
 def check_requirements(con, report, values):

@@ -1,7 +1,7 @@
 -- rule: low_comm_overlap
 -- description: Communication kernels (NCCL) run with no compute beside them:
 --   the ranks wait for the network instead of hiding it behind the backward
---   pass. Value: comm_overlap's overlap_pct (issue 14), per rank and iteration.
+--   pass. Value: comm_overlap's overlap_pct, per rank and iteration.
 -- threshold: 50
 -- unit: % of communication time
 -- fires: below

@@ -1,7 +1,7 @@
 -- rule: memory_headroom
 -- description: The step uses a small part of the GPU's memory while the GPU is
 --   mostly idle: a larger batch fits and would give each launch more work.
---   Value: memory_summary's device_memory_pct (issue 15), when GPU utilization
+--   Value: memory_summary's device_memory_pct, when GPU utilization
 --   is below 70%.
 -- threshold: 50
 -- unit: % of device memory

@@ -1,6 +1,6 @@
 -- rule: straggler_rank
 -- description: One rank arrives last at the collectives and the others wait for
---   it: straggler_ranks (issue 14) names it per iteration. Value: the wait it
+--   it: straggler_ranks names it per iteration. Value: the wait it
 --   caused as a share of the iteration.
 -- threshold: 5
 -- unit: % of the iteration

@@ -23,7 +23,8 @@ def remove_run(con, run):
     """Delete every row of `run` in one transaction; runs paired with it lose the
     pairing (their rows stay). Returns {table: rows deleted}."""
     if not scalar(con, "SELECT count(*) FROM runs WHERE run = ?", [run]):
-        raise AdminError(f"no run named {run!r} in the database")
+        from ..suggest import run_hint
+        raise AdminError(f"no run named {run!r} in the database{run_hint(con, run)}")
     deleted = {}
     con.begin()
     try:

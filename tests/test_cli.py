@@ -32,6 +32,8 @@ def test_ingest_query_sql_formats(tmp_path):
     assert row["run"] == "h100_resnet50_bs64_amp" and float(row["samples_per_s"]) > 0
 
     r = tracedb("query", "overview", "--db", db, "--format", "json")
+    assert [o["run"] for o in json.loads(r.stdout)] == ["cpu_sync_lenet_bs64", "h100_resnet50_bs64_amp"]   # one array
+    r = tracedb("query", "overview", "--db", db, "--format", "jsonl")                                   # a line a row
     assert [json.loads(l)["run"] for l in r.stdout.splitlines()] == ["cpu_sync_lenet_bs64", "h100_resnet50_bs64_amp"]
 
     out = tmp_path / "o.parquet"
@@ -41,7 +43,8 @@ def test_ingest_query_sql_formats(tmp_path):
     assert pq.read_table(out).to_pylist() == [{"run": "h100_resnet50_bs64_amp", "n": 905}]
 
     r = tracedb("query", "gpu_utilization", "--db", db, "--format", "table")
-    assert "gpu_util_pct" in r.stdout.splitlines()[0] and "(3 rows)" in r.stdout
+    head = r.stdout.split("\u2500")[0]                   # the header lines, above the rule
+    assert "gpu_util (%)" in head and "total (ms)" in head and "(3 rows)" in r.stdout   # the unit in the header
 
 
 def test_answers_are_written_a_batch_at_a_time_and_a_failed_one_leaves_no_file(tmp_path):
@@ -59,7 +62,7 @@ def test_answers_are_written_a_batch_at_a_time_and_a_failed_one_leaves_no_file(t
     ingest_file(con, AMP)
     table = reports.run(con, "launch_delay", {"run": "h100_resnet50_bs64_amp"})
     assert table.num_rows > 900
-    for fmt in ("csv", "json", "parquet"):
+    for fmt in ("csv", "json", "jsonl", "parquet"):
         whole, batched = tmp_path / f"whole.{fmt}", tmp_path / f"batched.{fmt}"
         assert output.write(table, fmt, whole) == table.num_rows
         with reports.batches(con, "launch_delay", {"run": "h100_resnet50_bs64_amp"}, rows_per_batch=100) as rows:
@@ -82,8 +85,11 @@ def test_answers_are_written_a_batch_at_a_time_and_a_failed_one_leaves_no_file(t
     r = tracedb("sql", "SELECT CASE WHEN i > 1000000 THEN 9223372036854775807 + i ELSE i END AS i FROM range(2000000) t(i)",
                 "--db", str(path), "-o", str(out))
     assert r.returncode == 1 and r.stderr.startswith("tracedb: error: sql: Out of Range Error: Overflow"), r.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["batched.csv", "batched.json", "batched.parquet", "c.duckdb",
-                                                          "whole.csv", "whole.json", "whole.parquet"]
+    assert json.loads((tmp_path / "whole.json").read_text()) == \
+        [json.loads(l) for l in (tmp_path / "whole.jsonl").read_text().splitlines()]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batched.csv", "batched.json", "batched.jsonl",
+                                                          "batched.parquet", "c.duckdb", "whole.csv", "whole.json",
+                                                          "whole.jsonl", "whole.parquet"]
     # a link is written through, its file keeping its mode; a file replaced keeps its mode
     target, link = tmp_path / "real.csv", tmp_path / "link.csv"
     target.write_text("old\n")

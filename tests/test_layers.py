@@ -15,7 +15,7 @@ from tracedb.store import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 # A module's layer: its folder (or, at the root, its name). Higher numbers may import lower ones.
-LAYERS = {"errors": 0, "progress": 0, "store": 1, "ingest": 2, "query": 3, "analysis": 4, "present": 5,
+LAYERS = {"errors": 0, "progress": 0, "suggest": 0, "store": 1, "ingest": 2, "query": 3, "analysis": 4, "present": 5,
           "capture": 6, "cuda_bench": 6, "api": 7, "__init__": 8, "cli_answers": 9, "argtypes": 9, "cli": 10}
 DATA = {"schema", "queries", "rules", "sample"}          # folders of SQL and samples: no code to layer
 

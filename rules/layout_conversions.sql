@@ -1,0 +1,39 @@
+-- rule: layout_conversions
+-- description: The GPU spends its time converting tensors between the NCHW and
+--   NHWC memory layouts (cuDNN's nchwToNhwc / nhwcToNchw kernels) around the
+--   convolutions: the model's tensors are NCHW while the tensor-core
+--   convolution kernels want NHWC (channels last). Value: those conversion
+--   kernels' share of the iteration's kernel time.
+-- threshold: 5
+-- unit: % of kernel time
+-- fires: above
+-- severity: medium
+-- next: top_kernels
+-- steady: run
+-- requires:
+--   kernels: GPU kernels
+-- suggestion: Use the channels_last memory format: model = model.to(memory_format=torch.channels_last) and
+--   inputs x.to(memory_format=torch.channels_last) (with AMP the convolution kernels then read and write
+--   NHWC directly, and the conversion kernels go away).
+WITH it AS (
+    SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
+), k AS (
+    SELECT k.run, k.iteration, k.name, k.dur_ns,
+           regexp_matches(k.name, '(?i)nchw_?to_?nhwc|nhwc_?to_?nchw|nchw2nhwc|nhwc2nchw') AS conversion
+    FROM kernels k JOIN it USING (run, iteration)
+    WHERE k.kind = 'kernel' AND k.dur_ns IS NOT NULL
+), by_name AS (     -- each kernel name's time, to say where the conversions rank
+    SELECT run, iteration, name, any_value(conversion) AS conversion, sum(dur_ns) AS ns,
+           rank() OVER (PARTITION BY run, iteration ORDER BY sum(dur_ns) DESC) AS rank
+    FROM k GROUP BY run, iteration, name
+), g AS (
+    SELECT run, iteration, sum(ns) AS all_ns, sum(ns) FILTER (conversion) AS conv_ns,
+           min(rank) FILTER (conversion) AS best_rank,
+           (SELECT count(*) FROM k WHERE k.run = b.run AND k.iteration = b.iteration AND k.conversion) AS launches
+    FROM by_name b GROUP BY run, iteration
+)
+SELECT run, iteration, 100.0 * coalesce(conv_ns, 0) / all_ns AS value,
+       CASE WHEN conv_ns IS NULL THEN 'no NCHW<->NHWC conversion kernel in the iteration'
+            ELSE format('{} NCHW<->NHWC conversion kernels ran for {:.3f} ms, {:.1f}% of kernel time; the largest of them ranks {} among the iteration''s kernels by time',
+                        launches, conv_ns / 1e6, 100.0 * conv_ns / all_ns, best_rank) END AS evidence
+FROM g WHERE all_ns > 0;
