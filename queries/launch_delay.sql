@@ -2,7 +2,10 @@
 -- description: CUDA launch delay: kernel start minus the end of the runtime
 --   or driver call that launched it (cudaLaunchKernel, cuLaunchKernel[Ex],
 --   cudaGraphLaunch ... whatever call carries the correlation id), per
---   kernel, or its distribution per launch call (by=launch).
+--   kernel, or its distribution per launch call (by=launch). A CUDA graph
+--   launch (cudaGraphLaunch, cuGraphLaunch: graph_launches) counts once, by its
+--   first node: its other nodes wait for their place in the graph, not for the
+--   launch, so they have no launch delay of their own and are left out.
 -- parameters:
 --   run VARCHAR = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all when absent)
@@ -14,7 +17,7 @@
 --   kernel_id BIGINT: kernel (NULL when by=launch)
 --   name VARCHAR: kernel name (NULL when by=launch)
 --   stream BIGINT: stream (NULL when by=launch)
---   kernels BIGINT: kernels in the row
+--   kernels BIGINT: kernels in the row (a graph launch: its first node only)
 --   delay_ns BIGINT: kernel start - launch call end, ns (median when by=launch)
 --   mean_ns DOUBLE: mean delay, ns
 --   p95_ns DOUBLE: 95th percentile of the delay, ns
@@ -27,6 +30,8 @@ WITH k AS (
     FROM kernels
     WHERE launch_end_ns IS NOT NULL AND ts_ns IS NOT NULL
       AND ($run IS NULL OR run = $run) AND ($iteration IS NULL OR iteration = $iteration)
+      AND (NOT is_graph_launch(launch_name)
+           OR EXISTS (SELECT 1 FROM graph_launches g WHERE g.run = kernels.run AND g.first_node_kernel_id = kernels.kernel_id))
 )
 SELECT run, iteration, launch_name, kernel_id, name, stream, 1 AS kernels, d AS delay_ns,
        d AS mean_ns, d AS p95_ns, d AS max_ns
