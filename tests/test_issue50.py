@@ -149,3 +149,151 @@ def test_tiny_kernels_still_fires_on_an_eager_step(gdb):
     f = _finding(con, "geager", "tiny_kernels")
     assert f["severity"] == "medium" and f["value"] > 40
     assert "already runs" not in f["evidence"]
+
+
+# -- sync_in_step: the cost is the GPU idle the sync causes --------------------------------
+
+SYNC = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy"}
+GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def raw_sync_cost(doc, step):
+    """(calls, host ns blocked, GPU ns lost, iteration ns) of ProfilerStep#step, from the JSON:
+    per sync call [s0, e1], the GPU idle from max(s0, the latest end of activity started before
+    e1) to the first activity start at or after e1, at most the call's duration."""
+    ev = doc["traceEvents"]
+    marker = next(e for e in ev if e.get("ph") == "X" and e.get("name") == f"ProfilerStep#{step}"
+                  and e.get("cat") != "gpu_user_annotation")
+    s, m = ns(doc, marker["ts"]), ns(doc, marker["ts"]) + dur_ns(marker)
+    acts = sorted((ns(doc, e["ts"]), ns(doc, e["ts"]) + dur_ns(e)) for e in ev
+                  if e.get("ph") == "X" and e.get("cat") in GPU)
+    calls = [e for e in ev if e.get("ph") == "X" and e.get("name") in SYNC and s <= ns(doc, e["ts"]) < m]
+    lost = 0
+    for c in calls:
+        s0, e1 = ns(doc, c["ts"]), ns(doc, c["ts"]) + dur_ns(c)
+        last = max((b for a, b in acts if a < e1), default=None)
+        nxt = min((a for a, b in acts if a >= e1), default=None)
+        if last is not None and nxt is not None:
+            lost += max(0, min(nxt - max(last, s0), dur_ns(c)))
+    # the iteration: marker start to the later of its end and the last activity launched inside
+    corr = {e["args"]["correlation"] for e in ev if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"
+            and "correlation" in e.get("args", {}) and s <= ns(doc, e["ts"]) <= m}
+    end = max([m] + [ns(doc, e["ts"]) + dur_ns(e) for e in ev if e.get("ph") == "X" and e.get("cat") in GPU
+                     and e.get("args", {}).get("correlation") in corr])
+    return len(calls), sum(dur_ns(c) for c in calls), lost, end - s
+
+
+@pytest.fixture(scope="module")
+def sdb(tmp_path_factory):
+    con = db.connect(tmp_path_factory.mktemp("i50s") / "s.duckdb")
+    for p in (DATA / "torch_loader" / "loader_slow_bs256.json.gz", DATA / "torch_loader" / "loader_slow.json.gz",
+              GRAPH_DECODE, DATA / "capture_h200" / "resnet50_bs2176" / "resnet50_bs2176.pt.trace.json.gz"):
+        ingest_file(con, p)
+    yield con
+    con.close()
+
+
+@pytest.mark.parametrize("path,run,severity", [
+    (DATA / "torch_loader" / "loader_slow_bs256.json.gz", "loader_slow_bs256", "medium"),
+    # the host blocked 664 ms in a pageable copy's sync while the GPU lost 1.06 ms: not a cost
+    (DATA / "capture_h200" / "resnet50_bs2176" / "resnet50_bs2176.pt.trace.json.gz", "resnet50_bs2176", "ok"),
+    (DATA / "torch_loader" / "loader_slow.json.gz", "loader_slow", "ok"),       # GPU starved by the loader
+    (GRAPH_DECODE, "h200_graph_decode", "ok"),                                 # 7 us: was medium
+])
+def test_sync_in_step_values_the_gpu_time_lost(sdb, path, run, severity):
+    f = _finding(sdb, run, "sync_in_step")
+    n, blocked, lost, it_ns = raw_sync_cost(load(path), f["iteration"])
+    assert n >= 1
+    assert f["value"] == pytest.approx(100.0 * lost / it_ns, abs=1e-3)
+    assert f"the GPU sat idle {lost / 1e6:.3f} ms" in f["evidence"]
+    assert f"host was blocked {blocked / 1e6:.3f} ms" in f["evidence"]
+    assert f["severity"] == severity
+
+
+# -- energy: the counter between its update points; counter vs integral ---------------------
+
+POWER_TRACE, POWER_LOG = G / "h200_power_steps.json.gz", G / "h200_power_steps_power.csv.gz"
+
+
+def power_rows(path):
+    import csv
+    with gzip.open(path, "rt") as f:
+        return [r for r in csv.DictReader(f)]
+
+
+def updates(rows_):
+    """(t, J) update points: a sample whose energy counter differs from the previous one's,
+    midway between the two samples."""
+    pts = [(int(r["timestamp_ns"]), int(r["energy_mj"]) / 1e3) for r in rows_]
+    return [(t0 + (t1 - t0) // 2, v1) for (t0, v0), (t1, v1) in zip(pts, pts[1:]) if v1 != v0]
+
+
+def lin(points, t):
+    for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t0 <= t <= t1:
+            return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+
+
+def trapezoid(rows_, a, b):
+    pts = [(int(r["timestamp_ns"]), int(r["instant_power_mw"]) / 1e3) for r in rows_]
+    inner = [(a, lin(pts, a))] + [(t, p) for t, p in pts if a < t < b] + [(b, lin(pts, b))]
+    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(inner, inner[1:])) / 1e9
+
+
+@pytest.fixture(scope="module")
+def pdb(tmp_path_factory):
+    con = db.connect(tmp_path_factory.mktemp("i50p") / "p.duckdb")
+    ingest_file(con, POWER_TRACE, run="pw")
+    ingest_file(con, POWER_LOG, pair_with="pw")
+    cap = DATA / "capture_h200" / "resnet50_bs2176"
+    ingest_file(con, cap / "resnet50_bs2176.pt.trace.json.gz")
+    ingest_file(con, cap / "resnet50_bs2176_power.csv.gz", pair_with="resnet50_bs2176")
+    yield con
+    con.close()
+
+
+def test_energy_counter_interpolates_between_its_update_points(pdb):
+    """A 40 ms window between two counter updates (100 ms apart, sampled every 5 ms): the
+    counter read 0 J there (interpolated between repeated samples); now the mean power of the
+    update period times the window."""
+    from tracedb import reports
+    raw = power_rows(POWER_LOG)
+    up = updates(raw)
+    period = sorted(b[0] - a[0] for a, b in zip(up, up[1:]))[len(up) // 2]
+    assert 95e6 < period < 105e6                    # NVML's ~100 ms, measured from the log
+    run_phase = [u for u in up if u[0] > int(next(r["timestamp_ns"] for r in raw if r["phase"] == "run"))]
+    (t0, v0), (t1, v1) = run_phase[10], run_phase[11]
+    a, b = t0 + 30_000_000, t0 + 70_000_000
+    assert b < t1
+    r = reports.run(pdb, "energy_summary", {"run": "pw", "start_ns": str(a), "end_ns": str(b)}).to_pylist()[0]
+    want = lin(up, b) - lin(up, a)
+    assert r["energy_counter_j"] == pytest.approx(want, rel=1e-9)
+    assert r["energy_counter_j"] == pytest.approx((v1 - v0) * 0.04e9 / (t1 - t0), rel=1e-9)
+    assert r["energy_counter_j"] / 0.04 > 300       # the GPU drew hundreds of W (it read 0 J)
+
+
+def test_counter_and_integral_disagreeing_beyond_accuracy_is_a_finding(pdb):
+    f = _finding(pdb, "pw", "energy_sources_disagree")
+    it = f["iteration"]
+    s, e = pdb.execute("SELECT start_ns, end_ns FROM iterations WHERE run = 'pw' AND iteration = ?", [it]).fetchone()
+    raw = power_rows(POWER_LOG)
+    up = updates(raw)
+    counter, integral = lin(up, e) - lin(up, s), trapezoid(raw, s, e)
+    assert f["value"] == pytest.approx(100 * abs(counter - integral) / counter, abs=1e-3)
+    assert f["value"] > 10 and f["severity"] == "medium"
+    # and the window-length rule passed on it (2.6 sensor periods): the gap the issue saw
+    assert _finding(pdb, "pw", "sensor_window_too_short")["severity"] == "ok"
+    # the whole log: both measures agree within the sensors' accuracy (the window is at fault)
+    whole_c = up[-1][1] - up[0][1]
+    whole_i = trapezoid(raw, up[0][0], up[-1][0])
+    assert abs(whole_c - whole_i) / whole_c < 0.05
+    assert f"they are {100 * abs(whole_c - whole_i) / whole_c:.1f}% apart" in f["evidence"]
+    from tracedb import reports
+    note = reports.run(pdb, "energy_summary", {"run": "pw"}).to_pylist()[0]["note"]
+    assert "beyond the sensors' +/-5% each" in note
+
+
+def test_counter_and_integral_agreeing_is_no_finding(pdb):
+    """The cause absent: the 3 s iteration of the H200 ResNet-50 capture."""
+    f = _finding(pdb, "resnet50_bs2176", "energy_sources_disagree")
+    assert f["severity"] == "ok" and f["value"] < 2
