@@ -73,10 +73,16 @@ def cmd_diff(args):
     except reports.ReportError as e:         # a gate that cannot decide fails apart from "worse"
         print(f"tracedb: error: {e}", file=sys.stderr)
         return 2
+    from tracedb import diff_gate
+    try:
+        status, line = diff_gate.verdict(rows, args.base, args.new, args.threshold, args.fail_on)
+    except reports.ReportError as e:
+        print(f"tracedb: error: {e}", file=sys.stderr)
+        return 2
     fmt = args.format or ("table" if sys.stdout.isatty() else "csv")
     output.write(diff.table(rows), fmt, args.output)
-    print(diff.summary(rows, args.base, args.new, args.threshold), file=sys.stderr)
-    return 1 if any(r["verdict"] == "worse" for r in rows) else 0
+    print(line, file=sys.stderr)
+    return status
 
 
 def cmd_report(args):
@@ -99,13 +105,17 @@ def add_commands(sub, out_opts):
     out_opts(sp)
     sp.set_defaults(func=cmd_advise)
 
-    sp = sub.add_parser("diff", help="compare two runs metric by metric; exit 1 when one is worse (a CI gate)")
+    sp = sub.add_parser("diff", help="compare two runs metric by metric; exit 1 when the step time is worse "
+                                     "(a CI gate; --fail-on for other metrics)")
     sp.add_argument("base", help="the run to compare against (the baseline)")
     sp.add_argument("new", help="the run to judge")
     sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
     sp.add_argument("--threshold", type=argtypes.non_negative, default=5.0, metavar="PCT",
                     help="smallest change that counts, %% (default 5; changes within twice the noise never count)")
     sp.add_argument("--batch-size", type=argtypes.count, help="samples per iteration: energy per sample")
+    sp.add_argument("--fail-on", action="append", default=[], metavar="METRIC",
+                    help="fail also when this metric is worse (gpu_util, mfu, energy_per_iteration, ..., "
+                         "kernels: any kernel, all); the step time always decides")
     out_opts(sp)
     sp.set_defaults(func=cmd_diff)
 

@@ -297,3 +297,57 @@ def test_counter_and_integral_agreeing_is_no_finding(pdb):
     """The cause absent: the 3 s iteration of the H200 ResNet-50 capture."""
     f = _finding(pdb, "resnet50_bs2176", "energy_sources_disagree")
     assert f["severity"] == "ok" and f["value"] < 2
+
+
+# -- the diff gate: step time first -------------------------------------------------------
+
+GPT32, GPTAMP = "h100_gpt2_bs8_fp32", "h100_gpt2_bs8_amp"
+
+
+@pytest.fixture(scope="module")
+def diff_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("i50d") / "d.duckdb"
+    con = db.connect(path)
+    for run in (GPT32, GPTAMP):
+        ingest_file(con, DATA / "flops" / f"{run}.json.gz")
+    ingest_file(con, G / "h200_gpt_eager.json.gz", run="eager")
+    ingest_file(con, G / "h200_gpt_compiled.json.gz", run="compiled")
+    con.close()
+    return str(path)
+
+
+def test_diff_passes_a_faster_run_whose_other_metrics_fell(diff_db, capsys):
+    """amp GPT-2 is 11.3% faster than fp32 while GPU utilization fell 49%: the gate failed
+    (exit 1, "WORSE") on the utilization; the step time decides, --fail-on asks for more."""
+    import tests.independent as ref
+    from tracedb import cli
+    (s32,), (samp,) = (ref.utilization(load(DATA / "flops" / f"{r}.json.gz")).values() for r in (GPT32, GPTAMP))
+    delta = 100 * (samp["total_ns"] - s32["total_ns"]) / s32["total_ns"]
+    assert delta < -10
+    assert cli.main(["diff", "--db", diff_db, GPT32, GPTAMP, "--format", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"{GPTAMP} vs {GPT32}: step time {delta:+.1f}% (better;")
+    assert "gpu_util -49.0% worse" in err and "WORSE" not in err
+    assert cli.main(["diff", "--db", diff_db, GPT32, GPTAMP, "--fail-on", "gpu_util", "--format", "csv"]) == 1
+    assert "WORSE beyond 5% (gpu_util -49.0%)" in capsys.readouterr().err
+    # the other way round the step time is worse: the gate fails without being asked
+    assert cli.main(["diff", "--db", diff_db, GPTAMP, GPT32, "--format", "csv"]) == 1
+    capsys.readouterr()
+    assert cli.main(["diff", "--db", diff_db, GPT32, GPTAMP, "--fail-on", "speed"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--fail-on 'speed' is not a metric of diff" in err
+
+
+def test_diff_compiled_vs_eager_with_noise_from_the_iterations(diff_db, capsys):
+    import statistics
+    import tests.independent as ref
+    from tracedb import cli
+    ue, uc = (ref.utilization(load(G / f"h200_gpt_{k}.json.gz")) for k in ("eager", "compiled"))
+    assert len(ue) == len(uc) == 5
+    rsd = [100 * statistics.stdev([v["total_ns"] for v in u.values()]) / statistics.fmean([v["total_ns"] for v in u.values()])
+           for u in (ue, uc)]
+    assert cli.main(["diff", "--db", diff_db, "eager", "compiled", "--format", "csv"]) == 0
+    err = capsys.readouterr().err
+    noise = (rsd[0] ** 2 + rsd[1] ** 2) ** .5
+    assert f"noise {noise:.1f}% from the iterations" in err and "(better;" in err
+    assert cli.main(["diff", "--db", diff_db, "compiled", "eager", "--format", "csv"]) == 1
