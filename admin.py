@@ -50,19 +50,35 @@ def remove_run(con, run):
     return {t: n for t, n in deleted.items() if n}
 
 
-def remove_pairing(con, run):
-    """Undo the pairing of an ncu or power run with its trace (the run stays)."""
+def remove_pairing(con, run, trace=None):
+    """Undo the pairing of an ncu or power run with its trace (the run stays): exactly
+    the pairing named. A run paired with several traces (tracedb match of one report
+    with two traces) needs `trace`, the one to unpair: removing them all took the
+    right pairing with the wrong one (issue 50)."""
     kind = scalar(con, "SELECT kind FROM runs WHERE run = ?", [run])
     if kind is None:
         raise AdminError(f"no run named {run!r} in the database")
     if kind not in ("ncu", "power"):
         raise AdminError(f"run {run!r} is a {kind} run: only ncu and power runs are paired")
+    col = "ncu_run" if kind == "ncu" else "power_run"
+    tables = ("matches", "match_runs") if kind == "ncu" else ("power_alignment",)
+    paired = [r[0] for r in con.execute(f"SELECT DISTINCT trace_run FROM {tables[-1]} WHERE {col} = ? "
+                                        "ORDER BY 1", [run]).fetchall()]
+    if trace is not None and trace not in paired:
+        raise AdminError(f"run {run!r} is not paired with {trace!r} (paired with: {', '.join(paired) or 'none'})")
+    if trace is None and len(paired) > 1:
+        raise AdminError(f"run {run!r} is paired with {len(paired)} traces ({', '.join(paired)}): "
+                         f"name the one to unpair with --trace")
     con.begin()
     try:
-        col = "ncu_run" if kind == "ncu" else "power_run"
-        tables = ("matches", "match_runs") if kind == "ncu" else ("power_alignment",)
-        deleted = {t: _delete(con, t, f"{col} = $run", run) for t in tables}
-        con.execute("UPDATE runs SET paired_run = NULL WHERE run = $run", {"run": run})
+        where = f"{col} = $run" + (" AND trace_run = $trace" if trace is not None else "")
+        deleted = {}
+        for t in tables:
+            p = {"run": run, **({"trace": trace} if trace is not None else {})}
+            deleted[t] = scalar(con, f"SELECT count(*) FROM {t} WHERE {where}", p)
+            con.execute(f"DELETE FROM {t} WHERE {where}", p)
+        left = scalar(con, f"SELECT max(trace_run) FROM {tables[-1]} WHERE {col} = $run", {"run": run})
+        con.execute("UPDATE runs SET paired_run = $left WHERE run = $run", {"run": run, "left": left})
         con.commit()
     except BaseException:
         con.rollback()

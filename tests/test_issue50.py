@@ -351,3 +351,86 @@ def test_diff_compiled_vs_eager_with_noise_from_the_iterations(diff_db, capsys):
     noise = (rsd[0] ** 2 + rsd[1] ** 2) ** .5
     assert f"noise {noise:.1f}% from the iterations" in err and "(better;" in err
     assert cli.main(["diff", "--db", diff_db, "compiled", "eager", "--format", "csv"]) == 1
+
+
+# -- pairing sanity -------------------------------------------------------------------------
+
+RESNET_TRACE = DATA / "torch" / "h100_resnet50_bs64_amp.json.gz"
+RESNET_NCU = DATA / "ncu" / "h100_resnet50_bs64_amp_raw_baseunits.csv.gz"
+GPT_NCU = DATA / "flops" / "h100_gpt2_bs8_amp_ncu_raw_baseunits.csv.gz"
+RESNET = "h100_resnet50_bs64_amp"
+
+
+def _names_known(ncu_csv, trace_json):
+    """Share of the ncu report's kernels whose name (its last '::' part, without template
+    arguments) names a kernel of the trace: straight from the two raw files."""
+    from tests.conftest import read_ncu_csv
+
+    def short(n):
+        return n.split("<")[0].split("(")[0].split("::")[-1].replace("void ", "").strip()
+    header, _, data = read_ncu_csv(ncu_csv)
+    col = header.index("Kernel Name")
+    trace = {short(str(e["name"])) for e in load(trace_json)["traceEvents"] if e.get("cat") == "kernel"}
+    return 100.0 * sum(short(r[col]) in trace for r in data) / len(data)
+
+
+def test_a_foreign_ncu_report_is_not_paired(tmp_path, capsys):
+    from tracedb import cli
+    # the raw files: GPT-2's report hardly names a ResNet-50 kernel, ResNet-50's own names them all
+    assert _names_known(GPT_NCU, RESNET_TRACE) < 90 and _names_known(RESNET_NCU, RESNET_TRACE) == 100
+    d = str(tmp_path / "p.duckdb")
+    assert cli.main(["ingest", str(RESNET_TRACE), "--db", d]) == 0
+    capsys.readouterr()
+    # autopaired with the only trace: it was "matched 328 of 390 (84.1%)"; now loaded unpaired
+    assert cli.main(["ingest", str(GPT_NCU), "--db", d]) == 0
+    out = capsys.readouterr().out
+    assert "not paired with h100_resnet50_bs64_amp (the only trace in the database)" in out
+    assert "have another name" in out
+    con = db.connect(d, read_only=True)
+    assert con.execute("SELECT count(*) FROM match_runs").fetchone()[0] == 0
+    con.close()
+    assert cli.main(["ingest", str(RESNET_NCU), "--pair-with", RESNET, "--db", d]) == 0
+    capsys.readouterr()
+    # --pair-with the wrong report: refused, one line naming the file
+    assert cli.main(["match", RESNET, "h100_gpt2_bs8_amp_ncu_raw_baseunits", "--db", d]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refused:" in err and "more than 20%" in err
+    # kept with --force, flagged; the reports keep the sound pairing
+    assert cli.main(["match", RESNET, "h100_gpt2_bs8_amp_ncu_raw_baseunits", "--force", "--db", d]) == 0
+    out = capsys.readouterr().out
+    assert "FORCED, its counters are not this trace's" in out
+    con = db.connect(d, read_only=True)
+    (ncu, pct), = con.execute("SELECT ncu_run, name_mismatch_pct FROM trace_ncu_pairs").fetchall()
+    assert ncu == "h100_resnet50_bs64_amp_raw_baseunits" and pct == 0
+    from tracedb import reports
+    q = {r["ncu_run"]: r for r in reports.run(con, "match_quality", {"run": RESNET}).to_pylist()}
+    bad = q["h100_gpt2_bs8_amp_ncu_raw_baseunits"]
+    assert bad["names_disagree"] > 0.2 * bad["matched"] and q["h100_resnet50_bs64_amp_raw_baseunits"]["names_disagree"] == 0
+    con.close()
+
+
+def test_rm_pairing_removes_exactly_the_pairing_named(tmp_path, capsys):
+    """One ncu report (capture_h100_ncu) matched with two traces of the same script:
+    `rm --pairing` removed both pairings."""
+    from tracedb import cli
+    from tests.conftest import read_ncu_csv
+    d = str(tmp_path / "r.duckdb")
+    a = DATA / "capture_h100" / "resnet18_bs64" / "resnet18_bs64.pt.trace.json.gz"
+    b = DATA / "capture_h100_ncu" / "resnet18_bs64" / "resnet18_bs64.pt.trace.json.gz"
+    n = DATA / "capture_h100_ncu" / "resnet18_bs64" / "resnet18_bs64_ncu_raw.csv.gz"
+    assert cli.main(["ingest", str(a), "--run", "a", "--db", d]) == 0
+    assert cli.main(["ingest", str(b), "--run", "b", "--db", d]) == 0
+    assert cli.main(["ingest", str(n), "--run", "n", "--pair-with", "b", "--db", d]) == 0
+    assert cli.main(["match", "a", "n", "--db", d]) == 0
+    capsys.readouterr()
+    assert cli.main(["rm", "--pairing", "n", "--db", d]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "paired with 2 traces (a, b)" in err
+    assert cli.main(["rm", "--pairing", "n", "--trace", "a", "--db", d]) == 0
+    con = db.connect(d, read_only=True)
+    left = con.execute("SELECT trace_run, count(*) FROM matches GROUP BY 1").fetchall()
+    runs = con.execute("SELECT trace_run FROM match_runs").fetchall()
+    paired = con.execute("SELECT paired_run FROM runs WHERE run = 'n'").fetchone()[0]
+    con.close()
+    _, _, data = read_ncu_csv(n)
+    assert left == [("b", len(data))] and runs == [("b",)] and paired == "b"
