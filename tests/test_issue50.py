@@ -434,3 +434,29 @@ def test_rm_pairing_removes_exactly_the_pairing_named(tmp_path, capsys):
     con.close()
     _, _, data = read_ncu_csv(n)
     assert left == [("b", len(data))] and runs == [("b",)] and paired == "b"
+
+
+# -- the ops table from JAX/XLA host events -----------------------------------------------
+
+def test_ops_of_a_jax_profile_from_its_host_traceme_events(gdb):
+    """It refused: "needs CPU-side profiler events"; the profile holds host TraceMe events
+    (PjitFunction, PjRt Execute, cuGraphLaunch, the step annotation)."""
+    from tracedb import reports
+    doc = load(JAX)
+    ev = doc["traceEvents"]
+    rows = reports.run(gdb, "ops", {"run": "jax", "iteration": "all"}).to_pylist()
+    whole = {(r["level"], r["name"]): r for r in rows if r["iteration"] is None}
+    host = [e for e in ev if e.get("ph") == "X" and e.get("pid") == 701]
+    for name, level in (("cuGraphLaunch (CudaGraph:6)", "runtime"), ("PjitFunction(train_step)", "op"),
+                        ("train", "user")):
+        calls = [e for e in host if e.get("name") == name]
+        r = whole[(level, name)]
+        assert r["calls"] == len(calls)
+        assert abs(r["cpu_total_ns"] - sum(dur_ns(e) for e in calls)) <= len(calls)
+    # the GPU time of the graph launches: their nodes, by correlation id
+    corr = {e["args"]["correlation_id"] for e in host if e.get("name") == "cuGraphLaunch (CudaGraph:6)"}
+    nodes = [e for e in ev if e.get("ph") == "X" and e.get("pid") == 1 and e.get("args", {}).get("correlation_id") in corr]
+    g = whole[("runtime", "cuGraphLaunch (CudaGraph:6)")]
+    assert g["kernels"] == len(nodes)
+    assert abs(g["gpu_self_ns"] - sum(dur_ns(e) for e in nodes)) <= len(nodes)
+    assert whole[("user", "train")]["gpu_total_ns"] == g["gpu_total_ns"]
