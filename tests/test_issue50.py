@@ -513,3 +513,23 @@ def test_memory_headroom_does_not_extrapolate_from_no_growth(tmp_path):
     assert m["est_batch_scale_x"] is None and "too little to tell" in m["note"]
     assert f"the iteration allocates {(peak - start) / 1048576:.1f} MiB beyond the {start / 2**30:.2f} GiB" in f["evidence"]
     assert "x larger" not in f["evidence"] and "might grow" not in f["evidence"]
+
+
+def test_pageable_memcpy_severity_follows_its_share_of_the_step(sdb):
+    """The decode step's one pageable DtoH copy (out.cpu(): 0.05% of the step) was medium."""
+    f = _finding(sdb, "h200_graph_decode", "pageable_memcpy")
+    doc = load(GRAPH_DECODE)
+    n, blocked, lost, it_ns = raw_sync_cost(doc, f["iteration"])        # it_ns: the iteration
+    ev = doc["traceEvents"]
+    marker = next(e for e in ev if e.get("name") == f"ProfilerStep#{f['iteration']}" and e.get("cat") == "user_annotation")
+    s, m = ns(doc, marker["ts"]), ns(doc, marker["ts"]) + dur_ns(marker)
+    launches = {e["args"]["correlation"] for e in ev if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"
+                and s <= ns(doc, e["ts"]) <= m}
+    copies = [e for e in ev if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]
+              and e["args"].get("correlation") in launches]
+    assert len(copies) == 1
+    assert f["value"] == pytest.approx(100 * dur_ns(copies[0]) / it_ns, abs=1e-3)
+    assert f["value"] < 0.5 and f["severity"] == "low"
+    # the cause large: the slow loader at batch 256, 1.8% of the step: medium
+    g = _finding(sdb, "loader_slow_bs256", "pageable_memcpy")
+    assert g["value"] > 0.5 and g["severity"] == "medium"
