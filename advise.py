@@ -296,7 +296,8 @@ def evaluate(con, run=None, iteration=None, thresholds=None, only=None, resolve=
                           _rows_of(con, rule, {"run": run, "iteration": bound, "every": False}))
     finally:
         inputs.close()
-    return _worst_first(out)
+    from tracedb import pairing_flags
+    return _worst_first(pairing_flags.flag(con, out))
 
 
 def evaluate_every(con, run, iterations, thresholds=None, only=None):
@@ -334,7 +335,8 @@ def evaluate_every(con, run, iterations, thresholds=None, only=None):
                 out += _found(rule, t, run, None, got["other"])
     finally:
         inputs.close()
-    return _worst_first(out)
+    from tracedb import pairing_flags
+    return _worst_first(pairing_flags.flag(con, out))
 
 
 def table(findings):

@@ -533,3 +533,19 @@ def test_pageable_memcpy_severity_follows_its_share_of_the_step(sdb):
     # the cause large: the slow loader at batch 256, 1.8% of the step: medium
     g = _finding(sdb, "loader_slow_bs256", "pageable_memcpy")
     assert g["value"] > 0.5 and g["severity"] == "medium"
+
+
+def test_a_forced_pairing_is_flagged_in_the_findings_that_read_it(tmp_path, capsys):
+    from tracedb import advise, cli
+    d = str(tmp_path / "f.duckdb")
+    assert cli.main(["ingest", str(RESNET_TRACE), "--db", d]) == 0
+    assert cli.main(["ingest", str(GPT_NCU), "--pair-with", RESNET, "--force-pair", "--db", d]) == 0
+    assert "FORCED" in capsys.readouterr().out
+    con = db.connect(d, read_only=True)
+    (bad, n), = con.execute("SELECT count(*) FILTER (name_score < 1), count(*) FROM matches").fetchall()
+    got = {f["rule"]: f for f in advise.evaluate(con, RESNET)}
+    con.close()
+    assert bad > 0.2 * n
+    f = got["unmatched_kernels"]
+    assert f["evidence"].startswith(f"[FORCED pairing with h100_gpt2_bs8_amp_ncu_raw_baseunits: {100 * bad / n:.1f}%")
+    assert not got["host_bound"]["evidence"].startswith("[FORCED")      # no ncu counters in it
