@@ -549,3 +549,15 @@ def test_a_forced_pairing_is_flagged_in_the_findings_that_read_it(tmp_path, caps
     f = got["unmatched_kernels"]
     assert f["evidence"].startswith(f"[FORCED pairing with h100_gpt2_bs8_amp_ncu_raw_baseunits: {100 * bad / n:.1f}%")
     assert not got["host_bound"]["evidence"].startswith("[FORCED")      # no ncu counters in it
+
+
+def test_graph_launches_report_gaps_between_replays(gdb):
+    from tracedb import reports
+    doc = load(GRAPH_DECODE)
+    raw = raw_graph_launches(doc, {"ProfilerStep#3"})
+    spans = sorted((min(ns(doc, n["ts"]) for n in nodes), max(ns(doc, n["ts"]) + dur_ns(n) for n in nodes))
+                   for _, nodes in raw.values())
+    rows = reports.run(gdb, "graph_launches", {"run": "gdecode", "iteration": "3"}).to_pylist()
+    assert len(rows) == len(spans) == 32
+    for r, prev, cur in zip(rows[1:], spans, spans[1:]):
+        assert r["gap_before_ns"] == cur[0] - prev[1]
