@@ -36,7 +36,7 @@ SELECT run, launch_event_id, any_value(launch_name) AS launch_name, min(iteratio
        min(ts_ns) AS first_node_ns, max(ts_ns + coalesce(dur_ns, 0)) AS last_node_end_ns,
        min(ts_ns) - min(launch_end_ns) AS launch_delay_ns,
        max(ts_ns + coalesce(dur_ns, 0)) - min(ts_ns) AS span_ns,
-       sum(coalesce(dur_ns, 0)) AS node_sum_ns
+       CAST(sum(coalesce(dur_ns, 0)) AS BIGINT) AS node_sum_ns
 FROM kernels
 WHERE is_graph_launch(launch_name) AND launch_event_id IS NOT NULL AND ts_ns IS NOT NULL
 GROUP BY run, launch_event_id;
@@ -57,8 +57,8 @@ GROUP BY run, launch_event_id;
 -- @column eager_kernels       kernels launched one by one (not graph nodes)
 CREATE OR REPLACE VIEW iteration_graphs AS
 WITH g AS (
-    SELECT run, iteration, count(*) AS launches, sum(launch_call_ns) AS call_ns,
-           sum(greatest(gap, 0)) AS between_ns
+    SELECT run, iteration, count(*) AS launches, CAST(sum(launch_call_ns) AS BIGINT) AS call_ns,
+           CAST(sum(greatest(gap, 0)) AS BIGINT) AS between_ns
     FROM (SELECT *, first_node_ns - lag(last_node_end_ns) OVER (PARTITION BY run, iteration ORDER BY first_node_ns) AS gap
           FROM graph_launches)
     GROUP BY ALL
