@@ -41,7 +41,9 @@ def fdb(tmp_path_factory):
     ingest_file(con, LOADER / f"{BS256}.json.gz")
     ingest_file(con, LOADER / f"{BS256}_nvidia_smi.csv.gz", pair_with=BS256)
     ingest_file(con, DATA / "tf" / "cpu_sync_lenet_bs64.json.gz")
-    match(con, FP32, "h100_resnet50_bs64_amp_raw_baseunits")
+    # the amp report with the fp32 trace: a wrong pairing on purpose (unmatched_kernels), kept
+    # by force since issue 50 (88.7% of its matched kernels have another name: refused otherwise)
+    match(con, FP32, "h100_resnet50_bs64_amp_raw_baseunits", force=True)
     yield con
     con.close()
 
@@ -265,6 +267,7 @@ def test_unmatched_kernels_fires_on_a_report_of_another_run(fdb, found):
     assert f[FP32]["value"] == pytest.approx(100 - q["time_covered_pct"], abs=1e-3)
     assert f[FP32]["severity"] == "medium" and f[FP32]["value"] > 30    # the amp report paired with fp32
     assert f"{q['unmatched_trace']} of {q['trace_kernels']} trace kernels" in f[FP32]["evidence"]
+    assert f[FP32]["evidence"].startswith("[FORCED pairing with h100_resnet50_bs64_amp_raw_baseunits")
     for run in (AMP, SLOW, FIXED):
         assert f[run]["severity"] == "ok" and f[run]["value"] < 5, run
     assert f[BERT]["severity"] == "skipped"
