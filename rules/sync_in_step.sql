@@ -28,15 +28,20 @@ WITH it AS (
     WHERE e.ph = 'X' AND e.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize',
                                      'cudaMemcpy', 'cuCtxSynchronize', 'cuStreamSynchronize',
                                      'cuEventSynchronize', 'cuMemcpy', 'cuMemcpyDtoH_v2', 'cuMemcpyHtoD_v2')
-), a AS (           -- the run's GPU activity near the iterations, with the latest end so far
+), a AS (           -- the run's GPU activity near the iterations (what ends before the first one
+                    -- starts cannot reach a call inside it; the next activity within a minute),
+                    -- with the latest end so far
     SELECT k.run, k.ts_ns, max(k.ts_ns + k.dur_ns) OVER (PARTITION BY k.run ORDER BY k.ts_ns, k.kernel_id
                                                           ROWS UNBOUNDED PRECEDING) AS last_end
     FROM kernels k
     WHERE k.ts_ns IS NOT NULL AND k.dur_ns IS NOT NULL AND k.run IN (SELECT run FROM it)
+      AND k.ts_ns + k.dur_ns > (SELECT min(start_ns) FROM it)
+      AND k.ts_ns < (SELECT max(end_ns) FROM it) + 60000000000
 ), c AS (           -- each call: the GPU idle it caused
     SELECT s.*, before.last_end, after.ts_ns AS next_start,
-           CASE WHEN after.ts_ns IS NOT NULL AND before.last_end IS NOT NULL   -- no activity after it: no cost seen
-                THEN greatest(0, least(after.ts_ns - greatest(before.last_end, s.s0), s.dur_ns)) END AS lost_ns
+           CASE WHEN after.ts_ns IS NOT NULL       -- no activity after it: no cost seen
+                THEN greatest(0, least(after.ts_ns - greatest(coalesce(before.last_end, s.s0), s.s0), s.dur_ns))
+                END AS lost_ns
     FROM s
     ASOF LEFT JOIN a AS before ON before.run = s.run AND s.e1 > before.ts_ns
     ASOF LEFT JOIN a AS after ON after.run = s.run AND s.e1 <= after.ts_ns

@@ -173,8 +173,8 @@ def raw_sync_cost(doc, step):
         s0, e1 = ns(doc, c["ts"]), ns(doc, c["ts"]) + dur_ns(c)
         last = max((b for a, b in acts if a < e1), default=None)
         nxt = min((a for a, b in acts if a >= e1), default=None)
-        if last is not None and nxt is not None:
-            lost += max(0, min(nxt - max(last, s0), dur_ns(c)))
+        if nxt is not None:
+            lost += max(0, min(nxt - max(last if last is not None else s0, s0), dur_ns(c)))
     # the iteration: marker start to the later of its end and the last activity launched inside
     corr = {e["args"]["correlation"] for e in ev if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"
             and "correlation" in e.get("args", {}) and s <= ns(doc, e["ts"]) <= m}
