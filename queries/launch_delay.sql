@@ -25,13 +25,14 @@
 -- requires:
 --   kernels: GPU kernels
 -- engines: duckdb, spark
-WITH k AS (
-    SELECT run, iteration, launch_name, kernel_id, name, stream, ts_ns - launch_end_ns AS d
-    FROM kernels
-    WHERE launch_end_ns IS NOT NULL AND ts_ns IS NOT NULL
-      AND ($run IS NULL OR run = $run) AND ($iteration IS NULL OR iteration = $iteration)
-      AND (NOT is_graph_launch(launch_name)
-           OR EXISTS (SELECT 1 FROM graph_launches g WHERE g.run = kernels.run AND g.first_node_kernel_id = kernels.kernel_id))
+WITH g AS (          -- the first node of each graph launch (plain SQL: Spark runs this report too)
+    SELECT run, first_node_kernel_id FROM graph_launches WHERE $run IS NULL OR run = $run
+), k AS (
+    SELECT k.run, k.iteration, k.launch_name, k.kernel_id, k.name, k.stream, k.ts_ns - k.launch_end_ns AS d
+    FROM kernels k LEFT JOIN g ON g.run = k.run AND g.first_node_kernel_id = k.kernel_id
+    WHERE k.launch_end_ns IS NOT NULL AND k.ts_ns IS NOT NULL
+      AND ($run IS NULL OR k.run = $run) AND ($iteration IS NULL OR k.iteration = $iteration)
+      AND (NOT coalesce(lower(k.launch_name) LIKE '%graphlaunch%', false) OR g.first_node_kernel_id IS NOT NULL)
 )
 SELECT run, iteration, launch_name, kernel_id, name, stream, 1 AS kernels, d AS delay_ns,
        d AS mean_ns, d AS p95_ns, d AS max_ns
