@@ -55,7 +55,7 @@ def _write(table, args):
 def cmd_ingest(args):
     options = {"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
                "start_ns": args.start_ns, "interval_ms": args.interval_ms,
-               "iterations_from": args.iterations_from}
+               "iterations_from": args.iterations_from, "force_pair": args.force_pair}
     from .ingest.jobs import ingest_groups
     try:     # a capture folder is its files; another directory one job of its rank traces (jobs.py)
         groups = ingest_groups(args.paths, job=args.job, rank=args.rank)
@@ -124,7 +124,8 @@ def cmd_match(args):
     from .ingest.match import MatchError, match
     con = _open(args.db, write=True)
     try:
-        m = match(con, args.trace_run, args.ncu_run, iteration=args.iteration, whole_run=args.whole_run)
+        m = match(con, args.trace_run, args.ncu_run, iteration=args.iteration, whole_run=args.whole_run,
+                  force=args.force)
     except MatchError as e:
         raise UsageError(f"match: {e}") from None
     print(match_line(m))
@@ -203,10 +204,12 @@ def cmd_calibrate(args):
 def cmd_rm(args):
     from .ingest import autopair
     from .store import admin
+    if args.trace and not args.pairing:
+        raise UsageError("rm: --trace goes with --pairing (it names the trace to unpair from)")
     con = _open(args.db, write=True)
     for run in args.runs:
         try:
-            deleted = autopair.unpair(con, run) if args.pairing else admin.remove_run(con, run)
+            deleted = autopair.unpair(con, run, args.trace) if args.pairing else admin.remove_run(con, run)
         except (admin.AdminError, autopair.PairingError) as e:
             raise UsageError(f"rm: {e}") from None
         what = ", ".join(f"{n} {t}" for t, n in deleted.items()) or "nothing was paired"
@@ -386,6 +389,9 @@ def parser():
     sp.add_argument("--job", help="traces: the distributed job they are ranks of (default: a directory's name)")
     sp.add_argument("--rank", type=argtypes.index, help="trace without distributedInfo: its rank (single file)")
     sp.add_argument("--pair-with", help="trace run this ncu report or power log belongs to")
+    sp.add_argument("--force-pair", action="store_true",
+                    help="ncu report: keep a pairing whose matched kernels disagree in name beyond "
+                         "20%% (refused otherwise), flagged in match_quality")
     sp.add_argument("--offset-ns", type=int, help="power log: trace time - power time, ns (traces without absolute time)")
     sp.add_argument("--tz", help="power log: time zone of nvidia-smi's local timestamps (default: this machine's)")
     sp.add_argument("--columns", help="power log: the --query-gpu list of a header-less nvidia-smi log")
@@ -403,6 +409,8 @@ def parser():
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--iteration", type=int, help="trace iteration to match (default: the steady one)")
     g.add_argument("--whole-run", action="store_true", help="match every kernel of the trace run")
+    sp.add_argument("--force", action="store_true",
+                    help="keep the pairing although its matched kernels disagree in name beyond 20%% (flagged)")
     sp.set_defaults(func=cmd_match)
 
     sp = sub.add_parser("power-log", help="sample NVML power to a CSV while a command runs")
@@ -487,6 +495,8 @@ def parser():
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--pairing", action="store_true",
                     help="keep the ncu/power runs, undo only their pairing with a trace (matches, alignment)")
+    sp.add_argument("--trace", metavar="TRACE_RUN",
+                    help="with --pairing: undo only the pairing with this trace (needed when the run has several)")
     sp.set_defaults(func=cmd_rm)
 
     sp = sub.add_parser("settings", help="list or change the settings tables (layer_rules, metric_sources, ...)",

@@ -70,10 +70,16 @@ def cmd_diff(args):
     except reports.ReportError as e:         # a gate that cannot decide fails apart from "worse"
         print(f"tracedb: error: {e}", file=sys.stderr)
         return 2
+    from .analysis import diff_gate
+    try:
+        code, line = diff_gate.verdict(rows, args.base, args.new, args.threshold, args.fail_on)
+    except reports.ReportError as e:
+        print(f"tracedb: error: {e}", file=sys.stderr)
+        return 2
     fmt = args.format or ("table" if sys.stdout.isatty() else "csv")
     output.write(diff.table(rows), fmt, args.output)
-    print(diff.summary(rows, args.base, args.new, args.threshold), file=sys.stderr)
-    return 1 if any(r["verdict"] == "worse" for r in rows) else 0
+    print(line, file=sys.stderr)
+    return code
 
 
 def only_trace(con, what="report"):
@@ -126,7 +132,8 @@ def add_commands(sub, out_opts):
     out_opts(sp)
     sp.set_defaults(func=cmd_advise)
 
-    sp = sub.add_parser("diff", help="compare two runs metric by metric; exit 1 when one is worse (a CI gate)")
+    sp = sub.add_parser("diff", help="compare two runs metric by metric; exit 1 when the step time is worse "
+                                     "(a CI gate; --fail-on for other metrics)")
     sp.add_argument("base", help="the run to compare against (the baseline)")
     sp.add_argument("new", help="the run to judge")
     sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
@@ -136,6 +143,9 @@ def add_commands(sub, out_opts):
     sp.add_argument("--by", choices=["metric", "op"], default="metric",
                     help="metric: the regression gate (default); op: each framework op's GPU and self CPU time "
                          "side by side, the largest change first (exit 0)")
+    sp.add_argument("--fail-on", action="append", default=[], metavar="METRIC",
+                    help="fail also when this metric is worse (gpu_util, mfu, energy_per_iteration, ..., "
+                         "kernels: any kernel, all); the step time always decides")
     out_opts(sp)
     sp.set_defaults(func=cmd_diff)
 

@@ -15,7 +15,8 @@ Rules are data: one SQL file each in rules/, with a header that documents it
     --   kernels.launch_end_ns: what it is, for the user
     -- suggestion: what to try
 
-and a query returning (run, iteration, value DOUBLE, evidence VARCHAR) that reads
+and a query returning (run, iteration, value DOUBLE, evidence VARCHAR[, severity
+VARCHAR: high | medium | low, which replaces the header's where the value fires]) that reads
 $run and $iteration (NULL: the steady iteration, or every iteration when $every is
 true: a rule passes it on as finding_iterations($run, $iteration, every_p := $every),
 and a report_NAME then holds every iteration's rows). A requirement is a relation,
@@ -225,12 +226,13 @@ def _found(rule, threshold, run, iteration, got):
         return [dict(base, run=run, iteration=iteration, severity="ok", value=None,
                      evidence="no row of the data it reads meets the rule's condition")]
     out = []
-    for r_run, r_it, value, evidence in got:
+    for r_run, r_it, value, evidence, *graded in got:
         if value is None:
             sev = "skipped"
             evidence = f"value not computable: {evidence}"
-        else:
-            sev = rule.severity if rule.fired(value, threshold) else "ok"
+        else:       # a fifth column `severity` grades the finding by its cost (high | medium | low)
+            sev = ((graded[0] if graded and graded[0] in SEVERITIES else rule.severity)
+                   if rule.fired(value, threshold) else "ok")
         out.append(dict(base, run=r_run, iteration=r_it, severity=sev,
                         value=None if value is None else round(float(value), 3), evidence=evidence))
     return out
@@ -288,7 +290,8 @@ def evaluate(con, run=None, iteration=None, thresholds=None, only=None, resolve=
                           _rows_of(con, rule, {"run": run, "iteration": bound, "every": False}))
     finally:
         inputs.close()
-    return _worst_first(out)
+    from . import pairing_flags
+    return _worst_first(pairing_flags.flag(con, out))
 
 
 def evaluate_every(con, run, iterations, thresholds=None, only=None):
@@ -326,7 +329,8 @@ def evaluate_every(con, run, iterations, thresholds=None, only=None):
                 out += _found(rule, t, run, None, got["other"])
     finally:
         inputs.close()
-    return _worst_first(out)
+    from . import pairing_flags
+    return _worst_first(pairing_flags.flag(con, out))
 
 
 def table(findings):

@@ -81,9 +81,10 @@ class PairingError(TracedbError):
     """A pairing that cannot be undone: no such run, or a run of a kind that never pairs."""
 
 
-def unpair(con, run):
-    """Undo the pairing of run (an ncu report, a power or host log) with its trace;
-    the run stays. One transaction; returns {table: rows deleted}."""
+def unpair(con, run, trace=None):
+    """Undo the pairing of run (an ncu report, a power or host log) with its trace (the
+    one named: a report matched with two traces needs it); the run stays. One
+    transaction; returns {table: rows deleted}."""
     kind = scalar(con, "SELECT kind FROM runs WHERE run = ?", [run])
     if kind is None:
         raise PairingError(f"no run named {run!r} in the database{run_hint(con, run)}")
@@ -91,9 +92,15 @@ def unpair(con, run):
     if not reader.pairs:
         paired = ", ".join(r.kind for r in _pairing_readers())
         raise PairingError(f"run {run!r} is a {kind} run: only {paired} runs are paired")
+    paired = reader.paired_traces(con, run)
+    if trace is not None and trace not in paired:
+        raise PairingError(f"run {run!r} is not paired with {trace!r} (paired with: {', '.join(paired) or 'none'})")
+    if trace is None and len(paired) > 1:
+        raise PairingError(f"run {run!r} is paired with {len(paired)} traces ({', '.join(paired)}): "
+                           f"name the one to unpair with --trace")
     con.begin()
     try:
-        deleted = reader.unpair(con, run)
+        deleted = reader.unpair(con, run, trace)
         con.commit()
     except BaseException:
         con.rollback()

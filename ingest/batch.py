@@ -36,8 +36,11 @@ def match_line(m):
     if m["iteration"] is not None and m.get("nvtx_step") == m["iteration"]:
         it += " (the step ncu's NVTX ranges name)"
     pct = 100.0 * m["matched"] / m["ncu_kernels"] if m["ncu_kernels"] else 0.0
+    names = (f"; {m['name_mismatches']} of them ({m['name_mismatch_pct']:.1f}%) under another name"
+             + (": FORCED, its counters are not this trace's" if m.get("forced") else "")
+             if m.get("name_mismatches") else "")
     return (f"matched {m['matched']} of {m['ncu_kernels']} ncu kernels ({pct:.1f}%) with the "
-            f"{m['trace_kernels']} kernels of {m['trace_run']} {it} in {m['seconds']:.2f} s "
+            f"{m['trace_kernels']} kernels of {m['trace_run']} {it} in {m['seconds']:.2f} s{names} "
             f"(details: tracedb query match_quality --run {m['trace_run']})")
 
 
@@ -117,7 +120,16 @@ def ingest_groups_into(con, groups, run=None, pair_with=None, jobs=None, options
         elif kinds[path] and target is None:
             target, why = autopair.before(con, command_traces)
         try:
-            r = ingest_file(con, path, run=run, pair_with=target, options={**options, **trace})
+            try:
+                r = ingest_file(con, path, run=run, pair_with=target, options={**options, **trace})
+            except IngestError as e:
+                if not (why and not folder and ": refused: " in str(e)):
+                    raise
+                # a pairing tracedb chose itself, refused (the kernels disagree in name): load unpaired
+                r = ingest_file(con, path, run=run, pair_with=None, options={**options, **trace})
+                done(Outcome(path, r, loaded_lines(con, path, r)
+                             + [("info", f"not paired with {target} ({why}): {str(e).split(': refused: ', 1)[1]}")]))
+                continue
             if r.kind == "trace":
                 trace_landed(r)
         except IngestError as e:

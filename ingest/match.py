@@ -14,6 +14,11 @@ from ..errors import TracedbError
 
 MAX_ROUNDS = 20
 WINDOW = 16
+# A pairing whose matched kernels disagree in name (name_score < 1: not the same
+# normalized name) more often than this is refused: the report profiled another
+# workload (issue 50: a GPT-2 report with a ResNet-50 trace matched 328 kernels, 262
+# of them under other names). Right pairings of the fixtures: at most 0.8%.
+MAX_NAME_MISMATCH_PCT = 20.0
 
 
 class MatchError(TracedbError):
@@ -45,11 +50,11 @@ def numbers_profiler_steps(con, trace_run, step):
                   [trace_run, step, f"ProfilerStep#{step}"]) > 0
 
 
-def match(con, trace_run, ncu_run, iteration=None, whole_run=False, window=WINDOW):
+def match(con, trace_run, ncu_run, iteration=None, whole_run=False, window=WINDOW, force=False):
     """Match and store in one transaction; returns the match_runs row as a dict."""
     con.begin()
     try:
-        row = match_in_transaction(con, trace_run, ncu_run, iteration, whole_run, window)
+        row = match_in_transaction(con, trace_run, ncu_run, iteration, whole_run, window, force)
         con.commit()
     except BaseException:
         con.rollback()
@@ -57,7 +62,7 @@ def match(con, trace_run, ncu_run, iteration=None, whole_run=False, window=WINDO
     return row
 
 
-def match_in_transaction(con, trace_run, ncu_run, iteration=None, whole_run=False, window=WINDOW):
+def match_in_transaction(con, trace_run, ncu_run, iteration=None, whole_run=False, window=WINDOW, force=False):
     """Match and store inside the caller's transaction (ingest --pair-with pairs in
     the ingest's own); returns the match_runs row as a dict."""
     if _kind(con, trace_run) != "trace":
@@ -94,4 +99,23 @@ def match_in_transaction(con, trace_run, ncu_run, iteration=None, whole_run=Fals
             "candidates", "seconds"]
     row = con.execute(f"SELECT {', '.join(cols)} FROM match_runs WHERE trace_run = ? AND ncu_run = ?",
                       [trace_run, ncu_run]).fetchall()[0]
-    return dict(zip(cols, row), nvtx_step=step)
+    out = dict(zip(cols, row), nvtx_step=step)
+    out["name_mismatches"], out["name_mismatch_pct"] = name_mismatch(con, trace_run, ncu_run)
+    if out["name_mismatch_pct"] > MAX_NAME_MISMATCH_PCT:
+        if not force:
+            raise MatchError(
+                f"refused: {out['name_mismatches']} of the {out['matched']} kernels matched "
+                f"({out['name_mismatch_pct']:.1f}%) have another name in {trace_run} than in {ncu_run}, more than "
+                f"{MAX_NAME_MISMATCH_PCT:g}%: the report does not look like a profile of this trace's workload "
+                f"(--force keeps the pairing, flagged)")
+        out["forced"] = True
+        warnings.warn(f"{ncu_run}: pairing with {trace_run} kept by --force although "
+                      f"{out['name_mismatch_pct']:.1f}% of the matched kernels disagree in name")
+    return out
+
+
+def name_mismatch(con, trace_run, ncu_run):
+    """(pairs, % of the matched pairs) whose kernel names disagree (name_score < 1)."""
+    n, bad = con.execute("SELECT count(*), count(*) FILTER (name_score < 1) FROM matches "
+                         "WHERE trace_run = ? AND ncu_run = ?", [trace_run, ncu_run]).fetchone()
+    return bad, (100.0 * bad / n if n else 0.0)

@@ -53,7 +53,8 @@ class NcuCsvReader(Reader):
 
     def pair(self, con, run, trace_run, options):
         from .match import match_in_transaction
-        return match_in_transaction(con, trace_run, run, iteration=options.get("iteration"))
+        return match_in_transaction(con, trace_run, run, iteration=options.get("iteration"),
+                                    force=bool(options.get("force_pair")))
 
     def candidates(self, con, run, pool):
         """The traces on the report's device."""

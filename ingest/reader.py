@@ -75,16 +75,31 @@ class Reader:
         """(trace runs of pool that could own the run, why) for autopairing."""
         return [], "not a kind that pairs"
 
-    def unpair(self, con, run):
-        """Undo the run's pairing (the caller owns the transaction): {table: rows deleted}."""
+    def paired_traces(self, con, run):
+        """The trace runs the run is paired with (an ncu report matched with two traces has two)."""
+        if self.pairing_tables:
+            return [r[0] for r in rows(con, f"SELECT DISTINCT trace_run FROM {self.pairing_tables[-1]} "
+                                            f"WHERE {self.pairing_column} = ? ORDER BY 1", [run])]
+        return [r[0] for r in rows(con, "SELECT paired_run FROM runs WHERE run = ? AND paired_run IS NOT NULL",
+                                   [run])]
+
+    def unpair(self, con, run, trace=None):
+        """Undo the run's pairing with trace (its only one when None; the caller owns the
+        transaction and has checked trace with paired_traces): {table: rows deleted}.
+        Exactly the pairing named: a report paired with two traces keeps the other."""
+        where = f"{self.pairing_column} = $run" + (" AND trace_run = $trace" if trace is not None else "")
+        p = {"run": run, **({"trace": trace} if trace is not None else {})}
         deleted = {}
         for table in self.pairing_tables:
-            n = rows(con, f"SELECT count(*) FROM {table} WHERE {self.pairing_column} = $run", {"run": run})[0][0]
+            n = rows(con, f"SELECT count(*) FROM {table} WHERE {where}", p)[0][0]
             if n:
-                con.execute(f"DELETE FROM {table} WHERE {self.pairing_column} = $run", {"run": run})
+                con.execute(f"DELETE FROM {table} WHERE {where}", p)
                 deleted[table] = n
-        if rows(con, "SELECT paired_run IS NOT NULL FROM runs WHERE run = $run", {"run": run})[0][0]:
-            con.execute("UPDATE runs SET paired_run = NULL WHERE run = $run", {"run": run})
+        left = self.paired_traces(con, run) if self.pairing_tables else []
+        before = rows(con, "SELECT paired_run FROM runs WHERE run = $run", {"run": run})[0][0]
+        after = max(left) if left else None
+        if before != after:
+            con.execute("UPDATE runs SET paired_run = $left WHERE run = $run", {"run": run, "left": after})
             deleted["link to its trace"] = 1
         return deleted
 

@@ -4,8 +4,11 @@
 --   paired with the trace (method.md section 6): the energy counter's delta and
 --   the integral of power over the window (both, and their difference), idle
 --   power, static energy (idle power x duration), dynamic energy (integrated -
---   static) and mean power. note warns when the window is shorter than the
---   sensors' update period and says how the log was aligned with the trace.
+--   static) and mean power. The counter is interpolated between its update
+--   points (power_counter_updates: it steps every ~100 ms however often it is
+--   read). note warns when the window is shorter than the sensors' update period
+--   and when counter and integral are more than 10% apart (the sensors' +/-5%
+--   each), and says how the log was aligned with the trace.
 -- steady: run
 -- iteration_all: sql
 -- parameters:
@@ -22,7 +25,7 @@
 --   power_run VARCHAR: power log used
 --   gpu INTEGER: GPU index
 --   window_ns BIGINT: window duration, ns
---   energy_counter_j DOUBLE: NVML total-energy counter delta over the window (interpolated), J
+--   energy_counter_j DOUBLE: NVML total-energy counter delta over the window (interpolated between the counter's update points), J
 --   energy_integrated_j DOUBLE: integral of power over the window, J
 --   difference_j DOUBLE: energy_counter_j - energy_integrated_j, J
 --   idle_power_w DOUBLE: idle (static) power used, W
@@ -75,6 +78,11 @@ SELECT run, iteration, power_run, gpu, e - s AS window_ns,
          CASE WHEN e - s < counter_period_ns THEN 'window (' || round((e - s) / 1e6, 1)
               || ' ms) is shorter than the energy counter''s update period (' || CAST(round(counter_period_ns / 1e6) AS BIGINT)
               || ' ms): repeat the iteration or lengthen the window before trusting energy_counter_j' END,
+         CASE WHEN abs(energy_counter_j - energy_integrated_j) > 0.1 * energy_counter_j
+              THEN 'the energy counter and the power integral are ' || round(100 * abs(energy_counter_j - energy_integrated_j) / energy_counter_j)
+              || '% apart, beyond the sensors'' +/-5% each: neither measures this window (too short for sensors that update every '
+              || CAST(round(greatest(coalesce(counter_period_ns, 0), coalesce(power_period_ns, 0)) / 1e6) AS BIGINT)
+              || ' ms); use iteration=all or a window of many steps' END,
          CASE WHEN e - s < power_period_ns THEN 'window is shorter than the power reading''s update period ('
               || CAST(round(power_period_ns / 1e6) AS BIGINT) || ' ms): the integral interpolates between readings' END,
          'aligned: ' || method || ' (' || alignment || ')',

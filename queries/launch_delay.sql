@@ -3,7 +3,10 @@
 -- description: CUDA launch delay: kernel start minus the end of the runtime
 --   or driver call that launched it (cudaLaunchKernel, cuLaunchKernel[Ex],
 --   cudaGraphLaunch ... whatever call carries the correlation id), per
---   kernel, or its distribution per launch call (by=launch).
+--   kernel, or its distribution per launch call (by=launch). A CUDA graph
+--   launch (cudaGraphLaunch, cuGraphLaunch: graph_launches) counts once, by its
+--   first node: its other nodes wait for their place in the graph, not for the
+--   launch, so they have no launch delay of their own and are left out.
 -- iteration_all: absent
 -- parameters:
 --   run RUN = NULL: trace run (all when absent)
@@ -16,7 +19,7 @@
 --   kernel_id BIGINT: kernel (NULL when by=launch)
 --   name VARCHAR: kernel name (NULL when by=launch)
 --   stream BIGINT: stream (NULL when by=launch)
---   kernels BIGINT: kernels in the row
+--   kernels BIGINT: kernels in the row (a graph launch: its first node only)
 --   delay_ns BIGINT: kernel start - launch call end, ns (median when by=launch)
 --   mean_ns DOUBLE: mean delay, ns
 --   p95_ns DOUBLE: 95th percentile of the delay, ns
@@ -24,11 +27,14 @@
 -- requires:
 --   kernels: GPU kernels
 -- engines: duckdb, spark
-WITH k AS (
-    SELECT run, iteration, launch_name, kernel_id, name, stream, ts_ns - launch_end_ns AS d
-    FROM kernels
-    WHERE launch_end_ns IS NOT NULL AND ts_ns IS NOT NULL
-      AND ($run IS NULL OR run = $run) AND ($iteration IS NULL OR iteration = $iteration)
+WITH g AS (          -- the first node of each graph launch (plain SQL: Spark runs this report too)
+    SELECT run, first_node_kernel_id FROM graph_launches WHERE $run IS NULL OR run = $run
+), k AS (
+    SELECT k.run, k.iteration, k.launch_name, k.kernel_id, k.name, k.stream, k.ts_ns - k.launch_end_ns AS d
+    FROM kernels k LEFT JOIN g ON g.run = k.run AND g.first_node_kernel_id = k.kernel_id
+    WHERE k.launch_end_ns IS NOT NULL AND k.ts_ns IS NOT NULL
+      AND ($run IS NULL OR k.run = $run) AND ($iteration IS NULL OR k.iteration = $iteration)
+      AND (NOT coalesce(lower(k.launch_name) LIKE '%graphlaunch%', false) OR g.first_node_kernel_id IS NOT NULL)
 )
 SELECT run, iteration, launch_name, kernel_id, name, stream, 1 AS kernels, d AS delay_ns,
        d AS mean_ns, d AS p95_ns, d AS max_ns

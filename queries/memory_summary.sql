@@ -30,7 +30,7 @@
 --   memory_events BIGINT: allocations and frees inside the window
 --   batch_size INTEGER: samples per iteration (parameter or trace metadata)
 --   samples_per_s DOUBLE: batch_size x iterations in the window / its duration, samples/s
---   est_batch_scale_x DOUBLE: (0.9 x device - start) / (peak allocated - start): how many times the batch might grow
+--   est_batch_scale_x DOUBLE: (0.9 x device - start) / (peak allocated - start): how many times the batch might grow (a straight line from one batch size; NULL when the iteration allocates less than 1% of its peak or 1 MiB beyond its start: nothing to extrapolate from)
 --   note VARCHAR: what the numbers mean for the batch size
 -- requires:
 --   memory_events: GPU memory events (trace the run with torch.profiler profile_memory=True, or tracedb.capture)
@@ -69,7 +69,9 @@ WITH w AS (
     LEFT JOIN nv ON nv.run = w.run AND nv.iteration IS NOT DISTINCT FROM w.iteration
 ), e AS (
     SELECT *, 100.0 * peak_res / total_bytes AS pct,
-           CASE WHEN peak_alloc > start_b THEN (0.9 * total_bytes - start_b) / (peak_alloc - start_b) END AS scale
+           -- growth too small to extrapolate from (issue 50: 0.3 MiB of 1.13 GiB said "430104.5x larger")
+           CASE WHEN peak_alloc - start_b >= greatest(0.01 * peak_alloc, 1048576)
+                THEN (0.9 * total_bytes - start_b) / (peak_alloc - start_b) END AS scale
     FROM r
 )
 SELECT run, iteration, device, CAST(window_ns AS BIGINT) AS iteration_ns, start_b AS start_allocated_bytes,
@@ -79,7 +81,12 @@ SELECT run, iteration, device, CAST(window_ns AS BIGINT) AS iteration_ns, start_
        CASE WHEN total_bytes IS NULL THEN 'the trace does not say how much memory the device has'
             WHEN pct >= 90 THEN 'the allocator holds ' || round(pct, 1) || '% of the device: the batch cannot grow '
                  || '(a larger one needs activation checkpointing, a smaller model state or more devices)'
-            WHEN scale IS NOT NULL AND scale >= 1.5 THEN 'peak reserved is ' || round(pct, 1) || '% of the device: '
+            WHEN scale IS NULL THEN 'peak reserved is ' || round(pct, 1) || '% of the device; the iteration allocates '
+                 || round(greatest(peak_alloc - start_b, 0) / 1048576.0, 1) || ' MiB beyond what it holds at its start: '
+                 || 'too little to tell how memory grows with the batch'
+            WHEN scale > 8 THEN 'peak reserved is ' || round(pct, 1) || '% of the device: memory would hold a batch over 8x '
+                 || 'larger (a straight line from this one batch size says ' || round(scale) || 'x; measure at 2x first)'
+            WHEN scale >= 1.5 THEN 'peak reserved is ' || round(pct, 1) || '% of the device: '
                  || 'memory allows a batch about ' || round(scale, 1) || 'x larger'
                  || coalesce(' (~' || CAST(floor(batch_size * scale) AS BIGINT) || ' samples)', '')
                  || ' if activations grow with it; a larger batch often raises GPU utilization'

@@ -12,8 +12,8 @@
 -- requires:
 --   kernels.launch_end_ns: GPU activity with its launch calls (a trace with CUDA activity)
 -- suggestion: Give the GPU more work per launch (a larger batch), fewer launches (torch.compile,
---   CUDA graphs, fused optimizers), and keep Python out of the step; launch_queue shows when the
---   queue runs dry.
+--   CUDA graphs where the step is not one already, fused optimizers), and keep Python out of the
+--   step; launch_queue shows when the queue runs dry.
 WITH it AS (
     SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
 ), k AS (
@@ -44,6 +44,10 @@ WITH it AS (
 )
 SELECT it.run, it.iteration, 100.0 * s.starved_ns / it.dur_ns AS value,
        format('GPU idle with nothing queued for {:.2f} ms of the {:.2f} ms iteration ({:.1f}%); GPU utilization {:.1f}%',
-              s.starved_ns / 1e6, it.dur_ns / 1e6, 100.0 * s.starved_ns / it.dur_ns, it.gpu_util_pct) AS evidence
-FROM it JOIN starved s USING (run, iteration)
+              s.starved_ns / 1e6, it.dur_ns / 1e6, 100.0 * s.starved_ns / it.dur_ns, it.gpu_util_pct)
+       || CASE WHEN ig.graph_kernels > 0 THEN
+              format('; the step already runs {:.1f}% of its kernels as {} CUDA graph launch(es): the idle is host time around them ({:.1f} us in the launch calls, {} kernels launched one by one)',
+                     ig.graph_kernel_pct, ig.graph_launches, ig.launch_call_ns / 1e3, ig.eager_kernels)
+          ELSE '' END AS evidence
+FROM it JOIN starved s USING (run, iteration) LEFT JOIN iteration_graphs ig USING (run, iteration)
 WHERE EXISTS (SELECT 1 FROM k WHERE k.run = it.run AND k.iteration = it.iteration);

@@ -1,7 +1,11 @@
 -- rule: tiny_kernels
 -- description: Kernels that run for less time than the host call that
 --   launched them: launching, not computing, sets the pace. Value: share of the
---   iteration's kernels whose duration is below their own launch call's.
+--   iteration's kernels whose duration is below their own launch call's. Nodes of
+--   a CUDA graph (cudaGraphLaunch, XLA's cuGraphLaunch) have no launch call of their
+--   own and never count: a step that already runs as graphs is told so, with what is
+--   left (kernels still launched one by one, the graph launch calls' own time, the
+--   GPU time between replays: iteration_graphs).
 -- threshold: 40
 -- unit: % of kernels
 -- fires: above
@@ -10,22 +14,30 @@
 -- steady: run
 -- requires:
 --   kernels.launch_end_ns: kernels with their launch calls (a trace with CUDA activity)
--- suggestion: Fuse the small kernels (torch.compile), capture the step in a CUDA graph, or give each
---   kernel more work (a larger batch).
+-- suggestion: Fuse the small kernels (torch.compile), capture the step (or the kernels still launched
+--   one by one) in a CUDA graph, or give each kernel more work (a larger batch).
 WITH it AS (
     SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
 ), k AS (
-    SELECT k.run, k.iteration, k.dur_ns, k.launch_end_ns - k.launch_ts_ns AS launch_ns
+    SELECT k.run, k.iteration, k.dur_ns, k.launch_end_ns - k.launch_ts_ns AS launch_ns,
+           is_graph_launch(k.launch_name) AS node
     FROM kernels k JOIN it USING (run, iteration)
     WHERE k.kind = 'kernel' AND k.launch_end_ns IS NOT NULL AND k.dur_ns IS NOT NULL
 ), g AS (
-    SELECT run, iteration, count(*) AS n, count(*) FILTER (dur_ns < launch_ns) AS tiny,
-           sum(dur_ns) FILTER (dur_ns < launch_ns) AS tiny_ns, sum(dur_ns) AS all_ns,
-           median(launch_ns) AS launch_p50, median(dur_ns) FILTER (dur_ns < launch_ns) AS tiny_p50
+    SELECT run, iteration, count(*) AS n, count(*) FILTER (NOT node AND dur_ns < launch_ns) AS tiny,
+           sum(dur_ns) FILTER (NOT node AND dur_ns < launch_ns) AS tiny_ns, sum(dur_ns) AS all_ns,
+           median(launch_ns) FILTER (NOT node) AS launch_p50,
+           median(dur_ns) FILTER (NOT node AND dur_ns < launch_ns) AS tiny_p50
     FROM k GROUP BY ALL
 )
-SELECT run, iteration, 100.0 * tiny / n AS value,
+SELECT g.run, g.iteration, 100.0 * tiny / n AS value,
+       CASE WHEN coalesce(ig.graph_kernels, 0) = 0 THEN
        format('{} of {} kernels ({:.1f}%) ran shorter than their launch call (median launch call {:.1f} us, median of those kernels {:.1f} us); they are {:.1f}% of kernel time',
               tiny, n, 100.0 * tiny / n, launch_p50 / 1e3, coalesce(tiny_p50, 0) / 1e3,
-              100.0 * coalesce(tiny_ns, 0) / all_ns) AS evidence
-FROM g;
+              100.0 * coalesce(tiny_ns, 0) / all_ns)
+       ELSE
+       format('the step already runs {} of its {} kernels ({:.1f}%) as nodes of {} CUDA graph launch(es); left: {} kernels launched one by one ({} of them shorter than their launch call, {:.1f}% of kernel time), {:.1f} us in the graph launch calls, {:.1f} us of GPU time between replays',
+              ig.graph_kernels, ig.kernels, ig.graph_kernel_pct, ig.graph_launches, ig.eager_kernels, tiny,
+              100.0 * coalesce(tiny_ns, 0) / all_ns, ig.launch_call_ns / 1e3, ig.between_replays_ns / 1e3)
+       END AS evidence
+FROM g LEFT JOIN iteration_graphs ig USING (run, iteration);

@@ -43,7 +43,9 @@ def fdb(tmp_path_factory):
     ingest_file(con, LOADER / f"{BS256}.json.gz")
     ingest_file(con, LOADER / f"{BS256}_nvidia_smi.csv.gz", pair_with=BS256)
     ingest_file(con, DATA / "tf" / "cpu_sync_lenet_bs64.json.gz")
-    match(con, FP32, "h100_resnet50_bs64_amp_raw_baseunits")
+    # the amp report with the fp32 trace: a wrong pairing on purpose (unmatched_kernels), kept
+    # by force since issue 50 (88.7% of its matched kernels have another name: refused otherwise)
+    match(con, FP32, "h100_resnet50_bs64_amp_raw_baseunits", force=True)
     yield con
     con.close()
 
@@ -166,8 +168,10 @@ def test_sync_in_step_counts_calls_inside_the_marker(found):
         s, m = ref.iterations(doc)[f[run]["iteration"]]
         inside = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("name") in SYNC
                   and s <= ref.ns(doc, e["ts"]) < m]
-        assert f[run]["value"] == len(inside), run
-    assert f[SLOW]["severity"] == "medium" and f[SLOW]["value"] == 3     # loss.item() and the pageable copies
+        assert (f"{len(inside)} synchronizing calls" if inside else "no synchronizing call") in f[run]["evidence"], run
+    # loss.item() and the pageable copies: 3 calls, but the GPU waits for the DataLoader, not for them
+    # (issue 50: the value is the GPU idle they cause, 0.02% of the step; tests/test_issue50.py)
+    assert f[SLOW]["severity"] == "ok" and f[SLOW]["value"] < 0.1
     # fp32: its cudaDeviceSynchronize follows the step marker (the script's synchronize after the loop)
     doc = doc_of(FP32)
     s, m = ref.iterations(doc)[f[FP32]["iteration"]]
@@ -265,6 +269,7 @@ def test_unmatched_kernels_fires_on_a_report_of_another_run(fdb, found):
     assert f[FP32]["value"] == pytest.approx(100 - q["time_covered_pct"], abs=1e-3)
     assert f[FP32]["severity"] == "medium" and f[FP32]["value"] > 30    # the amp report paired with fp32
     assert f"{q['unmatched_trace']} of {q['trace_kernels']} trace kernels" in f[FP32]["evidence"]
+    assert f[FP32]["evidence"].startswith("[FORCED pairing with h100_resnet50_bs64_amp_raw_baseunits")
     for run in (AMP, SLOW, FIXED):
         assert f[run]["severity"] == "ok" and f[run]["value"] < 5, run
     assert f[BERT]["severity"] == "skipped"
@@ -476,9 +481,12 @@ def test_advise_command(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["advise", "--db", path, "--run", SLOW]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("6 findings, 5 rules skipped\n[high] data_loader_wait (loader_slow iteration 5):")
+    # issue 50: sync_in_step no longer fires (its 3 calls cost the GPU 0.02% of the step) and
+    # energy_sources_disagree is one more rule skipped without a power log
+    assert out.startswith("5 findings, 6 rules skipped\n[high] data_loader_wait (loader_slow iteration 5):")
     assert f"next: tracedb query time_breakdown --db {path} --run loader_slow" in out
-    assert "skipped (data absent):\n  high_static_energy (loader_slow): needs a power log" in out
+    assert "skipped (data absent):\n  energy_sources_disagree (loader_slow): needs a power log" in out
+    assert "\n  high_static_energy (loader_slow): needs a power log" in out
     assert cli.main(["advise", "--db", path, "--run", SLOW, "--threshold", "host_bound=99", "--format", "csv"]) == 0
     csv = capsys.readouterr().out
     assert csv.startswith('"run","iteration","rule","severity",') and '"host_bound"' not in csv

@@ -70,10 +70,37 @@ CREATE OR REPLACE MACRO energy_at(cum_j, ts_ns, p_w, next_ts, next_p, t) AS
          ELSE cum_j + (t - ts_ns) * p_w / 1e9
                     + 0.5 * (t - ts_ns) * (t - ts_ns) * (next_p - p_w) / (next_ts - ts_ns) / 1e9 END;
 
--- The energy counter interpolated linearly between its samples at time t.
+-- The energy counter interpolated linearly between two of its points at time t.
 CREATE OR REPLACE MACRO counter_at(energy_j, ts_ns, next_energy_j, next_ts, t) AS
     CASE WHEN next_ts IS NULL THEN CASE WHEN t = ts_ns THEN energy_j END
          ELSE energy_j + (t - ts_ns) * (next_energy_j - energy_j) / (next_ts - ts_ns) END;
+
+-- The energy counter's update points (issue 50): NVML's total-energy counter
+-- steps about every 100 ms however often it is read, so between repeated samples
+-- of one value it says nothing; interpolating between samples put a whole update's
+-- energy into the few ms before the sample that saw it. An update point is a sample
+-- whose counter differs from the previous sample's, placed midway between the two
+-- (the update happened in between: at most half the sampling interval off); the
+-- counter is interpolated between consecutive update points (energy_of_windows).
+--
+-- @column run            power run
+-- @column gpu            GPU index (power.gpu)
+-- @column ts_ns          the update's time: midway between the sample that first shows the new
+--                        value and the one before it, absolute epoch ns (the power log's clock)
+-- @column energy_j       the counter's new value, J
+-- @column next_ts        ts_ns of the next update point (NULL on the last), ns
+-- @column next_energy_j  energy_j of the next update point, J
+CREATE OR REPLACE VIEW power_counter_updates AS
+WITH c AS (
+    SELECT run, gpu, ts_ns, energy_j, lag(ts_ns) OVER w AS prev_ts, lag(energy_j) OVER w AS prev_j
+    FROM power WHERE energy_j IS NOT NULL
+    WINDOW w AS (PARTITION BY run, gpu ORDER BY ts_ns)
+), u AS (
+    SELECT run, gpu, prev_ts + (ts_ns - prev_ts) // 2 AS ts_ns, energy_j FROM c
+    WHERE prev_j IS NOT NULL AND energy_j <> prev_j
+)
+SELECT *, lead(ts_ns) OVER w AS next_ts, lead(energy_j) OVER w AS next_energy_j
+FROM u WINDOW w AS (PARTITION BY run, gpu ORDER BY ts_ns);
 
 -- Per power run and GPU: idle power (median of the idle phases recorded by
 -- tracedb power-log, else the 5th percentile of the log) and how often the
@@ -203,12 +230,14 @@ WITH pr AS (
     FROM query_table(windows) x JOIN pr USING (run) JOIN g USING (power_run)
 ), a AS (
     SELECT w.*, energy_at(i.cum_j, i.ts_ns, i.p_w, i.next_ts, i.next_p, w.ps) AS e0,
-           counter_at(i.energy_j, i.ts_ns, i.next_energy_j, i.next_ts, w.ps) AS c0
+           counter_at(u.energy_j, u.ts_ns, u.next_energy_j, u.next_ts, w.ps) AS c0
     FROM w ASOF LEFT JOIN power_integral i ON i.run = w.power_run AND i.gpu = w.gpu AND w.ps >= i.ts_ns
+    ASOF LEFT JOIN power_counter_updates u ON u.run = w.power_run AND u.gpu = w.gpu AND w.ps >= u.ts_ns
 ), b AS (
     SELECT a.*, energy_at(i.cum_j, i.ts_ns, i.p_w, i.next_ts, i.next_p, a.pe) AS e1,
-           counter_at(i.energy_j, i.ts_ns, i.next_energy_j, i.next_ts, a.pe) AS c1
+           counter_at(u.energy_j, u.ts_ns, u.next_energy_j, u.next_ts, a.pe) AS c1
     FROM a ASOF LEFT JOIN power_integral i ON i.run = a.power_run AND i.gpu = a.gpu AND a.pe >= i.ts_ns
+    ASOF LEFT JOIN power_counter_updates u ON u.run = a.power_run AND u.gpu = a.gpu AND a.pe >= u.ts_ns
 )
 SELECT b.* EXCLUDE (e0, e1, c0, c1), e1 - e0 AS energy_integrated_j, c1 - c0 AS energy_counter_j,
        ps.idle_power_w, ps.idle_source, ps.counter_period_ns, ps.power_period_ns

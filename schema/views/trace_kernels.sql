@@ -36,6 +36,13 @@ WHERE k.run IN (SELECT run FROM runs WHERE kind = 'trace');
 -- complete events (ph X) of framework ops, user ranges (record_function, NVTX-style
 -- annotations, ProfilerStep#N), runtime and driver calls and Python frames, each
 -- with its level (op | user | runtime | python). The ops report nests them.
+-- XLA's traces (JAX, TensorFlow through XProf) give their host TraceMe events no
+-- category: an event of a `/host:` process is taken too (issue 50), as runtime when
+-- its name is a CUDA driver or runtime call (cuGraphLaunch, cuLaunchHostFunc ...),
+-- user when it carries a step_num (StepTraceAnnotation), else op (PjitFunction, PjRt
+-- Execute, the XLA module, thunks). Its Python tracer frames (`$file:line name`) are left
+-- out: they overlap the TraceMe events without nesting in them (a frame that ends after
+-- the step annotation starts), which the ops report's nesting cannot place.
 --
 -- @column run       trace run
 -- @column event_id  the event (events.event_id)
@@ -48,12 +55,19 @@ WHERE k.run IN (SELECT run FROM runs WHERE kind = 'trace');
 -- @column level     op (framework op) | user (user_annotation) | runtime (runtime or driver
 --                   call) | python (python_function)
 CREATE OR REPLACE VIEW cpu_events AS
+WITH host AS (
+    SELECT DISTINCT run, pid FROM threads WHERE starts_with(process_name, '/host:')
+)
 SELECT run, event_id, name, pid, tid, ts_ns, dur_ns, ts_ns + dur_ns AS end_ns,
        CASE WHEN is_framework_op_category(cat) THEN 'op'
             WHEN lower(cat) = 'user_annotation' THEN 'user'
             WHEN is_launch_category(cat) THEN 'runtime'
+            WHEN cat IS NULL AND regexp_matches(name, '^cu(da)?[A-Z]') THEN 'runtime'
+            WHEN cat IS NULL AND json_exists(args, '$.step_num') THEN 'user'
+            WHEN cat IS NULL THEN 'op'
             ELSE 'python' END AS level
 FROM events
 WHERE ph = 'X' AND ts_ns IS NOT NULL AND dur_ns IS NOT NULL
   AND (is_framework_op_category(cat) OR lower(cat) IN ('user_annotation', 'python_function')
-       OR is_launch_category(cat));
+       OR is_launch_category(cat)
+       OR (cat IS NULL AND NOT starts_with(name, '$') AND (run, pid) IN (SELECT (run, pid) FROM host)));

@@ -26,16 +26,22 @@ LEFT JOIN typed t ON t.kind = k.kind AND t.op = coalesce(k.op_name, '') AND t.na
 WHERE k.ts_ns IS NOT NULL;
 
 -- The ncu run whose matches the utilization reports use for a trace run:
--- the one matched last.
+-- the one matched last, a pairing kept by --force (more than 20% of its matched
+-- kernels under another name) only when no sound one is left.
 --
 -- @column run                trace run
 -- @column ncu_run            the run of counters matched to it last (match_runs.matched_at): an
 --                            ncu run, or the trace run itself for CUPTI range-profiler counters
 -- @column matched_iteration  the trace iteration that matching covered; NULL: the whole run
+-- @column name_mismatch_pct  % of its matched kernels whose names disagree (above 20%: forced)
 CREATE OR REPLACE VIEW trace_ncu_pairs AS
-SELECT trace_run AS run, ncu_run, iteration AS matched_iteration
-FROM match_runs
-QUALIFY row_number() OVER (PARTITION BY trace_run ORDER BY matched_at DESC, ncu_run) = 1;
+WITH mm AS (
+    SELECT trace_run, ncu_run, 100.0 * count(*) FILTER (name_score < 1) / count(*) AS pct
+    FROM matches GROUP BY trace_run, ncu_run
+)
+SELECT m.trace_run AS run, m.ncu_run, m.iteration AS matched_iteration, coalesce(mm.pct, 0) AS name_mismatch_pct
+FROM match_runs m LEFT JOIN mm USING (trace_run, ncu_run)
+QUALIFY row_number() OVER (PARTITION BY m.trace_run ORDER BY coalesce(mm.pct, 0) > 20, m.matched_at DESC, m.ncu_run) = 1;
 
 -- One row per matched kernel with its layer type and per-kernel levels, %
 -- of the kernel's SMSP elapsed cycles, and the two tensor-core bounds of
