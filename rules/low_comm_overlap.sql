@@ -13,6 +13,9 @@
 --   FSDP backward_prefetch), avoid syncs between buckets, and check collective_skew for late ranks.
 SELECT run, iteration, overlap_pct AS value,
        format('{:.1f}% of the {:.2f} ms of communication overlaps compute on rank {} ({:.2f} ms exposed)',
-              overlap_pct, communication_ns / 1e6, rank, exposed_ns / 1e6) AS evidence
-FROM report_comm_overlap
+              overlap_pct, communication_ns / 1e6, rank, exposed_ns / 1e6)
+       -- a rank of a job with a straggler: its communication is (mostly) the wait for it (issue 49)
+       || coalesce(format('; {:.2f} ms of it is this rank waiting for rank {}, the job''s straggler (straggler_ranks): fix that rank first',
+                          w.wait_ns / 1e6, w.waited_for), '') AS evidence
+FROM report_comm_overlap LEFT JOIN (SELECT run, iteration, waited_for, wait_ns FROM straggler_waits) w USING (run, iteration)
 WHERE overlap_pct IS NOT NULL AND ($run IS NULL OR run = $run);

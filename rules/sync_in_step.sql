@@ -31,5 +31,8 @@ WITH it AS (
 SELECT it.run, it.iteration, CAST(coalesce(g.n, 0) AS DOUBLE) AS value,
        CASE WHEN g.n IS NULL THEN 'no synchronizing call inside the step marker'
             ELSE format('{} synchronizing calls inside the step ({}), {:.3f} ms blocked, {:.2f}% of the {:.2f} ms iteration',
-                        g.n, g.calls, g.ns / 1e6, 100.0 * g.ns / it.dur_ns, it.dur_ns / 1e6) END AS evidence
-FROM it LEFT JOIN g USING (run, iteration);
+                        g.n, g.calls, g.ns / 1e6, 100.0 * g.ns / it.dur_ns, it.dur_ns / 1e6)
+                 -- a rank of a job with a straggler: its blocking is (mostly) the wait for it (issue 49)
+                 || coalesce(format('; this rank spent {:.2f} ms of the step waiting for rank {}, the job''s straggler (straggler_ranks): fix that rank first',
+                                    w.wait_ns / 1e6, w.waited_for), '') END AS evidence
+FROM it LEFT JOIN g USING (run, iteration) LEFT JOIN (SELECT run, iteration, waited_for, wait_ns FROM straggler_waits) w USING (run, iteration);
