@@ -119,3 +119,58 @@ def test_the_waiting_ranks_findings_name_the_rank_it_waited_for(jobs_db):
         assert "waiting for rank 1" in got[rule]["evidence"], got[rule]
     calm = {f["rule"]: f for f in advise.evaluate(jobs_db, run="ddp.rank0", only={"sync_in_step", "low_comm_overlap"})}
     assert not any("waiting for rank" in f["evidence"] for f in calm.values())
+
+
+# --- jobs in a folder ---------------------------------------------------------
+
+def _mixed_folder(tmp_path, *pairs):
+    """A folder holding the rank traces (job, rank) named a_rank0, b_rank0 ..."""
+    import shutil
+    d = tmp_path / "mixed"
+    d.mkdir()
+    for i, (job, rank) in enumerate(pairs):
+        shutil.copy(DIST / job / f"rank{rank}.json.gz", d / f"{chr(97 + i)}_rank{rank}.json.gz")
+    return d
+
+
+@pytest.mark.parametrize("mode", [[], ["--jobs", "1"], ["--jobs", "2"]])
+def test_two_jobs_in_a_folder_are_told_apart(tmp_path, capsys, mode):
+    """ddp's ranks 0, 1 and ddp_2pg's ranks 0, 1 in one folder: each trace's time (the
+    jobs ran 46 s apart) tells the jobs apart, in every ingest mode: two jobs of two
+    ranks, each with its own collectives joined."""
+    d = _mixed_folder(tmp_path, ("ddp", 0), ("ddp", 1), ("ddp_2pg", 0), ("ddp_2pg", 1))
+    path = tmp_path / "m.duckdb"
+    assert main(["ingest", str(d), "--db", str(path), *mode]) == 0
+    out = capsys.readouterr().out
+    assert "holds 2 jobs" in out
+    con = db.connect(path, read_only=True)
+    got = con.execute("SELECT job, list(rank ORDER BY rank), list(run ORDER BY rank) FROM runs GROUP BY job "
+                      "ORDER BY job").fetchall()
+    assert [(j, r) for j, r, _ in got] == [("mixed.1", [0, 1]), ("mixed.2", [0, 1])]
+    assert [sorted(x[0] for x in runs) for _, _, runs in got] == [["a", "b"], ["c", "d"]] or \
+        [[x.split(".")[-1][0] for x in runs] for _, _, runs in got] == [["a", "b"], ["c", "d"]]
+    # the joined calls are those of each job alone
+    n = dict(con.execute("SELECT job, count(*) FROM collective_calls GROUP BY job").fetchall())
+    assert n == {"mixed.1": len(joined_calls(docs("ddp"))), "mixed.2": len(joined_calls(docs("ddp_2pg")))}
+    con.close()
+
+
+@pytest.mark.parametrize("mode", [[], ["--jobs", "1"]])
+def test_two_traces_claiming_one_rank_of_one_job_are_refused(tmp_path, capsys, mode):
+    """ddp's rank 0 twice (the second with one event renamed: other content, same
+    times) beside its rank 1: which one is rank 0 of the job cannot be told: one
+    line naming both files, exit 1, nothing loaded."""
+    import gzip
+    d = _mixed_folder(tmp_path, ("ddp", 0), ("ddp", 1))
+    with gzip.open(DIST / "ddp" / "rank0.json.gz", "rt") as f:
+        doc = json.load(f)
+    doc["traceEvents"][-1]["name"] = "edited"
+    with gzip.open(d / "c_rank0.json.gz", "wt") as f:
+        json.dump(doc, f)
+    path = tmp_path / "r.duckdb"
+    assert main(["ingest", str(d), "--db", str(path), *mode]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"tracedb: error: {d}: ") and "rank 0" in err[0]
+    assert "a_rank0.json.gz" in err[0] and "c_rank0.json.gz" in err[0]
+    assert not path.exists() or db.connect(path, read_only=True).execute("SELECT count(*) FROM runs").fetchone() == (0,)
