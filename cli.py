@@ -190,7 +190,27 @@ def _ingest_paths(con, args, options, groups):
             note = autopair.others(con, r.run, r.kind, pair_with)
             if note:
                 print(note)
+    failed += _settle_jobs(con, groups)
     return 1 if failed else 0
+
+
+def _settle_jobs(con, groups):
+    """Each directory loaded as a job: one job, several told apart, or refused
+    (jobs.settle); the number of directories refused."""
+    from tracedb.jobs import settle
+    refused = 0
+    for files, t in groups:
+        if not t.get("require_rank") or not files:
+            continue
+        try:
+            note = settle(con, os.path.dirname(files[0]) or ".", t["job"])
+        except IngestError as e:
+            print(f"tracedb: error: {e}", file=sys.stderr)
+            refused += 1
+            continue
+        if note:
+            print(note)
+    return refused
 
 
 def _lake_line(line, level):
