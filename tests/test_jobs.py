@@ -174,3 +174,57 @@ def test_two_traces_claiming_one_rank_of_one_job_are_refused(tmp_path, capsys, m
     assert err[0].startswith(f"tracedb: error: {d}: ") and "rank 0" in err[0]
     assert "a_rank0.json.gz" in err[0] and "c_rank0.json.gz" in err[0]
     assert not path.exists() or db.connect(path, read_only=True).execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+# --- a rank's GPU in a log of several -------------------------------------------
+
+def _power_csv():
+    import csv
+    import gzip
+    out = {}
+    with gzip.open(DIST / "ddp" / "nvml_power.csv.gz", "rt") as f:
+        for r in csv.DictReader(f):
+            out.setdefault(int(r["gpu"]), []).append((int(r["timestamp_ns"]), int(r["power_mw"]) / 1000))
+    return {g: sorted(v) for g, v in out.items()}
+
+
+def _integral(samples, s, e):
+    """Trapezoids of the linear interpolation between samples, over [s, e] (J)."""
+    def at(t):
+        for (t0, p0), (t1, p1) in zip(samples, samples[1:]):
+            if t0 <= t <= t1:
+                return p0 + (p1 - p0) * (t - t0) / (t1 - t0)
+    pts = [(s, at(s))] + [(t, p) for t, p in samples if s < t < e] + [(e, at(e))]
+    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(pts, pts[1:])) / 1e9
+
+
+def test_each_rank_reads_its_own_gpu_of_a_power_log_of_both(tmp_path):
+    """ddp with its NVML log of GPU 0 and GPU 1: rank 1's kernels ran on device 1, so
+    its energy (energy_summary, high_static_energy), its system metrics and its HTML
+    report read GPU 1; rank 0's GPU 0. Energy checked against trapezoids of the CSV."""
+    from independent_dist import per_iteration
+    from tracedb import html_report
+    path = tmp_path / "p.duckdb"
+    assert main(["ingest", str(DIST / "ddp"), "--db", str(path)]) == 0
+    assert main(["ingest", str(DIST / "ddp" / "nvml_power.csv.gz"), "--db", str(path)]) == 0
+    con = db.connect(path)
+    power = _power_csv()
+    for rank, doc in docs("ddp").items():
+        run = f"ddp.rank{rank}"
+        devices = {e["args"]["device"] for e in doc["traceEvents"] if e.get("cat") == "kernel"}
+        assert devices == {rank}
+        (en,) = rows(con, "energy_summary", run=run)
+        (sm,) = rows(con, "system_metrics", run=run)
+        assert en["gpu"] == sm["gpu"] == rank
+        it = en["iteration"]
+        start = iterations(doc)[it][0]
+        window = per_iteration(doc)[it]["window_ns"]
+        assert en["window_ns"] == window
+        mine, other = (_integral(power[g], start, start + window) for g in (rank, 1 - rank))
+        assert en["energy_integrated_j"] == pytest.approx(mine, rel=1e-6)
+        assert abs(mine - other) > 1e-3 * mine          # the two GPUs' energies differ
+        (f,) = [f for f in advise.evaluate(con, run=run, only={"high_static_energy"})]
+        assert f["value"] == pytest.approx(100 * en["static_j"] / en["energy_integrated_j"], abs=1e-3)
+        page, _ = html_report.build(con, run)
+        assert f"read GPU {rank} of power log nvml_power: the run&#x27;s own GPU (from its kernels)" in page
+    con.close()
