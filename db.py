@@ -22,7 +22,7 @@ import duckdb
 SCHEMA_VERSION = "4"
 TABLE_FILES = ("tables/core.sql", "tables/settings.sql", "tables/migrate.sql")
 VIEW_FILES = ("views/base.sql", "views/ncu.sql", "views/utilization.sql", "views/energy.sql",
-              "views/queues.sql", "views/trace_kernels.sql", "views/flops.sql", "views/distributed.sql",
+              "views/queues.sql", "views/trace_kernels.sql", "views/flops.sql", "views/distributed.sql", "views/process_groups.sql",
               "views/jobs.sql", "views/stragglers.sql",
               "views/system.sql", "views/findings.sql")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")

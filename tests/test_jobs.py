@@ -228,3 +228,54 @@ def test_each_rank_reads_its_own_gpu_of_a_power_log_of_both(tmp_path):
         page, _ = html_report.build(con, run)
         assert f"read GPU {rank} of power log nvml_power: the run&#x27;s own GPU (from its kernels)" in page
     con.close()
+
+
+# --- process groups as users configure them -------------------------------------
+
+def test_process_group_kinds_from_their_collectives(jobs_db):
+    """DDP's gradient all-reduces are launched by autograd hooks (a thread other than
+    the main one, whose tid is the pid): DP; FSDP2's all-gathers and reduce-scatters:
+    FSDP; ddp_2pg's "metrics" group (a loss all-reduce and a token all-gather from the
+    main thread once a step): not told. Checked against the raw record_param_comms ops."""
+    got = {(r, pg): (k, src) for r, pg, k, src in jobs_db.execute(
+        "SELECT run, process_group, kind, kind_source FROM process_group_kinds WHERE process_group <> 'unknown'"
+    ).fetchall()}
+    want = {"ddp": {"0": "DP"}, "ddp_straggler": {"0": "DP"}, "ddp_overlap": {"0": "DP"}, "fsdp": {"0": "FSDP"},
+            "ddp_2pg": {"0": "DP", "1": None}}
+    for job, groups in want.items():
+        for rank, doc in docs(job).items():
+            ops = [e for e in doc["traceEvents"] if e.get("name") == "record_param_comms" and e.get("ph") == "X"]
+            for pg, kind in groups.items():
+                mine = [e for e in ops if str(e["args"].get("Process Group Name")) == pg]
+                from_autograd = {e["tid"] != e["pid"] for e in mine if "allreduce" in e["args"]["Collective name"]}
+                if kind == "DP":
+                    assert from_autograd == {True}
+                got_kind, src = got[(f"{job}.rank{rank}", pg)]
+                assert got_kind == kind, (job, rank, pg)
+                assert src == (None if kind is None else "collectives")
+    # the advice on exposed communication says which kind it is
+    f = advise.evaluate(jobs_db, run="fsdp.rank0", only={"low_comm_overlap"})[0]
+    assert "FSDP parameter all-gather" in f["evidence"] and "tensor-parallel" not in f["evidence"]
+    f = advise.evaluate(jobs_db, run="ddp.rank0", only={"low_comm_overlap"})[0]
+    assert "data-parallel gradient all-reduce" in f["evidence"]
+
+
+def test_a_group_named_tp_is_tensor_parallel(tmp_path):
+    """A group described as "tp" (DeviceMesh dimension names, group_desc) is TP whatever its
+    collectives; the advice then says its all-reduce blocks by design."""
+    import gzip
+    d = tmp_path / "tpjob"
+    d.mkdir()
+    for rank in (0, 1):
+        text = gzip.open(DIST / "ddp_2pg" / f"rank{rank}.json.gz", "rt").read()
+        with gzip.open(d / f"rank{rank}.json.gz", "wt") as f:
+            f.write(text.replace('"default_pg"', '"tp"'))
+    path = tmp_path / "tp.duckdb"
+    assert main(["ingest", str(d), "--db", str(path)]) == 0
+    con = db.connect(path, read_only=True)
+    got = dict(con.execute("SELECT process_group, kind FROM process_group_kinds WHERE run = 'tpjob.rank1' "
+                           "AND process_group <> 'unknown'").fetchall())
+    assert got == {"0": "TP", "1": None}
+    f = advise.evaluate(con, run="tpjob.rank1", only={"low_comm_overlap"})[0]
+    assert "tensor-parallel all-reduce (process group 0 tp), blocking by design" in f["evidence"]
+    con.close()
