@@ -16,6 +16,7 @@ from ..store.sql import scalar
 from . import IngestResult, autopair, ingest_file
 from .capture_folder import note_manifest
 from .errors import IngestError
+from .jobs import settle
 from .registry import detect
 
 
@@ -156,4 +157,15 @@ def ingest_groups_into(con, groups, run=None, pair_with=None, jobs=None, options
             if note:
                 out.lines.append(("info", note))
         done(out)
+    for files, t in groups:           # each directory loaded as a job: one job, several told apart, or refused
+        if not t.get("require_rank") or not files:
+            continue
+        directory = os.path.dirname(files[0]) or "."
+        try:
+            note = settle(con, directory, t["job"])
+        except IngestError as e:
+            done(Outcome(directory, None, [("error", str(e))]))
+            continue
+        if note:
+            done(Outcome(directory, None, [("info", note)]))
     return outcomes

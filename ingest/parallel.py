@@ -51,7 +51,7 @@ def _copy_run(con, scratch, run, path):
         job, rank, world = rows(con, "SELECT job, rank, world_size FROM _scratch.runs WHERE run = ?", [run])[0]
         if job is not None:                  # the rank check of jobs.assign, against what landed before
             from .jobs import clash
-            if why := clash(con, job, rank, world):
+            if why := clash(con, job, rank, world, path):
                 return path, f"{path}: {why}; nothing was loaded"
         con.begin()
         try:

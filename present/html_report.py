@@ -162,6 +162,18 @@ def _has_values(rows, columns):
     return any(r.get(c) is not None for r in rows for c in (columns or r) if c not in skip)
 
 
+def _gpu_read(con, run, rows):
+    """A line saying which GPU of which power log the energy rows read, and why."""
+    own = con.execute("SELECT gpu, source FROM run_gpu WHERE run = ?", [run]).fetchone()
+    read = sorted({(r["power_run"], r["gpu"]) for r in rows if r.get("power_run") is not None})
+    if not read:
+        return ""
+    why = (f"the run's own GPU (from its {'kernels' if own[1] == 'kernels' else 'deviceProperties'})"
+           if own and all(g == own[0] for _, g in read) else "the log's lowest GPU: the run's own is not in it")
+    said = ", ".join(f"GPU {g} of power log {p}" for p, g in read)
+    return f'<p class="note">read {html.escape(said)}: {html.escape(why)}</p>'
+
+
 def build(con, run, batch_size=None):
     """(html text, [section ids]) of the report page for run."""
     from ..analysis import advise
@@ -203,6 +215,8 @@ def build(con, run, batch_size=None):
         shown = cols or [c for c in rows[0] if c not in ("run", "note")]
         notes = sorted({r["note"] for r in rows if r.get("note")})
         body = (f'<div class="chart" id="chart-{sid}">{svg}</div>' if svg else "") + table_html(rows, shown)
+        if report == "energy_summary":          # which GPU of a log of several it read (issue 49)
+            body = _gpu_read(con, run, rows) + body
         body += "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in notes)
         body += (f'<p class="note">from <code>tracedb query {report} --run {html.escape(run)}</code>: '
                  f'{html.escape(blurb(reports.get(report).description))}</p>')

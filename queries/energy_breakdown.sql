@@ -20,10 +20,10 @@
 --   iteration INTEGER = NULL: iteration (the steady one when absent)
 --   calibration_gpu VARCHAR = NULL: calibration to use (the trace's GPU when absent)
 --   power_run RUN = NULL: power log to use when the trace has several
---   gpu INTEGER = NULL: GPU index in the power log
+--   gpu INTEGER = NULL: GPU index in the power log (default: the trace run's own GPU, view run_gpu, when the log has it, else the lowest)
 --   idle_power_w DOUBLE >= 0 = NULL: idle power to use instead of the log's
 -- columns:
---   run VARCHAR: trace run
+--   run RUN: trace run
 --   iteration INTEGER: iteration
 --   component VARCHAR: static | shared | l1 | l2 | dram | dynamic_rest | total
 --   counted DOUBLE: what the level's ncu counter counted (shared: wavefronts; else 32-byte sectors)

@@ -17,10 +17,10 @@
 --   start_ns BIGINT = NULL: window start on the trace's timeline, ns (with end_ns, instead of an iteration)
 --   end_ns BIGINT = NULL: window end, ns
 --   power_run RUN = NULL: power log to use when the trace has several
---   gpu INTEGER = NULL: GPU index in the log (the lowest when absent)
+--   gpu INTEGER = NULL: GPU index in the log (default: the trace run's own GPU, view run_gpu, when the log has it, else the lowest)
 --   idle_power_w DOUBLE >= 0 = NULL: idle power to use instead of the log's
 -- columns:
---   run VARCHAR: trace run
+--   run RUN: trace run
 --   iteration INTEGER: iteration (NULL for a start_ns/end_ns window, and for the whole trace with iteration=all)
 --   power_run VARCHAR: power log used
 --   gpu INTEGER: GPU index

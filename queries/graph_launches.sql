@@ -1,15 +1,17 @@
 -- name: graph_launches
+-- topic: single GPU
 -- description: CUDA graph launches (cudaGraphLaunch from PyTorch's CUDA graphs,
 --   cuGraphLaunch from XLA's command buffers) with their nodes: per launch, the
 --   launch call's own host time, the nodes it ran (kernels, copies, sets), its
 --   launch delay (first node start - launch call end; negative when the GPU
 --   starts the graph before the call returns), the nodes' span and summed time,
 --   and the GPU gap since the previous graph's last node (between replays).
+-- iteration_all: absent
 -- parameters:
---   run VARCHAR = NULL: trace run (all when absent)
+--   run RUN = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all when absent)
 -- columns:
---   run VARCHAR: trace run
+--   run RUN: trace run
 --   iteration INTEGER: iteration of the launch
 --   launch_name VARCHAR: the launch call
 --   launch_ts_ns BIGINT: start of the launch call, ns

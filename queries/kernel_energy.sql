@@ -14,9 +14,9 @@
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration, then the whole trace as iteration NULL: every activity from the first iteration's start to the last one's end); the steady one when absent
 --   group_by VARCHAR = 'kernel': one of kernel | layer: a row per activity, or per layer type
 --   power_run RUN = NULL: power log to use when the trace has several
---   gpu INTEGER = NULL: GPU index in the log
+--   gpu INTEGER = NULL: GPU index in the log (default: the trace run's own GPU, view run_gpu, when the log has it, else the lowest)
 -- columns:
---   run VARCHAR: trace run
+--   run RUN: trace run
 --   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)
 --   layer_type VARCHAR: layer type (layer_rules)
 --   kernel_id BIGINT: activity (NULL when group_by=layer)

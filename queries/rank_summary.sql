@@ -4,15 +4,16 @@
 --   Kineto's distributedInfo or --rank), all on the same iteration: the job's
 --   steady iteration is chosen once from all ranks (view job_iterations), so
 --   ranks are compared like with like. The iteration's time, GPU utilization
---   and launch statistics, and which ranks straggle (iteration more than
---   `straggler_pct` above the median rank's).
+--   and launch statistics, and the job's straggler: the rank whose lateness at
+--   the collectives costs the job step time (view job_stragglers, as in
+--   straggler_ranks), not the rank with the longest iteration (the one that
+--   waits for it).
 -- steady: job
 -- iteration_all: sql
 -- parameters:
 --   job VARCHAR = NULL: job to report on (all when absent)
 --   run RUN = NULL: trace run to report on (every rank's run when absent)
 --   iteration VARCHAR = steady: one of steady | all | N: the job's steady iteration, every iteration, or iteration N
---   straggler_pct DOUBLE >= 0 = 5: how much slower than the median rank a straggler is, %
 -- columns:
 --   job VARCHAR: job
 --   rank INTEGER: rank (distributedInfo.rank or --rank)
@@ -24,7 +25,8 @@
 --   launch_delay_p50_ns DOUBLE: median kernel start - launch call end, ns
 --   launch_delay_p95_ns DOUBLE: 95th percentile of it, ns
 --   vs_median_pct DOUBLE: total_ns relative to the median rank's in the same iteration, % (+ = slower)
---   straggler BOOLEAN: vs_median_pct > straggler_pct
+--   straggler BOOLEAN: the rank is the job's straggler (job_stragglers.straggler)
+--   straggler_cost_ns BIGINT: on the straggler's row, the step time the job loses to it (job_stragglers.cost_ns), ns
 -- requires:
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
@@ -48,7 +50,8 @@ WITH r AS (
 SELECT r.job, r.rank, r.run, r.iteration, r.total_ns, round(r.gpu_util_pct, 2) AS gpu_util_pct, r.kernels,
        d.p50 AS launch_delay_p50_ns, d.p95 AS launch_delay_p95_ns,
        round(100.0 * (r.total_ns - m.med) / m.med, 2) AS vs_median_pct,
-       100.0 * (r.total_ns - m.med) / m.med > $straggler_pct AS straggler
+       coalesce(g.straggler, false) AS straggler, CASE WHEN g.straggler THEN g.cost_ns END AS straggler_cost_ns
 FROM r JOIN m ON m.job = r.job AND m.iteration = r.iteration
+LEFT JOIN job_stragglers g ON g.job = r.job AND g.rank = r.rank
 LEFT JOIN d ON d.run = r.run AND d.iteration = r.iteration
 ORDER BY r.job, r.iteration, r.rank, r.run;

@@ -15,7 +15,7 @@
 -- parameters:
 --   run RUN = NULL: trace run (all when absent)
 --   iteration VARCHAR = NULL: iteration number, or all (every iteration and the whole trace); the steady one when absent
---   gpu INTEGER = NULL: GPU index in the sampler log (default: the trace's device if logged, else the lowest)
+--   gpu INTEGER = NULL: GPU index in the sampler log (default: the trace run's own GPU, view run_gpu, if logged, else the lowest)
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration (NULL: the whole trace)
@@ -54,7 +54,7 @@ WITH w AS (
     SELECT * FROM trace_power_pairs QUALIFY row_number() OVER (PARTITION BY run ORDER BY power_run) = 1
 ), pg AS (
     SELECT pp.run, pp.power_run, pp.offset_ns, pp.method,
-           coalesce($gpu, min(p.gpu) FILTER (p.gpu IN (SELECT device FROM kernels k WHERE k.run = pp.run)),
+           coalesce($gpu, min(p.gpu) FILTER (p.gpu IN (SELECT gpu FROM run_gpu g WHERE g.run = pp.run)),
                     min(p.gpu)) AS gpu
     FROM pp JOIN power p ON p.run = pp.power_run
     GROUP BY ALL

@@ -100,13 +100,13 @@ def _read_on_spark():
 
 
 def job_views():
-    """(name, SELECT) of each view of schema/views/jobs.sql, in order. They join the
+    """(name, SELECT) of each view of schema/views/jobs.sql and stragglers.sql, in order. They join the
     runs of a job, so the lake holds no copy of them (a copy per run would be
     wrong); an engine defines them over the lake's datasets instead."""
     from ..store.db import sql_text
     from ..store.sql import statements
     out = []
-    for stmt in statements(sql_text("schema", "views/jobs.sql")):
+    for stmt in [s for f in ("views/jobs.sql", "views/stragglers.sql") for s in statements(sql_text("schema", f))]:
         body = "\n".join(l for l in stmt.splitlines() if not l.lstrip().startswith("--"))
         m = re.match(r"\s*CREATE OR REPLACE VIEW (\w+) AS\s+(.*)$", body, re.S)
         if m:

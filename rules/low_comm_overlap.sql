@@ -9,10 +9,24 @@
 -- next: comm_overlap
 -- requires:
 --   report_comm_overlap.overlap_pct: communication kernels in a multi-rank trace (comm_overlap report)
--- suggestion: Overlap gradient all-reduce with backward (DDP bucket_cap_mb, gradient_as_bucket_view,
---   FSDP backward_prefetch), avoid syncs between buckets, and check collective_skew for late ranks.
+-- suggestion: Data parallelism: overlap gradient all-reduce with backward (DDP bucket_cap_mb,
+--   gradient_as_bucket_view, FSDP backward_prefetch) and avoid syncs between buckets; tensor
+--   parallelism blocks by design (sequence parallelism, async TP); the evidence says which kind
+--   the communication is (process_group_kinds). Check straggler_ranks for a late rank.
 SELECT run, iteration, overlap_pct AS value,
        format('{:.1f}% of the {:.2f} ms of communication overlaps compute on rank {} ({:.2f} ms exposed)',
-              overlap_pct, communication_ns / 1e6, rank, exposed_ns / 1e6) AS evidence
-FROM report_comm_overlap
+              overlap_pct, communication_ns / 1e6, rank, exposed_ns / 1e6)
+       -- a rank of a job with a straggler: its communication is (mostly) the wait for it (issue 49)
+       || coalesce(format('; {:.2f} ms of it is this rank waiting for rank {}, the job''s straggler (straggler_ranks): fix that rank first',
+                          w.wait_ns / 1e6, w.waited_for), '')
+       -- what kind of parallelism the communication is (process_group_kinds): the advice differs
+       || coalesce('; most of the communication is ' || CASE k.kind
+              WHEN 'TP' THEN format('tensor-parallel all-reduce (process group {}{}), blocking by design: the next layer needs its result, so DDP buckets and FSDP prefetch do not apply; overlap it with sequence parallelism or async TP, or lower the TP degree', k.process_group, coalesce(' ' || k.pg_desc, ''))
+              WHEN 'DP' THEN format('data-parallel gradient all-reduce (process group {}{}), meant to run under the backward: bucket it (DDP bucket_cap_mb, gradient_as_bucket_view) and keep syncs out of the backward', k.process_group, coalesce(' ' || k.pg_desc, ''))
+              WHEN 'FSDP' THEN format('FSDP parameter all-gather / gradient reduce-scatter (process group {}{}): prefetch the next all-gather (backward_prefetch, forward_prefetch) and check reshard_after_forward', k.process_group, coalesce(' ' || k.pg_desc, ''))
+              WHEN 'PP' THEN format('pipeline send/recv (process group {}{}): the pipeline bubble; more micro-batches or an interleaved schedule shrink it', k.process_group, coalesce(' ' || k.pg_desc, ''))
+              END, '') AS evidence
+FROM report_comm_overlap LEFT JOIN (SELECT run, iteration, waited_for, wait_ns FROM straggler_waits) w USING (run, iteration)
+LEFT JOIN (SELECT run, process_group, pg_desc, kind FROM process_group_kinds WHERE kind IS NOT NULL
+           QUALIFY row_number() OVER (PARTITION BY run ORDER BY comm_ns DESC, process_group) = 1) k USING (run)
 WHERE overlap_pct IS NOT NULL AND ($run IS NULL OR run = $run);

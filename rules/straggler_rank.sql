@@ -1,20 +1,26 @@
 -- rule: straggler_rank
--- description: One rank arrives last at the collectives and the others wait for
---   it: straggler_ranks names it per iteration. Value: the wait it
---   caused as a share of the iteration.
--- threshold: 5
--- unit: % of the iteration
+-- description: One rank arrives late at the collective that gates the step,
+--   iteration after iteration, beyond the job's own noise (job_stragglers):
+--   the others wait for it and the job's step is that much longer. Value: the
+--   step time the job loses to it (the median over the iterations of its
+--   lateness beyond the job's typical skew) as a share of the step.
+-- threshold: 2
+-- unit: % of the step
 -- fires: above
 -- severity: high
 -- next: straggler_ranks
 -- requires:
---   report_straggler_ranks.wait_caused_ns: collectives joined across the ranks of a job (straggler_ranks report)
+--   report_straggler_ranks.cost_ns: collectives joined across the ranks of a job (straggler_ranks report)
 --   runs.job: jobs of rank traces (tracedb ingest DIR)
 -- suggestion: Look at that rank's trace (host_bound, data_loader_wait, its GPU's clocks and power):
---   uneven data, a slower host or a throttled GPU make a straggler.
-SELECT r.run, s.iteration, 100.0 * s.wait_caused_ns / s.step_ns AS value,
-       format('rank {} of job {} arrived last in {} of {} collectives; the others waited {:.2f} ms for it ({:.1f}% of the {:.2f} ms step, {:.1f}% of all skew)',
-              s.rank, s.job, s.calls_last, s.calls, s.wait_caused_ns / 1e6, 100.0 * s.wait_caused_ns / s.step_ns,
-              s.step_ns / 1e6, s.wait_share_pct) AS evidence
-FROM report_straggler_ranks s JOIN runs r ON r.job = s.job AND r.rank = s.rank
-WHERE s.step_ns > 0 AND ($run IS NULL OR r.run = $run);
+--   uneven data, a slower host or a throttled GPU make a straggler. The other ranks' exposed
+--   communication and synchronizations are their wait for it: fix this rank first.
+SELECT r.run, s.iteration, g.cost_pct AS value,
+       format('rank {} of job {} arrives {:.2f} ms after the first rank at the collective that gates the step ({} of process group {}) in {} of {} iterations, against a typical skew of {:.2f} ms (deviation {:.2f} ms): the job loses {:.1f} ms ± {:.1f} ms a step to it ({:.1f}% of the {:.2f} ms step)',
+              g.rank, g.job, g.lateness_ns / 1e6, s.gating_collective, s.gating_process_group, g.late_iterations,
+              g.iterations, g.typical_skew_ns / 1e6, g.noise_ns / 1e6, g.cost_ns / 1e6, g.cost_err_ns / 1e6,
+              g.cost_pct, g.step_ns / 1e6) AS evidence
+FROM report_straggler_ranks s
+JOIN job_stragglers g ON g.job = s.job AND g.rank = s.rank AND g.straggler
+JOIN runs r ON r.job = s.job AND r.rank = s.rank
+WHERE s.iteration IS NOT NULL AND ($run IS NULL OR r.run = $run);

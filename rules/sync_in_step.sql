@@ -56,7 +56,10 @@ SELECT it.run, it.iteration, 100.0 * coalesce(g.lost_ns, 0) / it.dur_ns AS value
        CASE WHEN g.n IS NULL THEN 'no synchronizing call inside the step marker'
             ELSE format('{} synchronizing calls inside the step ({}): the GPU sat idle {:.3f} ms because of them, {:.2f}% of the {:.2f} ms iteration (the host was blocked {:.3f} ms, GPU utilization {:.1f}%)',
                         g.n, g.calls, g.lost_ns / 1e6, 100.0 * g.lost_ns / it.dur_ns, it.dur_ns / 1e6,
-                        g.ns / 1e6, it.gpu_util_pct) END AS evidence,
+                        g.ns / 1e6, it.gpu_util_pct)
+                 -- a rank of a job with a straggler: its blocking is (mostly) the wait for it
+                 || coalesce(format('; this rank spent {:.2f} ms of the step waiting for rank {}, the job''s straggler (straggler_ranks): fix that rank first',
+                                    w.wait_ns / 1e6, w.waited_for), '') END AS evidence,
        CASE WHEN 100.0 * coalesce(g.lost_ns, 0) / it.dur_ns >= 10 THEN 'high'
             WHEN 100.0 * coalesce(g.lost_ns, 0) / it.dur_ns >= 3 THEN 'medium' ELSE 'low' END AS severity
-FROM it LEFT JOIN g USING (run, iteration);
+FROM it LEFT JOIN g USING (run, iteration) LEFT JOIN (SELECT run, iteration, waited_for, wait_ns FROM straggler_waits) w USING (run, iteration);

@@ -162,17 +162,20 @@ def test_two_process_groups_are_joined_within_their_group(dist_db):
 
 def test_straggler_is_the_slowed_rank(dist_db):
     """ddp_straggler: rank 1 sleeps 20 ms between forward and backward every step, so
-    rank 0 waits that much longer at the backward all-reduces than in the same job
-    unperturbed (ddp, where rank 1 already arrives later, by ~20 ms a step)."""
+    it arrives ~20 ms later than in the same job unperturbed (ddp, where rank 1
+    already arrives 5-8 ms later at every call: a phase offset, no straggler) at the
+    call that gates the step; the cost (issue 49) is that lateness beyond the job's
+    median call skew, once per iteration (tests/test_jobs.py checks it against the
+    step-time increase)."""
     base = {r["iteration"]: r for r in rows(dist_db, "straggler_ranks", job="ddp", iteration="all")}
     for r in rows(dist_db, "straggler_ranks", job="ddp_straggler", iteration="all"):
-        assert r["rank"] == 1 == base[r["iteration"]]["rank"]
-        extra = r["wait_caused_ns"] - base[r["iteration"]]["wait_caused_ns"]
-        assert extra > (24_000_000 if r["iteration"] is None else 12_000_000), (r, extra)
+        assert r["rank"] == 1 == base[r["iteration"]]["rank"] and r["straggler"] and not base[r["iteration"]]["straggler"]
+        extra = r["lateness_ns"] - base[r["iteration"]]["lateness_ns"]
+        assert 16_000_000 < extra < 21_000_000, (r, extra)
     ref = joined_calls(docs("ddp_straggler"))
     steady = rows(dist_db, "straggler_ranks", job="ddp_straggler")[0]
-    want = sum(x["skew_ns"] for x in ref.values() if x["iteration"] == steady["iteration"] and x["last_rank"] == 1)
-    assert steady["wait_caused_ns"] == want
+    gate = max((x for x in ref.values() if x["iteration"] == steady["iteration"]), key=lambda x: x["skew_ns"])
+    assert (steady["lateness_ns"], steady["rank"]) == (gate["skew_ns"], gate["last_rank"])
 
 
 def test_every_rank_is_reported_on_the_same_iteration(dist_db):

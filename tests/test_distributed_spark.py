@@ -105,8 +105,9 @@ def test_64_ranks_skew_and_straggler(job):
         assert r["skew_ns"] == last - min(starts.values())
         assert r["last_rank"] == min(k for k, t in starts.items() if t == last)
     straggler = reports.run(con, "straggler_ranks", {"job": "job64", "iteration": "all"}).to_pylist()
-    assert {r["rank"] for r in straggler} == {63}
-    assert all(r["wait_caused_ns"] > 15_000_000 for r in straggler)
+    assert {r["rank"] for r in straggler} == {63} and all(r["straggler"] for r in straggler)
+    # the cost once per iteration (issue 49): the 2-rank job's ~21 ms, not the skew summed over calls
+    assert all(15_000_000 < r["cost_ns"] < 25_000_000 for r in straggler)
     summary = reports.run(con, "rank_summary", {"job": "job64"}).to_pylist()
     assert [r["rank"] for r in summary] == list(range(RANKS)) and len({r["iteration"] for r in summary}) == 1
 

@@ -306,7 +306,10 @@ def test_multi_rank_and_memory_rules_on_real_captures(tmp_path):
     s = [f for (rule, _), f in got.items() if rule == "straggler_rank" and f["severity"] == "high"]
     (st,) = reports.run(con, "straggler_ranks", {"job": "ddp_straggler"}).to_pylist()
     assert len(s) == 1 and s[0]["run"] == "ddp_straggler.rank1" and "rank 1" in s[0]["evidence"]
-    assert s[0]["value"] == pytest.approx(100.0 * st["wait_caused_ns"] / st["step_ns"], abs=1e-3)
+    (job,) = [r for r in reports.run(con, "straggler_ranks", {"job": "ddp_straggler", "iteration": "all"}).to_pylist()
+              if r["iteration"] is None]
+    assert st["straggler"] and job["straggler"] and job["rank"] == 1
+    assert s[0]["value"] == pytest.approx(job["cost_pct"], abs=1e-3)
     assert s[0]["value"] > 5
     m = [f for (rule, _), f in got.items() if rule == "memory_headroom" and f["severity"] not in ("ok", "skipped")]
     mem = reports.run(con, "memory_summary", {}).to_pylist()
@@ -343,22 +346,19 @@ def test_multi_rank_and_memory_rules_must_not_fire_on_real_captures(tmp_path):
         assert f["value"] == pytest.approx(ov["overlap_pct"])
         assert f["value"] == pytest.approx(100 * both / length(u["communication"]), abs=0.01)
         assert f["severity"] == "ok" and f["value"] > 65, (run, f["evidence"])
-    (s,) = [f for (rule, run), f in got.items() if rule == "straggler_rank" and run.startswith("ddp_overlap")]
+    # no straggler: rank 1 arrives last at every call, by 0.02-0.23 ms (a 340 ms step): the
+    # gating call's skew beyond the job's median skew is 0.15 ms, 0.04% of the step (issue 49)
     (st,) = reports.run(con, "straggler_ranks", {"job": "ddp_overlap"}).to_pylist()
-    it = s["iteration"]
+    it = st["iteration"]
     calls = [c for c in joined_calls(ranks).values() if c["iteration"] == it]
-    wait = sum(c["skew_ns"] for c in calls if c["last_rank"] == st["rank"])
+    gate = max(calls, key=lambda c: c["skew_ns"])
     step = max(its[r][it]["window_ns"] for r in (0, 1))
-    assert (st["wait_caused_ns"], st["step_ns"], st["calls"]) == (wait, step, len(calls))
-    assert s["value"] == pytest.approx(100.0 * wait / step, abs=1e-3)
-    assert s["severity"] == "ok" and s["value"] < 1          # 0.6 ms of skew in a 340 ms step
-    # the rule speaks of the rank that caused the most wait (from the raw calls); asked about
-    # the other rank alone it returns no row, and is listed as passed rather than left out
-    waits = {r: sum(c["skew_ns"] for c in calls if c["last_rank"] == r) for r in (0, 1)}
-    other = min(waits, key=waits.get)
-    assert max(waits, key=waits.get) == st["rank"] != other
-    (o,) = [f for f in advise.evaluate(con, run=f"ddp_overlap.rank{other}") if f["rule"] == "straggler_rank"]
-    assert o["severity"] == "ok" and o["value"] is None and "no row" in o["evidence"]
+    assert (st["lateness_ns"], st["rank"], st["step_ns"], st["calls"]) == (gate["skew_ns"], gate["last_rank"], step,
+                                                                           len(calls))
+    assert not st["straggler"] and st["cost_pct"] < 0.1
+    for r in (0, 1):      # passed, with no row: there is no straggler to speak of
+        (o,) = [f for f in advise.evaluate(con, run=f"ddp_overlap.rank{r}") if f["rule"] == "straggler_rank"]
+        assert o["severity"] == "ok" and o["value"] is None and "no row" in o["evidence"]
     f = got[("memory_headroom", "resnet50_bs2176")]
     (m,) = reports.run(con, "memory_summary", {"run": "resnet50_bs2176"}).to_pylist()
     doc = raw_trace(cap / "resnet50_bs2176.pt.trace.json.gz")

@@ -213,6 +213,27 @@ UNION ALL
 SELECT gpu, level, NULL, NULL, eps_pj, 0, NULL, NULL, true, true, NULL, NULL, NULL, NULL, NULL, NULL
 FROM calibration_reference;
 
+-- The GPU of each trace run (issue 49): the device its kernels ran on (the
+-- most common, the lowest on a tie), else the one device its deviceProperties
+-- list. A power or system log of several GPUs is read at this index (the CUDA
+-- ordinal: under CUDA_VISIBLE_DEVICES it need not be the NVML index).
+--
+-- @column run     trace run
+-- @column gpu     GPU index (kernels.device)
+-- @column source  kernels | deviceProperties
+CREATE OR REPLACE VIEW run_gpu AS
+WITH k AS (
+    SELECT run, device, count(*) AS n FROM kernels WHERE device IS NOT NULL GROUP BY run, device
+    QUALIFY row_number() OVER (PARTITION BY run ORDER BY count(*) DESC, device) = 1
+), p AS (
+    SELECT run, CAST(device_properties -> 0 ->> 'id' AS INTEGER) AS device FROM runs
+    WHERE kind = 'trace' AND json_array_length(device_properties) = 1
+)
+SELECT r.run, coalesce(k.device, p.device) AS gpu,
+       CASE WHEN k.device IS NOT NULL THEN 'kernels' ELSE 'deviceProperties' END AS source
+FROM runs r LEFT JOIN k USING (run) LEFT JOIN p USING (run)
+WHERE r.kind = 'trace' AND coalesce(k.device, p.device) IS NOT NULL;
+
 -- Energy of time windows on a trace's timeline: for each row of the temp
 -- relation _energy_windows(run, iteration, label, s, e) (trace ns) and the power
 -- run chosen per trace run, the integrated energy and the counter delta.
@@ -222,12 +243,15 @@ WITH pr AS (
     SELECT * FROM trace_power_pairs
     WHERE power_run_param IS NULL OR power_run = power_run_param
     QUALIFY row_number() OVER (PARTITION BY run ORDER BY note LIKE 'not paired%', power_run) = 1
-), g AS (
-    SELECT run AS power_run, coalesce(gpu_param, min(gpu)) AS gpu FROM power GROUP BY run
+), g AS (          -- the GPU asked for, else the trace run's own GPU when the log has it (run_gpu), else the lowest
+    SELECT pr.run, pr.power_run,
+           coalesce(gpu_param, min(s.gpu) FILTER (WHERE s.gpu = rg.gpu), min(s.gpu)) AS gpu
+    FROM pr JOIN power_sensors s ON s.run = pr.power_run LEFT JOIN run_gpu rg ON rg.run = pr.run
+    GROUP BY pr.run, pr.power_run
 ), w AS (
     SELECT x.*, pr.power_run, pr.offset_ns, pr.method, pr.note AS alignment, g.gpu,
            x.s - pr.offset_ns AS ps, x.e - pr.offset_ns AS pe
-    FROM query_table(windows) x JOIN pr USING (run) JOIN g USING (power_run)
+    FROM query_table(windows) x JOIN pr USING (run) JOIN g USING (run, power_run)
 ), a AS (
     SELECT w.*, energy_at(i.cum_j, i.ts_ns, i.p_w, i.next_ts, i.next_p, w.ps) AS e0,
            counter_at(u.energy_j, u.ts_ns, u.next_energy_j, u.next_ts, w.ps) AS c0
