@@ -1,4 +1,4 @@
-"""The verdict of `tracedb diff` (issue 50): the step time first, the rest explains.
+"""The verdict of `tracedb diff`: the step time first, the rest explains.
 
 A compiled GPT-2 step 46.7% faster than the eager one failed the gate because GPU
 utilization fell and one kernel got slower. The gate now judges iteration_time (the

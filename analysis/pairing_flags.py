@@ -1,4 +1,4 @@
-"""Findings read from a pairing kept by --force are flagged (issue 50).
+"""Findings read from a pairing kept by --force are flagged.
 
 A pairing whose matched kernels disagree in name beyond match.MAX_NAME_MISMATCH_PCT is
 refused unless forced; the utilization reports use a forced one only when no sound

@@ -215,7 +215,7 @@ def build(con, run, batch_size=None):
         shown = cols or [c for c in rows[0] if c not in ("run", "note")]
         notes = sorted({r["note"] for r in rows if r.get("note")})
         body = (f'<div class="chart" id="chart-{sid}">{svg}</div>' if svg else "") + table_html(rows, shown)
-        if report == "energy_summary":          # which GPU of a log of several it read (issue 49)
+        if report == "energy_summary":          # which GPU of a log of several it read
             body = _gpu_read(con, run, rows) + body
         body += "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in notes)
         body += (f'<p class="note">from <code>tracedb query {report} --run {html.escape(run)}</code>: '

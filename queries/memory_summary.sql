@@ -69,7 +69,7 @@ WITH w AS (
     LEFT JOIN nv ON nv.run = w.run AND nv.iteration IS NOT DISTINCT FROM w.iteration
 ), e AS (
     SELECT *, 100.0 * peak_res / total_bytes AS pct,
-           -- growth too small to extrapolate from (issue 50: 0.3 MiB of 1.13 GiB said "430104.5x larger")
+           -- growth too small to extrapolate from (0.3 MiB of 1.13 GiB once said "430104.5x larger")
            CASE WHEN peak_alloc - start_b >= greatest(0.01 * peak_alloc, 1048576)
                 THEN (0.9 * total_bytes - start_b) / (peak_alloc - start_b) END AS scale
     FROM r

@@ -16,7 +16,7 @@
 SELECT run, iteration, overlap_pct AS value,
        format('{:.1f}% of the {:.2f} ms of communication overlaps compute on rank {} ({:.2f} ms exposed)',
               overlap_pct, communication_ns / 1e6, rank, exposed_ns / 1e6)
-       -- a rank of a job with a straggler: its communication is (mostly) the wait for it (issue 49)
+       -- a rank of a job with a straggler: its communication is (mostly) the wait for it
        || coalesce(format('; {:.2f} ms of it is this rank waiting for rank {}, the job''s straggler (straggler_ranks): fix that rank first',
                           w.wait_ns / 1e6, w.waited_for), '')
        -- what kind of parallelism the communication is (process_group_kinds): the advice differs

@@ -1,11 +1,11 @@
 -- rule: memory_headroom
 -- description: The step uses a small part of the GPU's memory while the GPU is
 --   mostly idle: a larger batch fits and would give each launch more work.
---   Value: memory_summary's device_memory_pct (issue 15), when GPU utilization
+--   Value: memory_summary's device_memory_pct, when GPU utilization
 --   is below 70%. How much the batch might grow is a straight line from the one
 --   batch size the trace shows: stated only where the iteration's own allocations
 --   are large enough to measure (1% of its peak, 1 MiB), and above 8x only as
---   "over 8x" (issue 50: "the batch might grow 26362909.6x").
+--   "over 8x" (a straight line once said "the batch might grow 26362909.6x").
 -- threshold: 50
 -- unit: % of device memory
 -- fires: below

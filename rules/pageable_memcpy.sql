@@ -3,7 +3,7 @@
 --   the driver stages them through a pinned buffer and the copy cannot overlap
 --   with the host (nsys's cuda_memcpy_async rule). Value: their time as a share
 --   of the iteration.
---   Graded by that share (issue 50): high from 10%, medium from 0.5%, low below.
+--   Graded by that share: high from 10%, medium from 0.5%, low below.
 -- threshold: 0
 -- unit: % of the iteration
 -- fires: above

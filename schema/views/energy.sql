@@ -75,7 +75,7 @@ CREATE OR REPLACE MACRO counter_at(energy_j, ts_ns, next_energy_j, next_ts, t) A
     CASE WHEN next_ts IS NULL THEN CASE WHEN t = ts_ns THEN energy_j END
          ELSE energy_j + (t - ts_ns) * (next_energy_j - energy_j) / (next_ts - ts_ns) END;
 
--- The energy counter's update points (issue 50): NVML's total-energy counter
+-- The energy counter's update points: NVML's total-energy counter
 -- steps about every 100 ms however often it is read, so between repeated samples
 -- of one value it says nothing; interpolating between samples put a whole update's
 -- energy into the few ms before the sample that saw it. An update point is a sample
@@ -213,7 +213,7 @@ UNION ALL
 SELECT gpu, level, NULL, NULL, eps_pj, 0, NULL, NULL, true, true, NULL, NULL, NULL, NULL, NULL, NULL
 FROM calibration_reference;
 
--- The GPU of each trace run (issue 49): the device its kernels ran on (the
+-- The GPU of each trace run: the device its kernels ran on (the
 -- most common, the lowest on a tie), else the one device its deviceProperties
 -- list. A power or system log of several GPUs is read at this index (the CUDA
 -- ordinal: under CUDA_VISIBLE_DEVICES it need not be the NVML index).

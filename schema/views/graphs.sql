@@ -1,6 +1,6 @@
 -- includes:
 
--- CUDA graphs as a shape of their own (issue 50): a graph launch (cudaGraphLaunch,
+-- CUDA graphs as a shape of their own: a graph launch (cudaGraphLaunch,
 -- cuGraphLaunch, XLA's command buffers: `cuGraphLaunch (CudaGraph:N)`) runs many
 -- nodes under one correlation id, so per-kernel measures that compare a kernel with
 -- its own launch call (launch delay, kernels shorter than their launch) do not

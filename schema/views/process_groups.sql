@@ -1,6 +1,6 @@
 -- includes: distributed
 
--- Process groups as users configure them (issue 49): tensor (TP), data (DP),
+-- Process groups as users configure them: tensor (TP), data (DP),
 -- fully sharded data (FSDP) or pipeline (PP) parallelism, per trace run and
 -- process group, so that advice on exposed communication knows whether it is a
 -- tensor-parallel all-reduce (blocking by design: the next layer needs its

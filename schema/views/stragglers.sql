@@ -1,6 +1,6 @@
 -- includes: jobs
 
--- Stragglers (issue 49): a rank whose lateness costs the job step time,
+-- Stragglers: a rank whose lateness costs the job step time,
 -- measured once per iteration against the job's own noise. Like jobs.sql,
 -- these views join the ranks of a job: the lake holds no copy of them and Spark
 -- defines them from this same SQL (lake.job_views). Documented in

@@ -37,7 +37,7 @@ WHERE k.run IN (SELECT run FROM runs WHERE kind = 'trace');
 -- annotations, ProfilerStep#N), runtime and driver calls and Python frames, each
 -- with its level (op | user | runtime | python). The ops report nests them.
 -- XLA's traces (JAX, TensorFlow through XProf) give their host TraceMe events no
--- category: an event of a `/host:` process is taken too (issue 50), as runtime when
+-- category: an event of a `/host:` process is taken too, as runtime when
 -- its name is a CUDA driver or runtime call (cuGraphLaunch, cuLaunchHostFunc ...),
 -- user when it carries a step_num (StepTraceAnnotation), else op (PjitFunction, PjRt
 -- Execute, the XLA module, thunks). Its Python tracer frames (`$file:line name`) are left
