@@ -440,7 +440,8 @@ def _metadata_events(ex):
                 out.append(("M", None, "thread_name", str((gtid >> 24) & 0xFFFFFF), str(gtid & 0xFFFFFF),
                             json.dumps({"name": name})))
     for dev, name in _gpus(ex).items():
-        out.append(("M", None, "process_name", str(dev), None, json.dumps({"name": f"GPU {dev}" + (f": {name}" if name else "")})))
+        label = f"GPU {dev}" + (f": {name}" if name else "")
+        out.append(("M", None, "process_name", str(dev), None, json.dumps({"name": label})))
     return out
 
 
@@ -463,7 +464,7 @@ def _launch_rank(ex):
 
 
 def _gpus(ex):
-    """device id -> GPU name (TARGET_INFO_GPU, else TARGET_INFO_CUDA_DEVICE ids)."""
+    """device id -> GPU name, from TARGET_INFO_GPU (its cuDevice, else its id)."""
     out = {}
     if "TARGET_INFO_GPU" in ex.tables:
         for r in ex.rows("TARGET_INFO_GPU", ["id", "cuDevice", "name"]):
@@ -511,8 +512,8 @@ READ_AHEAD = 2
 
 def _read_batches(ex):
     """(kind, Arrow batch) of each source table in turn, read in a thread of its own
-    with its own connection; (kind, None) for a kind whose table is there but empty.
-    An error in the thread is raised here."""
+    with its own connection; (kind, None) before the batches of each kind whose table
+    is there (empty or not). An error in the thread is raised here."""
     q = queue.Queue(READ_AHEAD)
     stop = threading.Event()
     done = object()
@@ -561,7 +562,18 @@ def _read_batches(ex):
         t.join()
 
 
+VARIABLES = ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset", "tracedb_iteration_marker")
+
+
 def _load(con, ex, run, iteration_marker):
+    try:
+        return _load_run(con, ex, run, iteration_marker)
+    finally:        # (variables are no part of the transaction: reset after a failed load too)
+        for v in VARIABLES:
+            con.execute(f"RESET VARIABLE {v}")
+
+
+def _load_run(con, ex, run, iteration_marker):
     path = ex.path
     base_ns = _base_ns(ex)
     con.execute("SET VARIABLE tracedb_run = ?", [run])
@@ -608,8 +620,6 @@ def _load(con, ex, run, iteration_marker):
         con.execute("DROP VIEW _run_events")
         for t in ("_nsys_strings", "_nsys_procs", "_nsys_mem_kinds", "_nsys_nvtx_domains", "_nsys_nvtx_categories"):
             con.execute(f"DROP TABLE IF EXISTS {t}")
-        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset", "tracedb_iteration_marker"):
-            con.execute(f"RESET VARIABLE {v}")
     if iteration_marker is not None and not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):
         raise IngestError(path, f"--iterations-from {iteration_marker!r}: no NVTX range or op of that name "
                                 "with an end in the profile")

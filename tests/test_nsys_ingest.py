@@ -232,6 +232,7 @@ def test_iterations_from_an_absent_name_is_one_line(tmp_path):
         ingest_file(con, str(gz("mock")), options={"iterations_from": "no_such_range"})
     assert "no_such_range" in str(e.value) and "\n" not in str(e.value)
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM duckdb_variables()").fetchone()[0] == 0
     con.close()
 
 
