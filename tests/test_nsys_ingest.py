@@ -639,3 +639,31 @@ def test_a_memset_and_its_launch_in_an_older_schema(nsys_db, plain):
                     rs + b, re_ + b)]
     assert json.loads(nsys_db.execute("SELECT metadata FROM runs WHERE run = 'wb2_report1'").fetchone()[0]
                       )["nsys_version"] == "2025.5.1.121"
+
+
+def test_kernels_get_the_innermost_emit_nvtx_op_around_their_launch(nsys_db, plain):
+    """Each launched kernel's op: the innermost emit_nvtx range (the latest-starting
+    one) on the launching thread that holds the launch call's start."""
+    import bisect
+    from collections import defaultdict
+    p = plain["h100_2gpu_1s"]
+    ranges = defaultdict(list)
+    for tid, start, end, text in q(p, """SELECT n.globalTid, n.start, n."end", coalesce(n.text, s.value)
+            FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+            WHERE n.eventType = 59 AND coalesce(n.text, s.value) LIKE '%, op_id = %'"""):
+        ranges[tid].append((start, end, text.split(", seq = ")[0].split(", op_id = ")[0]))
+    for v in ranges.values():
+        v.sort()
+    raw = Counter()
+    for tid, launch, kstart in q(p, """SELECT r.globalTid, r.start, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+            AND (r.globalTid >> 24) = (k.globalPid >> 24)"""):
+        v = ranges.get(tid, [])
+        i = bisect.bisect_right(v, (launch, float("inf"), ""))
+        held = [x for x in v[:i] if x[1] >= launch]
+        raw[(kstart, max(held)[2] if held else None)] += 1
+    b = base_ns(p)
+    got = Counter((ts - b, op) for ts, op in nsys_db.execute(
+        "SELECT ts_ns, op_name FROM kernels WHERE run = 'h100_2gpu_1s' AND kind = 'kernel' "
+        "AND launch_event_id IS NOT NULL").fetchall())
+    assert got == raw and sum(1 for (_, op) in raw if op) > 1000
