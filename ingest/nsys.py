@@ -510,10 +510,88 @@ KINDS_READ = ("runtime", "nvtx", "kernel", "memcpy", "memset")
 READ_AHEAD = 2
 
 
+# Worker processes that read the tables' rowid ranges side by side, for a large export
+# on a machine with cores to spare (0: the one reading thread). SQLite's row stepping
+# and Python's tuples hold one core per reader (about 3 µs a row); DuckDB's insert and
+# derivation take threads of their own meanwhile.
+PROCESS_READERS = max(0, min(4, (os.cpu_count() or 1) - 2))
+PROCESS_MIN_ROWS = 4 << 20       # below, starting the processes costs more than they save
+
+
+def _read_range(path, db_path, pid, kind, lo, hi):
+    """Worker: the Arrow batch of a kind's rows with rowid in [lo, hi] (None: none)."""
+    ex = Export(path, db_path)
+    ex.pid = pid
+    try:
+        select = ex.source(kind)[1]
+        select += (" AND" if " WHERE " in select else " WHERE") + f" rowid BETWEEN {int(lo)} AND {int(hi)}"
+        rows = ex.con.execute(select).fetchall()
+        return _arrow(rows, list(SCHEMA[kind][1])) if rows else None
+    except sqlite3.DatabaseError as e:
+        raise sqlite3.DatabaseError(str(e)) from None        # (one that pickles back to the parent)
+    finally:
+        ex.close()
+
+
+def _rowid_ranges(ex):
+    """(kind, lo, hi) of BATCH_ROWS rowids each, over every kind's table, in read order."""
+    out = []
+    for kind in KINDS_READ:
+        table = ex.table_of(kind)
+        if table is None:
+            continue
+        lo, hi = ex.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+        out.append((kind, None, None))
+        if lo is not None:
+            out += [(kind, a, min(a + BATCH_ROWS - 1, hi)) for a in range(lo, hi + 1, BATCH_ROWS)]
+    return out
+
+
 def _read_batches(ex):
-    """(kind, Arrow batch) of each source table in turn, read in a thread of its own
-    with its own connection; (kind, None) before the batches of each kind whose table
-    is there (empty or not). An error in the thread is raised here."""
+    """(kind, Arrow batch) of each source table in turn; (kind, None) before the
+    batches of each kind whose table is there (empty or not). Read by worker processes
+    (a large export, PROCESS_READERS > 0), else by a thread of its own."""
+    if PROCESS_READERS > 0:
+        ranges = _rowid_ranges(ex)
+        if sum(hi - lo + 1 for _, lo, hi in ranges if lo is not None) >= PROCESS_MIN_ROWS:
+            yield from _read_in_processes(ex, ranges)
+            return
+    yield from _read_in_thread(ex)
+
+
+def _read_in_processes(ex, ranges):
+    """The batches of ranges, read by PROCESS_READERS processes, yielded in order; at
+    most READ_AHEAD batches per process wait (memory stays bounded)."""
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+    # spawn: a fork would copy DuckDB's threads and locks mid-flight
+    with ProcessPoolExecutor(PROCESS_READERS, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = deque()
+        todo = iter(ranges)
+        try:
+            while True:
+                while len(pending) < PROCESS_READERS * READ_AHEAD and (r := next(todo, None)) is not None:
+                    kind, lo, hi = r
+                    pending.append((kind, None if lo is None else
+                                    pool.submit(_read_range, ex.path, ex.db_path, ex.pid, kind, lo, hi)))
+                if not pending:
+                    return
+                kind, future = pending.popleft()
+                if future is None:
+                    yield kind, None
+                elif (batch := future.result()) is not None:
+                    yield kind, batch
+                    batch = None
+        finally:
+            for _, future in pending:
+                if future is not None:
+                    future.cancel()
+
+
+def _read_in_thread(ex):
+    """_read_batches in a thread of its own with its own connection. An error in the
+    thread is raised here."""
     q = queue.Queue(READ_AHEAD)
     stop = threading.Event()
     done = object()

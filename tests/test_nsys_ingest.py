@@ -667,3 +667,26 @@ def test_kernels_get_the_innermost_emit_nvtx_op_around_their_launch(nsys_db, pla
         "SELECT ts_ns, op_name FROM kernels WHERE run = 'h100_2gpu_1s' AND kind = 'kernel' "
         "AND launch_event_id IS NOT NULL").fetchall())
     assert got == raw and sum(1 for (_, op) in raw if op) > 1000
+
+
+def test_reading_in_worker_processes_loads_the_same_run(nsys_db, tmp_path, monkeypatch):
+    """The export read by 2 worker processes in rowid ranges of 4096 rows (what a large
+    export gets on a machine with cores to spare) gives the same events, kernels and
+    iterations as the reading thread."""
+    from tracedb.ingest import nsys
+    monkeypatch.setattr(nsys, "PROCESS_READERS", 2)
+    monkeypatch.setattr(nsys, "PROCESS_MIN_ROWS", 0)
+    monkeypatch.setattr(nsys, "BATCH_ROWS", 4096)
+    calls = []
+    real = nsys._read_in_processes
+    monkeypatch.setattr(nsys, "_read_in_processes", lambda ex, ranges: calls.append(len(ranges)) or real(ex, ranges))
+    con = db.connect(tmp_path / "p.duckdb")
+    ingest_file(con, str(gz("mfu_2gpu_before")))
+    digest = """SELECT count(*), sum(hash(event_id, ph, cat, name, pid, tid, ts_ns, dur_ns, correlation, stream, device,
+                CAST(args AS VARCHAR))) FROM events WHERE run = 'mfu_2gpu_before'"""
+    kernels = """SELECT count(*), sum(hash(kernel_id, kind, name, ts_ns, dur_ns, launch_event_id, op_event_id, seq))
+                 FROM kernels WHERE run = 'mfu_2gpu_before'"""
+    assert calls and calls[0] > 10
+    assert con.execute(digest).fetchone() == nsys_db.execute(digest).fetchone()
+    assert con.execute(kernels).fetchone() == nsys_db.execute(kernels).fetchone()
+    con.close()
