@@ -511,10 +511,12 @@ READ_AHEAD = 2
 
 
 # Worker processes that read the tables' rowid ranges side by side, for a large export
-# on a machine with cores to spare (0: the one reading thread). SQLite's row stepping
-# and Python's tuples hold one core per reader (about 3 µs a row); DuckDB's insert and
-# derivation take threads of their own meanwhile.
-PROCESS_READERS = max(0, min(4, (os.cpu_count() or 1) - 2))
+# (0: the one reading thread). SQLite's row stepping and Python's tuples hold one core
+# per reader (about 3 µs a row) while DuckDB's insert and derivation take threads of
+# their own. Off unless TRACEDB_NSYS_READERS asks for them: on the 2 shared cores
+# where it was written, 2 readers made a 200 MB export slower (103.6 s against 80.5 s),
+# and no machine with cores to spare has measured them yet (docs/benchmarks.md).
+PROCESS_READERS = max(0, min(16, int(os.environ.get("TRACEDB_NSYS_READERS", "0") or 0)))
 PROCESS_MIN_ROWS = 4 << 20       # below, starting the processes costs more than they save
 
 

@@ -674,7 +674,7 @@ def test_reading_in_worker_processes_loads_the_same_run(nsys_db, tmp_path, monke
     export gets on a machine with cores to spare) gives the same events, kernels and
     iterations as the reading thread."""
     from tracedb.ingest import nsys
-    monkeypatch.setattr(nsys, "PROCESS_READERS", 2)
+    monkeypatch.setattr(nsys, "PROCESS_READERS", 2)       # (TRACEDB_NSYS_READERS=2)
     monkeypatch.setattr(nsys, "PROCESS_MIN_ROWS", 0)
     monkeypatch.setattr(nsys, "BATCH_ROWS", 4096)
     calls = []
