@@ -690,3 +690,17 @@ def test_reading_in_worker_processes_loads_the_same_run(nsys_db, tmp_path, monke
     assert con.execute(digest).fetchone() == nsys_db.execute(digest).fetchone()
     assert con.execute(kernels).fetchone() == nsys_db.execute(kernels).fetchone()
     con.close()
+
+
+@pytest.mark.parametrize("name", ["mock", "rg_report1", "wb2_report1"])
+def test_times_are_epoch_ns_within_the_session(nsys_db, plain, name):
+    """nsys's times count from the session start (mock: its monotonic clock read
+    515,396 s then, its first call is at 1.3 s): the run's events lie between the
+    session's start (utcEpochNs) and its end (RUN_DURATION_MS later), epoch ns, as a
+    Kineto trace's (so power logs align)."""
+    (start,), = q(plain[name], "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+    (ms,), = q(plain[name], "SELECT value FROM META_DATA_CAPTURE WHERE name = 'RUN_DURATION_MS'")
+    lo, hi = nsys_db.execute("SELECT min(ts_ns), max(ts_ns + coalesce(dur_ns, 0)) FROM events WHERE run = ?",
+                             [name]).fetchone()
+    assert start < lo < hi <= start + int(ms) * 1_000_000
+    assert nsys_db.execute("SELECT base_time_ns FROM runs WHERE run = ?", [name]).fetchone()[0] == start
