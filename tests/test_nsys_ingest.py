@@ -704,3 +704,35 @@ def test_times_are_epoch_ns_within_the_session(nsys_db, plain, name):
                              [name]).fetchone()
     assert start < lo < hi <= start + int(ms) * 1_000_000
     assert nsys_db.execute("SELECT base_time_ns FROM runs WHERE run = ?", [name]).fetchone()[0] == start
+
+
+def test_nvtx_start_end_ranges_marks_payloads_and_domain_names(tmp_path, plain):
+    """The NVTX forms the fixtures lack, on a copy of mfu_2gpu_before: its ncclSend
+    ranges made start/end ranges (eventType 60) ended on another thread, its
+    ncclGroupStart ranges made marks (34), a payload on each ncclRecv, and the
+    DomainCreate row (75) naming domain 1 "NCCL" that a whole capture has."""
+    named = lambda n: f"(text = '{n}' OR textId IN (SELECT id FROM StringIds WHERE value = '{n}'))"
+    p = tmp_path / "forms.sqlite"
+    shutil.copy(plain["mfu_2gpu_before"], p)
+    c = sqlite3.connect(p)
+    c.execute("UPDATE NVTX_EVENTS SET eventType = 60, endGlobalTid = globalTid + 1 WHERE " + named("ncclSend"))
+    c.execute("UPDATE NVTX_EVENTS SET eventType = 34, \"end\" = NULL WHERE " + named("ncclGroupStart"))
+    c.execute("UPDATE NVTX_EVENTS SET int64Value = 4096 WHERE " + named("ncclRecv"))
+    c.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, domainId, globalTid) "
+              "SELECT 0, 75, 'NCCL', 1, min(globalTid) FROM NVTX_EVENTS")
+    c.commit()
+    c.close()
+    con = db.connect(tmp_path / "d.duckdb")
+    ingest_file(con, str(p))
+    rows = lambda sql: con.execute(sql).fetchall()
+    b = base_ns(p)
+    sends = Counter(q(p, f"""SELECT start + {b}, "end" - start, (globalTid & 16777215) + 1 FROM NVTX_EVENTS
+                            WHERE {named("ncclSend")}"""))
+    assert Counter(rows("""SELECT ts_ns, dur_ns, CAST(args->>'end thread' AS BIGINT) FROM events
+        WHERE name = 'ncclSend' AND ph = 'X' AND args->>'kind' = 'start/end'""")) == sends and len(sends) > 100
+    (marks,), = q(p, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 34")
+    assert rows("SELECT count(*), count(dur_ns) FROM events WHERE name = 'ncclGroupStart' AND ph = 'i'") == [(marks, 0)]
+    assert rows("SELECT DISTINCT args->>'payload', args->>'domain' FROM events WHERE name = 'ncclRecv'") == [
+        ("4096", "NCCL")]
+    assert rows("SELECT count(*) FROM events WHERE name = 'NCCL'") == [(0,)]      # (the DomainCreate row is no range)
+    con.close()
