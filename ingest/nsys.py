@@ -28,7 +28,7 @@ import pyarrow as pa
 from tracedb.db import memory_cap, run_script, run_script_over, scalar, sql_text, statements
 from tracedb.ingest.errors import IngestError
 from tracedb.ingest.registry import Prepared, Reader
-from tracedb.ingest.source import compression, hash_file, plain_copy, status
+from tracedb.ingest.source import compression, hash_file, head, plain_copy, status
 
 # Rows per batch read from SQLite and staged: memory stays bounded whatever the export's size.
 BATCH_ROWS = 1 << 19
@@ -243,7 +243,9 @@ class NsysReader(Reader):
     def sniff(self, path, text):
         if path.endswith((".nsys-rep", ".qdrep")):
             return "nsys-rep"
-        if text().startswith(SQLITE_MAGIC):
+        # (its own first bytes, not text(): text() refuses some binary files as UTF-16,
+        # and the readers after this one know theirs by name: .xplane.pb, .ncu-rep)
+        if head(path, 16).startswith(SQLITE_MAGIC.encode()):
             return "nsys-sqlite"
         return None
 

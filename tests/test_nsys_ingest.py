@@ -736,3 +736,14 @@ def test_nvtx_start_end_ranges_marks_payloads_and_domain_names(tmp_path, plain):
         ("4096", "NCCL")]
     assert rows("SELECT count(*) FROM events WHERE name = 'NCCL'") == [(0,)]      # (the DomainCreate row is no range)
     con.close()
+
+
+@pytest.mark.parametrize("name, fmt", [("r.ncu-rep", "ncu-rep"), ("t.xplane.pb", "xplane")])
+def test_the_nsys_sniff_leaves_binary_reports_to_their_readers(tmp_path, name, fmt):
+    """The nsys reader, first in READERS, reads a file's first bytes itself: a binary
+    report whose bytes look like UTF-16 (zeros at 1 and 3) still reaches the reader
+    that knows it by name."""
+    from tracedb.ingest.registry import detect
+    p = tmp_path / name
+    p.write_bytes(b"\x08\x00\x12\x00" + bytes(range(1, 200)))
+    assert detect(str(p))[1] == fmt
