@@ -1,6 +1,7 @@
 """Nsight Systems ingest benchmark: a large SQLite export into a fresh database, in MB/s.
 
 usage: python benchmarks/bench_nsys.py BIG.sqlite [--make MB] [--from tests/data/nsys/mfu_2gpu_before.sqlite.gz]
+                                     [--readers N]
 
 --make MB builds BIG.sqlite first (when it is missing) from a real export by
 replicating its activity and NVTX rows, each copy shifted past the previous one
@@ -49,9 +50,11 @@ def make(out, source, mb):
     return copy + 1
 
 
-def _child(path, db):
+def _child(path, db, readers):
     from tracedb.store import db as tdb
-    from tracedb.ingest import ingest_file
+    from tracedb.ingest import ingest_file, nsys
+    if readers >= 0:          # worker processes reading rowid ranges (0: the reading thread)
+        nsys.PROCESS_READERS, nsys.PROCESS_MIN_ROWS = readers, 0
     t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     con = tdb.connect(db)
     ingest_file(con, path)
@@ -66,13 +69,15 @@ def _child(path, db):
 
 
 def main():
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        return _child(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        return _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     ap = argparse.ArgumentParser()
     ap.add_argument("path")
     ap.add_argument("--make", type=float, metavar="MB")
     ap.add_argument("--from", dest="source", default=os.path.join(
         os.path.dirname(__file__), "..", "tests", "data", "nsys", "mfu_2gpu_before.sqlite.gz"))
+    ap.add_argument("--readers", type=int, default=-1,
+                    help="worker processes reading the export (0: one thread; default: as tracedb chooses)")
     a = ap.parse_args()
     if a.make and not os.path.exists(a.path):
         copies = make(a.path, a.source, a.make)
@@ -80,7 +85,7 @@ def main():
     size = os.path.getsize(a.path)
     d = tempfile.mkdtemp(prefix="bench-nsys-")
     try:
-        out = subprocess.run([sys.executable, __file__, "--child", a.path, os.path.join(d, "b.duckdb")],
+        out = subprocess.run([sys.executable, __file__, "--child", a.path, os.path.join(d, "b.duckdb"), str(a.readers)],
                              capture_output=True, text=True, check=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
     finally:

@@ -32,7 +32,7 @@ from .errors import IngestError
 from .reader import Prepared, Reader
 from .trace import TraceReader
 from ..progress import status
-from .source import compression, hash_file, plain_copy
+from .source import compression, hash_file, head, plain_copy
 
 # Rows per batch read from SQLite and staged: memory stays bounded whatever the export's size.
 BATCH_ROWS = 1 << 19
@@ -260,7 +260,9 @@ class NsysReader(Reader):
     def sniff(self, path, text):
         if path.endswith((".nsys-rep", ".qdrep")):
             return "nsys-rep"
-        if text().startswith(SQLITE_MAGIC):
+        # (its own first bytes, not text(): text() refuses some binary files as UTF-16,
+        # and the readers after this one know theirs by name: .xplane.pb, .ncu-rep)
+        if head(path, 16).startswith(SQLITE_MAGIC.encode()):
             return "nsys-sqlite"
         return None
 
@@ -457,7 +459,8 @@ def _metadata_events(ex):
                 out.append(("M", None, "thread_name", str((gtid >> 24) & 0xFFFFFF), str(gtid & 0xFFFFFF),
                             json.dumps({"name": name})))
     for dev, name in _gpus(ex).items():
-        out.append(("M", None, "process_name", str(dev), None, json.dumps({"name": f"GPU {dev}" + (f": {name}" if name else "")})))
+        label = f"GPU {dev}" + (f": {name}" if name else "")
+        out.append(("M", None, "process_name", str(dev), None, json.dumps({"name": label})))
     return out
 
 
@@ -480,7 +483,7 @@ def _launch_rank(ex):
 
 
 def _gpus(ex):
-    """device id -> GPU name (TARGET_INFO_GPU, else TARGET_INFO_CUDA_DEVICE ids)."""
+    """device id -> GPU name, from TARGET_INFO_GPU (its cuDevice, else its id)."""
     out = {}
     if "TARGET_INFO_GPU" in ex.tables:
         for r in ex.rows("TARGET_INFO_GPU", ["id", "cuDevice", "name"]):
@@ -526,10 +529,90 @@ KINDS_READ = ("runtime", "nvtx", "kernel", "memcpy", "memset")
 READ_AHEAD = 2
 
 
+# Worker processes that read the tables' rowid ranges side by side, for a large export
+# (0: the one reading thread). SQLite's row stepping and Python's tuples hold one core
+# per reader (about 3 µs a row) while DuckDB's insert and derivation take threads of
+# their own. Off unless TRACEDB_NSYS_READERS asks for them: on the 2 shared cores
+# where it was written, 2 readers made a 200 MB export slower (103.6 s against 80.5 s),
+# and no machine with cores to spare has measured them yet (docs/benchmarks.md).
+PROCESS_READERS = max(0, min(16, int(os.environ.get("TRACEDB_NSYS_READERS", "0") or 0)))
+PROCESS_MIN_ROWS = 4 << 20       # below, starting the processes costs more than they save
+
+
+def _read_range(path, db_path, pid, kind, lo, hi):
+    """Worker: the Arrow batch of a kind's rows with rowid in [lo, hi] (None: none)."""
+    ex = Export(path, db_path)
+    ex.pid = pid
+    try:
+        select = ex.source(kind)[1]
+        select += (" AND" if " WHERE " in select else " WHERE") + f" rowid BETWEEN {int(lo)} AND {int(hi)}"
+        rows = ex.con.execute(select).fetchall()
+        return _arrow(rows, list(SCHEMA[kind][1])) if rows else None
+    except sqlite3.DatabaseError as e:
+        raise sqlite3.DatabaseError(str(e)) from None        # (one that pickles back to the parent)
+    finally:
+        ex.close()
+
+
+def _rowid_ranges(ex):
+    """(kind, lo, hi) of BATCH_ROWS rowids each, over every kind's table, in read order."""
+    out = []
+    for kind in KINDS_READ:
+        table = ex.table_of(kind)
+        if table is None:
+            continue
+        lo, hi = ex.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+        out.append((kind, None, None))
+        if lo is not None:
+            out += [(kind, a, min(a + BATCH_ROWS - 1, hi)) for a in range(lo, hi + 1, BATCH_ROWS)]
+    return out
+
+
 def _read_batches(ex):
-    """(kind, Arrow batch) of each source table in turn, read in a thread of its own
-    with its own connection; (kind, None) for a kind whose table is there but empty.
-    An error in the thread is raised here."""
+    """(kind, Arrow batch) of each source table in turn; (kind, None) before the
+    batches of each kind whose table is there (empty or not). Read by worker processes
+    (a large export, PROCESS_READERS > 0), else by a thread of its own."""
+    if PROCESS_READERS > 0:
+        ranges = _rowid_ranges(ex)
+        if sum(hi - lo + 1 for _, lo, hi in ranges if lo is not None) >= PROCESS_MIN_ROWS:
+            yield from _read_in_processes(ex, ranges)
+            return
+    yield from _read_in_thread(ex)
+
+
+def _read_in_processes(ex, ranges):
+    """The batches of ranges, read by PROCESS_READERS processes, yielded in order; at
+    most READ_AHEAD batches per process wait (memory stays bounded)."""
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+    # spawn: a fork would copy DuckDB's threads and locks mid-flight
+    with ProcessPoolExecutor(PROCESS_READERS, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = deque()
+        todo = iter(ranges)
+        try:
+            while True:
+                while len(pending) < PROCESS_READERS * READ_AHEAD and (r := next(todo, None)) is not None:
+                    kind, lo, hi = r
+                    pending.append((kind, None if lo is None else
+                                    pool.submit(_read_range, ex.path, ex.db_path, ex.pid, kind, lo, hi)))
+                if not pending:
+                    return
+                kind, future = pending.popleft()
+                if future is None:
+                    yield kind, None
+                elif (batch := future.result()) is not None:
+                    yield kind, batch
+                    batch = None
+        finally:
+            for _, future in pending:
+                if future is not None:
+                    future.cancel()
+
+
+def _read_in_thread(ex):
+    """_read_batches in a thread of its own with its own connection. An error in the
+    thread is raised here."""
     q = queue.Queue(READ_AHEAD)
     stop = threading.Event()
     done = object()
@@ -578,7 +661,18 @@ def _read_batches(ex):
         t.join()
 
 
+VARIABLES = ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset", "tracedb_iteration_marker")
+
+
 def _load(con, ex, run, iteration_marker):
+    try:
+        return _load_run(con, ex, run, iteration_marker)
+    finally:        # (variables are no part of the transaction: reset after a failed load too)
+        for v in VARIABLES:
+            con.execute(f"RESET VARIABLE {v}")
+
+
+def _load_run(con, ex, run, iteration_marker):
     path = ex.path
     base_ns = _base_ns(ex)
     con.execute("SET VARIABLE tracedb_run = ?", [run])
@@ -625,8 +719,6 @@ def _load(con, ex, run, iteration_marker):
         con.execute("DROP VIEW _run_events")
         for t in ("_nsys_strings", "_nsys_procs", "_nsys_mem_kinds", "_nsys_nvtx_domains", "_nsys_nvtx_categories"):
             con.execute(f"DROP TABLE IF EXISTS {t}")
-        for v in ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset", "tracedb_iteration_marker"):
-            con.execute(f"RESET VARIABLE {v}")
     if iteration_marker is not None and not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):
         raise IngestError(path, f"--iterations-from {iteration_marker!r}: no NVTX range or op of that name "
                                 "with an end in the profile")

@@ -233,6 +233,7 @@ def test_iterations_from_an_absent_name_is_one_line(tmp_path):
         ingest_file(con, str(gz("mock")), options={"iterations_from": "no_such_range"})
     assert "no_such_range" in str(e.value) and "\n" not in str(e.value)
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM duckdb_variables()").fetchone()[0] == 0
     con.close()
 
 
@@ -640,3 +641,111 @@ def test_a_memset_and_its_launch_in_an_older_schema(nsys_db, plain):
                     rs + b, re_ + b)]
     assert json.loads(nsys_db.execute("SELECT metadata FROM runs WHERE run = 'wb2_report1'").fetchone()[0]
                       )["nsys_version"] == "2025.5.1.121"
+
+
+def test_kernels_get_the_innermost_emit_nvtx_op_around_their_launch(nsys_db, plain):
+    """Each launched kernel's op: the innermost emit_nvtx range (the latest-starting
+    one) on the launching thread that holds the launch call's start."""
+    import bisect
+    from collections import defaultdict
+    p = plain["h100_2gpu_1s"]
+    ranges = defaultdict(list)
+    for tid, start, end, text in q(p, """SELECT n.globalTid, n.start, n."end", coalesce(n.text, s.value)
+            FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+            WHERE n.eventType = 59 AND coalesce(n.text, s.value) LIKE '%, op_id = %'"""):
+        ranges[tid].append((start, end, text.split(", seq = ")[0].split(", op_id = ")[0]))
+    for v in ranges.values():
+        v.sort()
+    raw = Counter()
+    for tid, launch, kstart in q(p, """SELECT r.globalTid, r.start, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+            AND (r.globalTid >> 24) = (k.globalPid >> 24)"""):
+        v = ranges.get(tid, [])
+        i = bisect.bisect_right(v, (launch, float("inf"), ""))
+        held = [x for x in v[:i] if x[1] >= launch]
+        raw[(kstart, max(held)[2] if held else None)] += 1
+    b = base_ns(p)
+    got = Counter((ts - b, op) for ts, op in nsys_db.execute(
+        "SELECT ts_ns, op_name FROM kernels WHERE run = 'h100_2gpu_1s' AND kind = 'kernel' "
+        "AND launch_event_id IS NOT NULL").fetchall())
+    assert got == raw and sum(1 for (_, op) in raw if op) > 1000
+
+
+def test_reading_in_worker_processes_loads_the_same_run(nsys_db, tmp_path, monkeypatch):
+    """The export read by 2 worker processes in rowid ranges of 4096 rows (what a large
+    export gets on a machine with cores to spare) gives the same events, kernels and
+    iterations as the reading thread."""
+    from tracedb.ingest import nsys
+    monkeypatch.setattr(nsys, "PROCESS_READERS", 2)       # (TRACEDB_NSYS_READERS=2)
+    monkeypatch.setattr(nsys, "PROCESS_MIN_ROWS", 0)
+    monkeypatch.setattr(nsys, "BATCH_ROWS", 4096)
+    calls = []
+    real = nsys._read_in_processes
+    monkeypatch.setattr(nsys, "_read_in_processes", lambda ex, ranges: calls.append(len(ranges)) or real(ex, ranges))
+    con = db.connect(tmp_path / "p.duckdb")
+    ingest_file(con, str(gz("mfu_2gpu_before")))
+    digest = """SELECT count(*), sum(hash(event_id, ph, cat, name, pid, tid, ts_ns, dur_ns, correlation, stream, device,
+                CAST(args AS VARCHAR))) FROM events WHERE run = 'mfu_2gpu_before'"""
+    kernels = """SELECT count(*), sum(hash(kernel_id, kind, name, ts_ns, dur_ns, launch_event_id, op_event_id, seq))
+                 FROM kernels WHERE run = 'mfu_2gpu_before'"""
+    assert calls and calls[0] > 10
+    assert con.execute(digest).fetchone() == nsys_db.execute(digest).fetchone()
+    assert con.execute(kernels).fetchone() == nsys_db.execute(kernels).fetchone()
+    con.close()
+
+
+@pytest.mark.parametrize("name", ["mock", "rg_report1", "wb2_report1"])
+def test_times_are_epoch_ns_within_the_session(nsys_db, plain, name):
+    """nsys's times count from the session start (mock: its monotonic clock read
+    515,396 s then, its first call is at 1.3 s): the run's events lie between the
+    session's start (utcEpochNs) and its end (RUN_DURATION_MS later), epoch ns, as a
+    Kineto trace's (so power logs align)."""
+    (start,), = q(plain[name], "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+    (ms,), = q(plain[name], "SELECT value FROM META_DATA_CAPTURE WHERE name = 'RUN_DURATION_MS'")
+    lo, hi = nsys_db.execute("SELECT min(ts_ns), max(ts_ns + coalesce(dur_ns, 0)) FROM events WHERE run = ?",
+                             [name]).fetchone()
+    assert start < lo < hi <= start + int(ms) * 1_000_000
+    assert nsys_db.execute("SELECT base_time_ns FROM runs WHERE run = ?", [name]).fetchone()[0] == start
+
+
+def test_nvtx_start_end_ranges_marks_payloads_and_domain_names(tmp_path, plain):
+    """The NVTX forms the fixtures lack, on a copy of mfu_2gpu_before: its ncclSend
+    ranges made start/end ranges (eventType 60) ended on another thread, its
+    ncclGroupStart ranges made marks (34), a payload on each ncclRecv, and the
+    DomainCreate row (75) naming domain 1 "NCCL" that a whole capture has."""
+    named = lambda n: f"(text = '{n}' OR textId IN (SELECT id FROM StringIds WHERE value = '{n}'))"
+    p = tmp_path / "forms.sqlite"
+    shutil.copy(plain["mfu_2gpu_before"], p)
+    c = sqlite3.connect(p)
+    c.execute("UPDATE NVTX_EVENTS SET eventType = 60, endGlobalTid = globalTid + 1 WHERE " + named("ncclSend"))
+    c.execute("UPDATE NVTX_EVENTS SET eventType = 34, \"end\" = NULL WHERE " + named("ncclGroupStart"))
+    c.execute("UPDATE NVTX_EVENTS SET int64Value = 4096 WHERE " + named("ncclRecv"))
+    c.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, domainId, globalTid) "
+              "SELECT 0, 75, 'NCCL', 1, min(globalTid) FROM NVTX_EVENTS")
+    c.commit()
+    c.close()
+    con = db.connect(tmp_path / "d.duckdb")
+    ingest_file(con, str(p))
+    rows = lambda sql: con.execute(sql).fetchall()
+    b = base_ns(p)
+    sends = Counter(q(p, f"""SELECT start + {b}, "end" - start, (globalTid & 16777215) + 1 FROM NVTX_EVENTS
+                            WHERE {named("ncclSend")}"""))
+    assert Counter(rows("""SELECT ts_ns, dur_ns, CAST(args->>'end thread' AS BIGINT) FROM events
+        WHERE name = 'ncclSend' AND ph = 'X' AND args->>'kind' = 'start/end'""")) == sends and len(sends) > 100
+    (marks,), = q(p, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 34")
+    assert rows("SELECT count(*), count(dur_ns) FROM events WHERE name = 'ncclGroupStart' AND ph = 'i'") == [(marks, 0)]
+    assert rows("SELECT DISTINCT args->>'payload', args->>'domain' FROM events WHERE name = 'ncclRecv'") == [
+        ("4096", "NCCL")]
+    assert rows("SELECT count(*) FROM events WHERE name = 'NCCL'") == [(0,)]      # (the DomainCreate row is no range)
+    con.close()
+
+
+@pytest.mark.parametrize("name, fmt", [("r.ncu-rep", "ncu-rep"), ("t.xplane.pb", "xplane")])
+def test_the_nsys_sniff_leaves_binary_reports_to_their_readers(tmp_path, name, fmt):
+    """The nsys reader, first in READERS, reads a file's first bytes itself: a binary
+    report whose bytes look like UTF-16 (zeros at 1 and 3) still reaches the reader
+    that knows it by name."""
+    from tracedb.ingest.registry import detect
+    p = tmp_path / name
+    p.write_bytes(b"\x08\x00\x12\x00" + bytes(range(1, 200)))
+    assert detect(str(p))[1] == fmt
