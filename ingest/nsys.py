@@ -539,15 +539,20 @@ PROCESS_READERS = max(0, min(16, int(os.environ.get("TRACEDB_NSYS_READERS", "0")
 PROCESS_MIN_ROWS = 4 << 20       # below, starting the processes costs more than they save
 
 
-def _read_range(path, db_path, pid, kind, lo, hi):
-    """Worker: the Arrow batch of a kind's rows with rowid in [lo, hi] (None: none)."""
+def _read_range(path, db_path, pid, rng):
+    """Worker: (kind, the Arrow batch of its rows with rowid in rng's [lo, hi]), None
+    where no row is; a range without rowids (lo None) is (kind, None), the mark that
+    its kind begins."""
+    kind, lo, hi = rng
+    if lo is None:
+        return kind, None
     ex = Export(path, db_path)
     ex.pid = pid
     try:
         select = ex.source(kind)[1]
         select += (" AND" if " WHERE " in select else " WHERE") + f" rowid BETWEEN {int(lo)} AND {int(hi)}"
         rows = ex.con.execute(select).fetchall()
-        return _arrow(rows, list(SCHEMA[kind][1])) if rows else None
+        return (kind, _arrow(rows, list(SCHEMA[kind][1]))) if rows else None
     except sqlite3.DatabaseError as e:
         raise sqlite3.DatabaseError(str(e)) from None        # (one that pickles back to the parent)
     finally:
@@ -583,31 +588,12 @@ def _read_batches(ex):
 def _read_in_processes(ex, ranges):
     """The batches of ranges, read by PROCESS_READERS processes, yielded in order; at
     most READ_AHEAD batches per process wait (memory stays bounded)."""
-    import multiprocessing
-    from collections import deque
-    from concurrent.futures import ProcessPoolExecutor
-    # spawn: a fork would copy DuckDB's threads and locks mid-flight
-    with ProcessPoolExecutor(PROCESS_READERS, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending = deque()
-        todo = iter(ranges)
-        try:
-            while True:
-                while len(pending) < PROCESS_READERS * READ_AHEAD and (r := next(todo, None)) is not None:
-                    kind, lo, hi = r
-                    pending.append((kind, None if lo is None else
-                                    pool.submit(_read_range, ex.path, ex.db_path, ex.pid, kind, lo, hi)))
-                if not pending:
-                    return
-                kind, future = pending.popleft()
-                if future is None:
-                    yield kind, None
-                elif (batch := future.result()) is not None:
-                    yield kind, batch
-                    batch = None
-        finally:
-            for _, future in pending:
-                if future is not None:
-                    future.cancel()
+    import functools
+    from .parallel import each_in_workers
+    read = functools.partial(_read_range, ex.path, ex.db_path, ex.pid)
+    for got in each_in_workers(read, ranges, PROCESS_READERS, ahead=READ_AHEAD):
+        if got is not None:
+            yield got
 
 
 def _read_in_thread(ex):
