@@ -122,6 +122,11 @@ def _stage_fast(con, tf, pieces):
     except duckdb.Error as e:    # the caller rolls back, the views with the rest
         tf.abandon_pipes()           # a feeder's own error (the file got shorter) first
         msg = str(e).splitlines()[0]
+        if isinstance(e, duckdb.InvalidInputException) and (dup := re.search(r'has duplicate key "(.*)"$', msg)):
+            obj = re.search(r"Object (.*) has duplicate key", msg)
+            raise IngestError(tf.path, f"an event has the key {dup[1]!r} twice (duplicate JSON keys; "
+                                       f"{obj[1][:120] if obj else 'the event'}): readers disagree on which value "
+                                       "counts, so tracedb reads neither: remove one") from None
         if isinstance(e, duckdb.InvalidInputException) and "JSON transform error" in msg and numbers == "double":
             raise NotAllNumbers() from None
         if isinstance(e, duckdb.InvalidInputException) and "JSON" in msg:
