@@ -304,6 +304,8 @@ def shadow_stale_views(con):
             return
     except duckdb.CatalogException:          # not a tracedb database: nothing to shadow
         return
+    from tracedb.readold import shadow_old_tables
+    shadow_old_tables(con)                   # an older file's missing tables and columns (readold.py)
     for name in VIEW_FILES:
         text = sql_text("schema", name)
         run_script(con, text.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
