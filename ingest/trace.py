@@ -336,13 +336,14 @@ def _ac2g_links(con, path, run):
     """GPU activity without args.correlation is linked to its launch through the ac2g
     flow events where the trace has them (schema/load/ac2g_links.sql); where it has
     neither, a warning says that the kernels have no launch (no op, no layer)."""
-    unlinked = scalar(con, "SELECT count(*) FROM _run_events WHERE ph = 'X' AND correlation IS NULL "
-                           "AND gpu_activity_kind(cat) IS NOT NULL")
+    unwritten = ("SELECT count(*) FROM _run_events WHERE ph = 'X' AND correlation IS NULL "
+                 "AND gpu_activity_kind(cat) IS NOT NULL AND json_extract_string(args, '$.correlation') IS NULL "
+                 "AND json_extract_string(args, '$.correlation_id') IS NULL")    # unusable ids: warned already
+    unlinked = scalar(con, unwritten)
     if not unlinked:
         return
     run_script(con, sql_text("schema", "load/ac2g_links.sql"), {"run": run})
-    left = scalar(con, "SELECT count(*) FROM _run_events WHERE ph = 'X' AND correlation IS NULL "
-                       "AND gpu_activity_kind(cat) IS NOT NULL")
+    left = scalar(con, unwritten)
     if left:
         warnings.warn(f"{path}: {left} of {unlinked} GPU events without args.correlation have no ac2g flow "
                       "to their launch either: they are kept without a launch, op or layer")
