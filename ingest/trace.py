@@ -336,9 +336,9 @@ def _ac2g_links(con, path, run):
     """GPU activity without args.correlation is linked to its launch through the ac2g
     flow events where the trace has them (schema/load/ac2g_links.sql); where it has
     neither, a warning says that the kernels have no launch (no op, no layer)."""
-    unwritten = ("SELECT count(*) FROM _run_events WHERE ph = 'X' AND correlation IS NULL "
-                 "AND gpu_activity_kind(cat) IS NOT NULL AND json_extract_string(args, '$.correlation') IS NULL "
-                 "AND json_extract_string(args, '$.correlation_id') IS NULL")    # unusable ids: warned already
+    unwritten = ("SELECT count(*) FILTER (WHERE json_extract_string(args, '$.correlation') IS NULL AND "
+                 "json_extract_string(args, '$.correlation_id') IS NULL) "      # unusable ids: warned already
+                 "FROM _run_events WHERE ph = 'X' AND correlation IS NULL AND gpu_activity_kind(cat) IS NOT NULL")
     unlinked = scalar(con, unwritten)
     if not unlinked:
         return
