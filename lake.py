@@ -127,6 +127,10 @@ def export(con, lake, runs=None, globals_=True, progress=None):
         known = {r[0] for r in rows(con, "SELECT run FROM runs")}
         if missing := [r for r in runs if r not in known]:
             raise LakeError(f"no run {', '.join(missing)} in the database (see: tracedb query overview)")
+    from tracedb.names import path_name_problem        # (a database from elsewhere: checked before writing)
+    if bad := next((why for r in runs if (why := path_name_problem(r, "run"))), None):
+        raise LakeError(f"{bad}: this run cannot be a lake partition (export the other runs with --run); "
+                        "nothing was written")
     lake = _lake_dir(lake)
     if not runs:
         return []
