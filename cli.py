@@ -16,6 +16,7 @@ from .present import output
 from .present.chart_list import ALIASES, CHARTS
 from .query import adhoc, reports
 from .store.files import remove
+from .store.catalog import SCHEMA_VERSION
 from .store.sql import scalar
 from .store.tuning import pool_blocks
 
@@ -199,6 +200,21 @@ def cmd_calibrate(args):
     except FileNotFoundError as e:          # nvidia-smi or nvcc missing: no GPU toolchain here
         raise UsageError(f"calibrate: {e.filename or e} not found: calibration runs on a machine with an "
                          f"NVIDIA GPU, its driver (nvidia-smi) and the CUDA toolkit (nvcc)") from None
+
+
+def cmd_migrate(args):
+    """Bring a database made by an older tracedb up to this version's schema, in place
+    (what any write open does; read-only commands read an older file without it)."""
+    check_db_file(args.db, must_exist=True)
+    try:
+        with duckdb.connect(args.db, read_only=True) as old:
+            before = scalar(old, "SELECT value FROM schema_info WHERE key = 'version'")
+    except duckdb.Error as e:
+        raise UsageError(f"{args.db}: cannot open database ({str(e).splitlines()[0]})") from None
+    _open(args.db, write=True).close()
+    print(f"migrated {args.db}: schema version {before or 'unstamped'} -> {SCHEMA_VERSION}, "
+          "tables and views of this tracedb")
+    return 0
 
 
 def cmd_rm(args):
@@ -489,6 +505,11 @@ def parser():
     sp.add_argument("--format", choices=output.FORMATS, help="print the levels in this format")
     sp.set_defaults(func=cmd_demo)
 
+    sp = sub.add_parser("migrate", help="bring a database made by an older tracedb up to this version's schema "
+                                        "(in place; reading commands work on an older file without it)")
+    sp.add_argument("--db", help=DB_HELP)
+    sp.set_defaults(func=cmd_migrate)
+
     # -- removing runs, settings (tracedb/admin.py) --
     sp = sub.add_parser("rm", help="remove runs (every row in every table), or only their pairing")
     sp.add_argument("runs", nargs="+", metavar="RUN", help="the runs to remove")
@@ -514,7 +535,7 @@ def parser():
     out_opts(sp)
     sp.set_defaults(func=cmd_settings)
 
-    for name in ("ingest", "match", "export", "query", "chart", "sql", "demo", "rm", "settings"):   # the commands that open a database
+    for name in ("ingest", "match", "export", "query", "chart", "sql", "demo", "rm", "settings", "migrate"):   # the commands that open a database
         sub.choices[name].add_argument(
             "--wait", type=argtypes.seconds, default=0, metavar="SECONDS",
             help="while another process holds the database, wait up to this long (default: fail at once)")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ..store.db import ARGS_ZSTD_KEY
+from ..store.catalog import ARGS_ZSTD_KEY
 from ..store.sql import rows, scalar
 from ..store.tuning import setting
 from .errors import IngestError, database_error

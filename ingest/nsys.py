@@ -589,7 +589,7 @@ def _read_in_processes(ex, ranges):
     """The batches of ranges, read by PROCESS_READERS processes, yielded in order; at
     most READ_AHEAD batches per process wait (memory stays bounded)."""
     import functools
-    from .parallel import each_in_workers
+    from .workers import each_in_workers
     read = functools.partial(_read_range, ex.path, ex.db_path, ex.pid)
     for got in each_in_workers(read, ranges, PROCESS_READERS, ahead=READ_AHEAD):
         if got is not None:

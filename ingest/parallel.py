@@ -10,11 +10,11 @@ reports, power logs) are not handled here: the caller loads them after.
 """
 import os
 import tempfile
-from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import duckdb
 
 from ..progress import file_bar
+from .workers import each_in_workers
 from ..store.catalog import run_column_of, table_run_columns
 from ..store.sql import rows, scalar, sql_literal
 from ..store.tuning import pool_blocks
@@ -78,38 +78,6 @@ def _copy_run(con, scratch, run, path):
         return IngestResult(path, name, "trace", "loaded")
     finally:
         con.execute("DETACH _scratch")
-
-
-def each_in_workers(fn, items, jobs, ordered=False, ahead=None):
-    """fn(item) for each item, in `jobs` worker processes (in this one for a single
-    job): the results as they finish, or in the items' order. With ahead, in order, at
-    most `ahead` items a worker under way or waiting to be taken (a stream of big
-    results stays bounded in memory). Spawned, not forked: the parent holds DuckDB (or
-    JVM) threads that a fork would copy mid-flight. fn must be a module's function, or
-    a functools.partial of one (the workers import it)."""
-    if jobs <= 1:
-        yield from map(fn, items)
-        return
-    import multiprocessing
-    from collections import deque
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        if ahead is not None:
-            pending, todo = deque(), iter(items)
-            try:
-                while True:
-                    while len(pending) < jobs * ahead and (item := next(todo, None)) is not None:
-                        pending.append(pool.submit(fn, item))
-                    if not pending:
-                        return
-                    yield pending.popleft().result()
-            finally:
-                for fut in pending:
-                    fut.cancel()
-        elif ordered:
-            yield from pool.map(fn, items)
-        else:
-            for fut in as_completed([pool.submit(fn, it) for it in items]):
-                yield fut.result()
 
 
 def ingest_traces(con, items, jobs=None, options=None, report=print):

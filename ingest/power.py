@@ -150,6 +150,20 @@ def _smi_raw(con, path, form, options, work, plain):
     return src, cut, units
 
 
+def _lf_copy(src, work):
+    """A copy of src with CRLF (or lone CR) line ends as LF."""
+    out = f"{work}/lf.csv"
+    with open(src, "rb") as f, open(out, "wb") as g:
+        carry = b""
+        while chunk := f.read(1 << 20):
+            chunk = carry + chunk
+            carry = b"\r" if chunk.endswith(b"\r") else b""
+            chunk = chunk[:-1] if carry else chunk
+            g.write(chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
+        g.write(b"\n" if carry else b"")
+    return out
+
+
 def _without_last_line(src, work):
     """A copy of src up to its last newline (a sampler log whose writer was killed
     mid-line: the cut line would load as a wrong number, and confuses the CSV sniffer)."""
@@ -216,6 +230,12 @@ def prepare(con, path, options, work):
     """Read the log into the temp table _power_raw (text) and describe it."""
     form = sniff(path)
     plain, digest, size, whole_last_line = plain_copy(path, work)
+    if b"\r" in head(path):    # CR line ends (a CRLF log cut after its CR, CR alone, CR CR LF): as LF
+        plain = _lf_copy(plain, work)
+        with open(plain, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 1))
+            whole_last_line = f.read(1) in (b"\n", b"")
     meta = {"format": form}
     src = plain
     if form == "sampler" and not whole_last_line:

@@ -56,8 +56,26 @@ def detect(path):
     if known:
         raise IngestError(path, known)
     if text()[:1] in "{[":
+        if (depth := _nesting(text())) > 1000:        # traceEvents may lie beyond what was sniffed
+            raise IngestError(path, f"JSON nested {depth} levels deep in its first "
+                                    f"{len(text()) >> 10} KB, before any traceEvents: not a trace tracedb reads "
+                                    "(a trace's members nest a few levels)")
         raise IngestError(path, "unknown JSON: neither a trace (no traceEvents) nor cuda_bench output")
     raise IngestError(path, "unknown format: not a trace, ncu report, power log or calibration output")
+
+
+def _nesting(t):
+    """The deepest nesting of arrays and objects in JSON text t (strings skipped)."""
+    import re
+    depth = top = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', t):
+        c = m[0]
+        if c in "[{":
+            depth += 1
+            top = max(top, depth)
+        elif c in "]}":
+            depth -= 1
+    return top
 
 
 def refuse_not_utf8(path, data):

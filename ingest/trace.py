@@ -124,6 +124,11 @@ def _stage_fast(con, tf, pieces):
     except duckdb.Error as e:    # the caller rolls back, the views with the rest
         tf.abandon_pipes()           # a feeder's own error (the file got shorter) first
         msg = str(e).splitlines()[0]
+        if isinstance(e, duckdb.InvalidInputException) and (dup := re.search(r'has duplicate key "(.*)"$', msg)):
+            obj = re.search(r"Object (.*) has duplicate key", msg)
+            raise IngestError(tf.path, f"an event has the key {dup[1]!r} twice (duplicate JSON keys; "
+                                       f"{obj[1][:120] if obj else 'the event'}): readers disagree on which value "
+                                       "counts, so tracedb reads neither: remove one") from None
         if isinstance(e, duckdb.InvalidInputException) and "JSON transform error" in msg and numbers == "double":
             raise NotAllNumbers() from None
         if isinstance(e, duckdb.InvalidInputException) and "JSON" in msg:
@@ -333,13 +338,14 @@ def _ac2g_links(con, path, run):
     """GPU activity without args.correlation is linked to its launch through the ac2g
     flow events where the trace has them (schema/load/ac2g_links.sql); where it has
     neither, a warning says that the kernels have no launch (no op, no layer)."""
-    unlinked = scalar(con, "SELECT count(*) FROM _run_events WHERE ph = 'X' AND correlation IS NULL "
-                           "AND gpu_activity_kind(cat) IS NOT NULL")
+    unwritten = ("SELECT count(*) FILTER (WHERE json_extract_string(args, '$.correlation') IS NULL AND "
+                 "json_extract_string(args, '$.correlation_id') IS NULL) "      # unusable ids: warned already
+                 "FROM _run_events WHERE ph = 'X' AND correlation IS NULL AND gpu_activity_kind(cat) IS NOT NULL")
+    unlinked = scalar(con, unwritten)
     if not unlinked:
         return
     run_script(con, sql_text("schema", "load/ac2g_links.sql"), {"run": run})
-    left = scalar(con, "SELECT count(*) FROM _run_events WHERE ph = 'X' AND correlation IS NULL "
-                       "AND gpu_activity_kind(cat) IS NOT NULL")
+    left = scalar(con, unwritten)
     if left:
         warnings.warn(f"{path}: {left} of {unlinked} GPU events without args.correlation have no ac2g flow "
                       "to their launch either: they are kept without a launch, op or layer")

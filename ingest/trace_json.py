@@ -167,7 +167,21 @@ def _skip(s, i):
     return i
 
 
-def _members(s, i, stop_key=None):
+class DuplicateKey(ValueError):
+    """A key written twice in the trace's top-level object (JSON allows it; which
+    value counts is up to the reader, so tracedb refuses to guess)."""
+
+    def __init__(self, key):
+        super().__init__(key)
+        self.key = key
+
+
+def _duplicate(path, key):
+    return IngestError(path, f"the top-level key {key!r} appears twice (duplicate JSON keys): readers disagree "
+                             "on which one counts, so tracedb reads neither: remove one")
+
+
+def _members(s, i, stop_key=None, seen=()):
     """Parse `"k": v, ...` of an object from s[i] on. Returns (members, i, stopped).
 
     Stops after the ':' of stop_key (stopped=True) or after the closing '}'.
@@ -185,6 +199,8 @@ def _members(s, i, stop_key=None):
         if s[i] != ":":
             raise ValueError("expected ':'")
         i = _skip(s, i + 1)
+        if key in out or key in seen:
+            raise DuplicateKey(key)
         if key == stop_key:
             return out, i, True
         out[key], i = _DEC.raw_decode(s, i)
@@ -207,6 +223,8 @@ def _prologue(path, buf, at_eof):
         raise IngestError(path, "not a trace: not JSON (expected '{' or '[' at the start)")
     try:
         members, j, stopped = _members(s, i + 1, stop_key="traceEvents")
+    except DuplicateKey as e:
+        raise _duplicate(path, e.key) from None
     except (ValueError, IndexError):
         if not at_eof:
             return None
@@ -230,9 +248,12 @@ def _epilogue(form, tail):
         i = _skip(s, p + 1)
         try:
             if i < len(s) and s[i] in ",}":
-                members, k = ({}, i + 1) if s[i] == "}" else _members(s, i + 1)[:2]
+                members, k = ({}, i + 1) if s[i] == "}" else _members(s, i + 1, seen={"traceEvents"})[:2]
                 if _skip(s, k) == len(s):
                     return len(s[:p].encode("utf-8", "surrogateescape")), members
+        except DuplicateKey:
+            if _skip(s, p + 1) == i and s[i:i + 1] == ",":     # right after the array: a second one
+                raise
         except (ValueError, IndexError):
             pass
         p = s.find("]", p + 1)
@@ -881,6 +902,8 @@ def _split_plain(path, f, size, workdir, hasher, piece_bytes):
 def _end_of_array(path, form, tail):
     try:
         return _epilogue(form, tail)
+    except DuplicateKey as e:
+        raise _duplicate(path, e.key) from None
     except RecursionError:
         raise IngestError(path, "a member after traceEvents is nested too deep") from None
 
@@ -899,7 +922,9 @@ def _ended(tf, end, cut):
         if cut:     # e.g. a gzip without its trailer: the JSON closes, so the content is whole
             warnings.warn(f"{tf.path}: {cut}, but the JSON is complete; loaded as it is")
         for k, v in end[1].items():
-            tf.members.setdefault(k, v)
+            if k in tf.members:
+                raise _duplicate(tf.path, k)
+            tf.members[k] = v
     return tf
 
 

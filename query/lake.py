@@ -132,6 +132,10 @@ def export(con, lake, runs=None, globals_=True, progress=None):
         known = {r[0] for r in rows(con, "SELECT run FROM runs")}
         if missing := [r for r in runs if r not in known]:
             raise LakeError(f"no run {', '.join(missing)} in the database (see: tracedb query overview)")
+    from ..ingest.names import path_name_problem  # (a database from elsewhere: checked before writing)
+    if bad := next((why for r in runs if (why := path_name_problem(r, "run"))), None):
+        raise LakeError(f"{bad}: this run cannot be a lake partition (export the other runs with --run); "
+                        "nothing was written")
     lake = _lake_dir(lake)
     if not runs:
         return []
@@ -248,7 +252,7 @@ def _print(line, level="info"):
 def ingest(paths, lake, jobs=1, options=None, report=_print):
     """Ingest files straight into the lake, in `jobs` worker processes; report(line, level)
     per file and warning (level info | warning | error; warnings and errors name the file)."""
-    from ..ingest.parallel import each_in_workers
+    from ..ingest.workers import each_in_workers
     _lake_dir(lake)
     work = [(str(p), str(lake), options or {}) for p in paths]
     failed = 0

@@ -28,6 +28,10 @@ SCHEMA_VERSION = "4"
 # default that DuckDB 1.x (the CLI and drivers most people have) cannot open. The
 # README states the versions this gives; tests/test_compat.py opens a file with 1.5.
 STORAGE_COMPATIBILITY = "v1.4.0"
+# The one column declared with a compression (schema/tables/core.sql; why:
+# docs/benchmarks.md), and the schema_info key saying a database's events table has it.
+ARGS_ZSTD = " USING COMPRESSION zstd"
+ARGS_ZSTD_KEY = "events.args compression"
 TABLE_FILES = ("tables/core.sql", "tables/settings.sql", "tables/migrate.sql")
 
 

@@ -15,8 +15,9 @@ import sys
 import duckdb
 
 from . import catalog, template
-from .catalog import SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLE_FILES, sql_files, sql_text
+from .catalog import ARGS_ZSTD, ARGS_ZSTD_KEY, SCHEMA_VERSION, STORAGE_COMPATIBILITY, TABLE_FILES, sql_files, sql_text
 from .lock import is_lock_error, open_waiting
+from .readold import shadow_old_tables
 from .sql import rows, run_script, scalar, statements
 from .tuning import asof_by_sort
 
@@ -83,11 +84,6 @@ def _views_digest():
     return hashlib.sha256("".join(sql_text("schema", n) for n in catalog.view_files()).encode()).hexdigest()[:16]
 
 
-# The one column declared with a compression (schema/tables/core.sql; why:
-# docs/benchmarks.md), and the schema_info key saying a database's events table has it.
-ARGS_ZSTD = " USING COMPRESSION zstd"
-ARGS_ZSTD_KEY = "events.args compression"
-
 
 def _args_zstd_fits(con):
     """True when events does not exist yet and both this DuckDB and the file's storage
@@ -150,6 +146,7 @@ def shadow_stale_views(con):
             return
     except duckdb.CatalogException:          # not a tracedb database: nothing to shadow
         return
+    shadow_old_tables(con)                   # an older file's missing tables and columns (readold.py)
     for name in catalog.view_files():
         text = sql_text("schema", name)
         run_script(con, text.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")

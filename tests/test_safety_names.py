@@ -112,3 +112,17 @@ def test_a_name_that_fits_loads_and_exports(tmp_path):
     assert runs_of(dbf) == [name]
     assert main(["export", "--db", str(dbf), "--lake", str(tmp_path / "lake")]) == 0
     assert [r["run"] for r in json.loads((tmp_path / "lake" / "manifest.json").read_text())["runs"]] == [name]
+
+
+def test_export_of_a_run_the_lake_cannot_hold_is_one_line_and_writes_nothing(tmp_path, capsys):
+    """A database from elsewhere holding such a name: refused before anything is written."""
+    import duckdb
+    dbf = tmp_path / "x.duckdb"
+    assert main(["ingest", str(TF), "--db", str(dbf)]) == 0
+    con = duckdb.connect(str(dbf))
+    con.execute("UPDATE runs SET run = ? WHERE run = 'cpu_sync_lenet_bs64'", [CJK * 8])
+    con.close()
+    capsys.readouterr()
+    assert main(["export", "--db", str(dbf), "--lake", str(tmp_path / "lake")]) == 1
+    one_error_line(capsys, "too long for a path", "nothing was written")
+    assert not (tmp_path / "lake").exists()

@@ -3,9 +3,10 @@
 -- flow arrows (ph s/f, cat ac2g) join them. The flow's id becomes the correlation of
 -- the GPU event its 'f' end binds to (same pid and tid, the same start) and of the
 -- launch call its 's' end starts (same pid and tid and start), before
--- derive_trace.sql links kernels to launches by correlation. Only events without a
--- correlation of their own are given one. Run by ingest/trace.py only when the run
--- has GPU activity without a correlation.
+-- derive_trace.sql links kernels to launches by correlation. Only events with no
+-- correlation written are given one (an id written but unusable, a fraction or
+-- text, stays NULL: it links to nothing, as ingest's warning says). Run by
+-- ingest/trace.py only when the run has GPU activity without a correlation.
 -- Parameter: $run VARCHAR.
 -- reads: _run_events
 -- creates: _ac2g (dropped at its end)
@@ -18,6 +19,7 @@ GROUP BY ALL;
 UPDATE events e SET correlation = a.correlation
 FROM _ac2g a
 WHERE e.run = $run AND e.correlation IS NULL AND e.ph = 'X'
+  AND json_extract_string(e.args, '$.correlation') IS NULL AND json_extract_string(e.args, '$.correlation_id') IS NULL
   AND a.pid = e.pid AND a.tid = e.tid AND a.ts_ns = e.ts_ns
   AND ((a.ph = 'f' AND gpu_activity_kind(e.cat) IS NOT NULL)
        OR (a.ph = 's' AND (is_launch_category(e.cat)
