@@ -345,7 +345,7 @@ def test_gzip_in_memory_whose_pieces_cannot_be_written_is_one_error(tmp_path):
     piece, never leaves: the ingest ends with the error in a few seconds."""
     script = (
         "import resource, sys\n"
-        "from tracedb import db\n"
+        "from tracedb.store import db\n"
         "from tracedb.ingest import IngestError, ingest_file, trace, trace_json\n"
         "trace_json.PIECE_BYTES, trace_json.TAIL = 128 << 10, 16 << 10\n"
         "trace.BATCH_BYTES = 4 * trace_json.PIECE_BYTES\n"
