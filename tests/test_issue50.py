@@ -607,3 +607,21 @@ def test_tiny_kernels_severity_follows_the_gpu_time_their_launches_cost(diff_db)
         share = 100 * waited / it_ns
         assert f["severity"] == ("high" if share >= 20 else "medium" if share >= 3 else "low")
     con.close()
+
+
+def test_xla_command_buffer_launches_are_graph_launches(gdb):
+    """JAX's step is one cuGraphLaunch of XLA's command buffer: its first node starts before
+    the call returns (a negative launch delay), as the raw trace shows."""
+    doc = load(JAX)
+    ev = doc["traceEvents"]
+    want = []
+    for c in (e for e in ev if e.get("ph") == "X" and str(e.get("name")).startswith("cuGraphLaunch")):
+        nodes = [e for e in ev if e.get("pid") == 1 and e.get("ph") == "X"
+                 and e.get("args", {}).get("correlation_id") == c["args"]["correlation_id"]]
+        want.append((ns(doc, c["ts"]), len(nodes), min(ns(doc, n["ts"]) for n in nodes) - (ns(doc, c["ts"]) + dur_ns(c))))
+    got = gdb.execute("SELECT launch_ts_ns, nodes, launch_delay_ns FROM graph_launches WHERE run = 'jax' "
+                      "ORDER BY launch_ts_ns").fetchall()
+    assert len(got) == len(want) == 4
+    for (t, n, d), (wt, wn, wd) in zip(got, sorted(want)):
+        assert n == wn and abs(t - wt) <= 1 and abs(d - wd) <= 2
+    assert all(d < 0 for _, _, d in got)
