@@ -27,8 +27,16 @@
 -- requires:
 --   kernels: GPU kernels
 -- engines: duckdb, spark
-WITH g AS (          -- the first node of each graph launch (plain SQL: Spark runs this report too)
-    SELECT run, first_node_kernel_id FROM graph_launches WHERE $run IS NULL OR run = $run
+WITH gf AS (         -- the first node of each graph launch, as graph_launches has it, in plain
+                    -- SQL on kernels (Spark runs this report too, on lakes with no graph)
+    SELECT run, launch_event_id, min(ts_ns) AS first_ns FROM kernels
+    WHERE coalesce(lower(launch_name) LIKE '%graphlaunch%', false) AND ts_ns IS NOT NULL
+      AND launch_event_id IS NOT NULL AND ($run IS NULL OR run = $run)
+    GROUP BY run, launch_event_id
+), g AS (
+    SELECT k.run, min(k.kernel_id) AS first_node_kernel_id
+    FROM kernels k JOIN gf ON gf.run = k.run AND gf.launch_event_id = k.launch_event_id AND k.ts_ns = gf.first_ns
+    GROUP BY k.run, k.launch_event_id
 ), k AS (
     SELECT k.run, k.iteration, k.launch_name, k.kernel_id, k.name, k.stream, k.ts_ns - k.launch_end_ns AS d
     FROM kernels k LEFT JOIN g ON g.run = k.run AND g.first_node_kernel_id = k.kernel_id

@@ -5,7 +5,10 @@
 --   a CUDA graph (cudaGraphLaunch, XLA's cuGraphLaunch) have no launch call of their
 --   own and never count: a step that already runs as graphs is told so, with what is
 --   left (kernels still launched one by one, the graph launch calls' own time, the
---   GPU time between replays: iteration_graphs).
+--   GPU time between replays: iteration_graphs). Graded by what the GPU lost to them: the
+--   time their streams sat idle waiting for their launch calls (the call started after the
+--   stream's previous kernel ended: idle_breakdown's waiting_on_host), high from 20% of the
+--   iteration, medium from 3%, low below.
 -- threshold: 40
 -- unit: % of kernels
 -- fires: above
@@ -18,26 +21,34 @@
 --   one by one) in a CUDA graph, or give each kernel more work (a larger batch).
 WITH it AS (
     SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
-), k AS (
+), k AS (       -- with the stream's idle before it when its launch call started after the stream's
+                -- previous kernel ended (idle_breakdown's waiting_on_host): the GPU waited for the launch
     SELECT k.run, k.iteration, k.dur_ns, k.launch_end_ns - k.launch_ts_ns AS launch_ns,
-           is_graph_launch(k.launch_name) AS node
-    FROM kernels k JOIN it USING (run, iteration)
-    WHERE k.kind = 'kernel' AND k.launch_end_ns IS NOT NULL AND k.dur_ns IS NOT NULL
+           is_graph_launch(k.launch_name) AS node,
+           CASE WHEN k.launch_ts_ns > prev_end AND k.ts_ns > prev_end THEN k.ts_ns - prev_end ELSE 0 END AS waited_ns
+    FROM (SELECT k.*, max(k.ts_ns + k.dur_ns) OVER (PARTITION BY k.run, k.iteration, k.stream ORDER BY k.ts_ns, k.kernel_id
+                                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+          FROM kernels k JOIN it USING (run, iteration)
+          WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL) k
+    WHERE k.launch_end_ns IS NOT NULL AND k.dur_ns IS NOT NULL
 ), g AS (
     SELECT run, iteration, count(*) AS n, count(*) FILTER (NOT node AND dur_ns < launch_ns) AS tiny,
            sum(dur_ns) FILTER (NOT node AND dur_ns < launch_ns) AS tiny_ns, sum(dur_ns) AS all_ns,
            median(launch_ns) FILTER (NOT node) AS launch_p50,
-           median(dur_ns) FILTER (NOT node AND dur_ns < launch_ns) AS tiny_p50
+           median(dur_ns) FILTER (NOT node AND dur_ns < launch_ns) AS tiny_p50,
+           coalesce(sum(waited_ns) FILTER (NOT node AND dur_ns < launch_ns), 0) AS waited_ns
     FROM k GROUP BY ALL
 )
 SELECT g.run, g.iteration, 100.0 * tiny / n AS value,
        CASE WHEN coalesce(ig.graph_kernels, 0) = 0 THEN
-       format('{} of {} kernels ({:.1f}%) ran shorter than their launch call (median launch call {:.1f} us, median of those kernels {:.1f} us); they are {:.1f}% of kernel time',
+       format('{} of {} kernels ({:.1f}%) ran shorter than their launch call (median launch call {:.1f} us, median of those kernels {:.1f} us); they are {:.1f}% of kernel time; their streams waited {:.3f} ms for their launches, {:.2f}% of the {:.2f} ms iteration',
               tiny, n, 100.0 * tiny / n, launch_p50 / 1e3, coalesce(tiny_p50, 0) / 1e3,
-              100.0 * coalesce(tiny_ns, 0) / all_ns)
+              100.0 * coalesce(tiny_ns, 0) / all_ns, waited_ns / 1e6, 100.0 * waited_ns / it.dur_ns, it.dur_ns / 1e6)
        ELSE
        format('the step already runs {} of its {} kernels ({:.1f}%) as nodes of {} CUDA graph launch(es); left: {} kernels launched one by one ({} of them shorter than their launch call, {:.1f}% of kernel time), {:.1f} us in the graph launch calls, {:.1f} us of GPU time between replays',
               ig.graph_kernels, ig.kernels, ig.graph_kernel_pct, ig.graph_launches, ig.eager_kernels, tiny,
               100.0 * coalesce(tiny_ns, 0) / all_ns, ig.launch_call_ns / 1e3, ig.between_replays_ns / 1e3)
-       END AS evidence
-FROM g LEFT JOIN iteration_graphs ig USING (run, iteration);
+       END AS evidence,
+       CASE WHEN 100.0 * waited_ns / it.dur_ns >= 20 THEN 'high'
+            WHEN 100.0 * waited_ns / it.dur_ns >= 3 THEN 'medium' ELSE 'low' END AS severity
+FROM g JOIN it USING (run, iteration) LEFT JOIN iteration_graphs ig USING (run, iteration);

@@ -80,7 +80,7 @@ def test_settings_edits_survive_reopening(tmp_path):
     con = db.connect(path)
     shipped = con.execute("SELECT count(*) FROM layer_rules WHERE source = 'tracedb'").fetchone()[0]
     seed_rows = [l for l in db.sql_text("schema", "seeds/layer_rules.sql").splitlines() if l.startswith("    (")]
-    assert shipped == len(seed_rows) == 16
+    assert shipped == len(seed_rows) == 19          # 16 + issue 50: NCCL/XLA collectives, XLA convert and loop/input fusions
     con.execute("UPDATE layer_rules SET layer_type = 'my pooling' WHERE pattern = '(?i)pool' AND field = 'op'")
     con.execute("INSERT INTO layer_rules (priority, field, pattern, layer_type) VALUES (5, 'op', '^my::op$', 'mine')")
     con.execute("INSERT OR REPLACE INTO metric_sources (quantity, priority, metric, scale, note, source) "

@@ -154,7 +154,9 @@ def test_tiny_kernels_against_raw_json(found):
         tiny = [a for a in k if a[1] - a[0] < a[5]]
         assert f[run]["value"] == pytest.approx(100.0 * len(tiny) / len(k), abs=1e-3), run
         assert f"{len(tiny)} of {len(k)} kernels" in f[run]["evidence"]
-    assert f[H200]["severity"] == "medium" and f[AMP]["severity"] == "medium"
+    # graded by the GPU time their streams waited for their launches (issue 50): 41% and 23% of
+    # the step here (tests/test_issue50.py checks the figure against the raw JSON)
+    assert f[H200]["severity"] == "high" and f[AMP]["severity"] == "high"
     assert f[FP32]["severity"] == "ok"
 
 
