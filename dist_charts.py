@@ -2,6 +2,8 @@
 arrival skew of collectives as a heat map (rank x collective call)."""
 import altair as alt
 
+from tracedb.humanize import D3_PCT, D3_SIG
+
 
 def _rows(table):
     from decimal import Decimal
@@ -22,8 +24,8 @@ def overlap(table):
         y=alt.Y("rank:N", title=None),
         x=alt.X("ms:Q", stack="zero", title="communication time, ms"),
         color=alt.Color("part:N", title=None, sort=["overlapped by compute", "exposed"]),
-        tooltip=["job:N", "rank:N", "part:N", alt.Tooltip("ms:Q", format=".3f"),
-                 alt.Tooltip("overlap_pct:Q", format=".2f", title="overlap %")],
+        tooltip=["job:N", "rank:N", "part:N", alt.Tooltip("ms:Q", format=D3_SIG),
+                 alt.Tooltip("overlap_pct:Q", format=D3_PCT, title="overlap %")],
     ).properties(title="Communication overlapped by compute, per rank", width=420)
 
 
@@ -39,5 +41,5 @@ def skew(table):
         x=alt.X("call:N", sort=order, title="collective call (process group:seq)", axis=alt.Axis(labels=len(order) <= 60)),
         y=alt.Y("rank:O", title="rank"),
         color=alt.Color("us:Q", title="arrival after the first rank, µs", scale=alt.Scale(scheme="viridis")),
-        tooltip=["job:N", "call:N", "rank:O", alt.Tooltip("us:Q", format=".1f")],
+        tooltip=["job:N", "call:N", "rank:O", alt.Tooltip("us:Q", format=D3_SIG)],
     ).properties(title="Collective arrival skew", width=max(300, min(900, 8 * len(order))))
