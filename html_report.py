@@ -170,10 +170,14 @@ def build(con, run, batch_size=None):
                                                                               if batch_size else {})}) or [])]
     steady = next((r for r in util if r["steady"]), None)
     parts, ids = [], []
+    found = advise.evaluate(con, run)
+    worst = next((f for f in found if f["severity"] in advise.SEVERITIES), None)
 
     kv = [("run", run), ("kind", o["kind"]), ("framework", o["framework"]), ("device", o["device_name"]),
           ("events", f"{o['events']:,}"), ("GPU activities", f"{o['kernels']:,}"), ("iterations", o["iterations"])]
-    if steady:
+    if steady:          # what bounds the step: the worst finding, in one line
+        kv += [("what bounds the step", f"{worst['rule']} ({worst['severity']}): {worst['evidence']}" if worst
+                else "no rule fired (see Findings)")]
         kv += [("steady iteration", steady["iteration"]), ("iteration time", humanize.value("total_ns", steady["total_ns"])),
                ("GPU utilization", humanize.value("gpu_util_pct", steady["gpu_util_pct"])),
                ("kernels in the iteration", f"{steady['kernels']:,}")]
@@ -201,7 +205,6 @@ def build(con, run, batch_size=None):
         present[report] = sid
         parts.append((sid, title, body))
 
-    found = advise.evaluate(con, run)
     shown = [f for f in found if f["severity"] not in ("ok", "skipped")]
     skipped = [f for f in found if f["severity"] == "skipped"]
     fired = len(shown)

@@ -125,6 +125,10 @@ def test_report_reads_like_a_report(rdb):
     top = con.execute("SELECT name FROM trace_kernels WHERE run = ? GROUP BY 1 ORDER BY sum(dur_ns) DESC LIMIT 1",
                       [AMP]).fetchone()[0]
     con.close()
+    from tracedb import advise
+    worst = next(f for f in advise.evaluate(db.connect(rdb, read_only=True), AMP) if f["severity"] == "high")
+    overview = page.split('<section id="overview">')[1].split("</section>")[0]
+    assert f"<td>what bounds the step</td><td>{worst['rule']} (high): " in overview     # the worst finding, first
     order = ["overview", "findings", "utilization_levels", "utilization_by_layer", "top_kernels", "launch_queue",
              "energy_summary", "kernel_energy", "memory_summary", "comm_overlap", "rules"]
     assert [i for i in order if i in ids] == ids
