@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ..query import reports
 from .chart_list import ALIASES, CHARTS, chart_for  # noqa: F401 (the registry, as charts.CHARTS and charts.chart_for)
+from .humanize import D3_PCT, D3_SIG
 
 LEVELS = [("gpu_util_pct", "GPU"), ("smsp_active_pct_iter", "SMSP active"),
           ("issue_slot_pct_iter", "SMSP issue slot"), ("tc_active_pct_iter", "TC active"),
@@ -83,7 +84,7 @@ def levels(table):
         xOffset="run:N",
         y=alt.Y("pct:Q", title="% of the iteration"),
         color=alt.Color("run:N"),
-        tooltip=["run:N", "level:N", alt.Tooltip("pct:Q", format=".2f")],
+        tooltip=["run:N", "level:N", alt.Tooltip("pct:Q", format=D3_PCT)],
     ).properties(title="Utilization levels", width=420, height=260), long)
 
 
@@ -135,10 +136,10 @@ def kernel_issue(table):
         y=alt.Y("pct:Q", title="issue slot utilization of the kernel, %", scale=alt.Scale(domain=[0, 100])),
         x=alt.X("edge:Q", title=None, axis=None), x2="axis:Q",
         color=alt.Color("weighting:N", title=None, legend=alt.Legend(orient="bottom")),
-        tooltip=["run:N", "weighting:N", alt.Tooltip("pct:Q"), alt.Tooltip("density:Q", format=".4f")])
+        tooltip=["run:N", "weighting:N", alt.Tooltip("pct:Q", format=D3_PCT), alt.Tooltip("density:Q", format=D3_SIG)])
     mean = base.transform_filter(alt.datum.part == "mean").mark_rule(strokeWidth=2, color="black").encode(
         y="pct:Q", x="edge:Q", x2="axis:Q",
-        tooltip=["run:N", "weighting:N", alt.Tooltip("mean:Q", format=".2f", title="mean, %")])
+        tooltip=["run:N", "weighting:N", alt.Tooltip("mean:Q", format=D3_PCT, title="mean, %")])
     chart = alt.layer(area, mean).properties(width=140, height=280).facet(
         column=alt.Column("run:N", title=None)).properties(
         title="Issue slot utilization per kernel (left) and weighted by kernel time (right); rule: mean")
@@ -165,7 +166,7 @@ def layers(table):
         y=alt.Y("run:N", title=None),
         x=alt.X("share:Q", title="share of GPU activity time, %", stack="zero"),
         color=alt.Color("layer_type:N", title="layer type", scale=alt.Scale(domain=types, scheme=scheme)),
-        tooltip=["run:N", "layer_type:N", alt.Tooltip("share:Q", format=".2f")],
+        tooltip=["run:N", "layer_type:N", alt.Tooltip("share:Q", format=D3_PCT)],
     ).properties(title="Time by layer type", width=420, height=40 * max(1, df["run"].n_unique())), df)
 
 
@@ -205,7 +206,7 @@ def queue_split(table):
         x=alt.X("share:Q", stack="zero", title="share of the iteration, %"),
         color=alt.Color("category:N"),
         opacity=alt.Opacity("state:N", title="queue", sort=["non_empty", "empty", "no_queue"]),
-        tooltip=["state:N", "category:N", alt.Tooltip("share:Q", format=".2f")],
+        tooltip=["state:N", "category:N", alt.Tooltip("share:Q", format=D3_PCT)],
     ).properties(title="Time by queue state and activity", width=420), df)
 
 
@@ -228,9 +229,9 @@ def iterations(table):
         y=alt.Y("util:Q", title="GPU utilization, % of the iteration", scale=alt.Scale(domain=[0, 100])),
         color=alt.Color("steady:N", title="steady"),
         column=alt.Column("run:N", title=None),
-        tooltip=["run:N", "iteration:N", alt.Tooltip("util:Q", format=".1f", title="GPU utilization, %"),
-                 alt.Tooltip("ms:Q", format=".4~r", title="iteration time, ms"),
-                 alt.Tooltip("busy_ms:Q", format=".4~r", title="kernel busy, ms")],
+        tooltip=["run:N", "iteration:N", alt.Tooltip("util:Q", format=D3_PCT, title="GPU utilization, %"),
+                 alt.Tooltip("ms:Q", format=D3_SIG, title="iteration time, ms"),
+                 alt.Tooltip("busy_ms:Q", format=D3_SIG, title="kernel busy, ms")],
     ).properties(title="GPU utilization per iteration", width=220, height=220).resolve_scale(x="independent"), df)
 
 

@@ -3,6 +3,7 @@ arrival skew of collectives as a heat map (rank x collective call)."""
 import altair as alt
 
 from .charts import plain_rows
+from .humanize import D3_PCT, D3_SIG
 
 
 def overlap(table):
@@ -19,8 +20,8 @@ def overlap(table):
         y=alt.Y("rank:N", title=None),
         x=alt.X("ms:Q", stack="zero", title="communication time, ms"),
         color=alt.Color("part:N", title=None, sort=["overlapped by compute", "exposed"]),
-        tooltip=["job:N", "rank:N", "part:N", alt.Tooltip("ms:Q", format=".3f"),
-                 alt.Tooltip("overlap_pct:Q", format=".2f", title="overlap %")],
+        tooltip=["job:N", "rank:N", "part:N", alt.Tooltip("ms:Q", format=D3_SIG),
+                 alt.Tooltip("overlap_pct:Q", format=D3_PCT, title="overlap %")],
     ).properties(title="Communication overlapped by compute, per rank", width=420)
 
 
@@ -36,5 +37,5 @@ def skew(table):
         x=alt.X("call:N", sort=order, title="collective call (process group:seq)", axis=alt.Axis(labels=len(order) <= 60)),
         y=alt.Y("rank:O", title="rank"),
         color=alt.Color("us:Q", title="arrival after the first rank, µs", scale=alt.Scale(scheme="viridis")),
-        tooltip=["job:N", "call:N", "rank:O", alt.Tooltip("us:Q", format=".1f")],
+        tooltip=["job:N", "call:N", "rank:O", alt.Tooltip("us:Q", format=D3_SIG)],
     ).properties(title="Collective arrival skew", width=max(300, min(900, 8 * len(order))))

@@ -3,6 +3,7 @@ forward vs backward FLOPs per layer type."""
 import altair as alt
 
 from .charts import plain_rows
+from .humanize import D3_PCT, D3_SIG
 
 
 def mfu(table):
@@ -16,8 +17,8 @@ def mfu(table):
         yOffset="source:N",
         x=alt.X("mfu_pct:Q", title="model-FLOPs utilization, % of the dense peak"),
         color=alt.Color("source:N"),
-        tooltip=["run:N", "source:N", "dtype:N", alt.Tooltip("mfu_pct:Q", format=".2f"),
-                 alt.Tooltip("tflops:Q", format=".1f", title="achieved TFLOP/s"),
+        tooltip=["run:N", "source:N", "dtype:N", alt.Tooltip("mfu_pct:Q", format=D3_PCT),
+                 alt.Tooltip("tflops:Q", format=D3_SIG, title="achieved TFLOP/s"),
                  alt.Tooltip("peak:Q", title="peak TFLOP/s")],
     ).properties(title="MFU per run", width=420, height=40 * max(1, len({d["run"] for d in data})))
 
@@ -35,5 +36,5 @@ def flops_by_layer(table):
         color=alt.Color("pass:N", sort=["forward", "backward"]),
         column=alt.Column("run:N", title=None),
         row=alt.Row("source:N", title=None),
-        tooltip=["run:N", "source:N", "layer_type:N", "pass:N", alt.Tooltip("gflops:Q", format=".2f")],
+        tooltip=["run:N", "source:N", "layer_type:N", "pass:N", alt.Tooltip("gflops:Q", format=D3_SIG)],
     ).properties(title="FLOPs per layer type, forward vs backward", width=320, height=220)

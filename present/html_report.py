@@ -38,7 +38,7 @@ section{margin:22px 0}h2{font-size:17px;border-bottom:2px solid #1f3a5f;padding-
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{border:1px solid #d5d9e0;padding:3px 7px}
 th{background:#f4f6f9;cursor:pointer;user-select:none;white-space:nowrap}th.sorted-asc::after{content:" \\25B2"}
 th.sorted-desc::after{content:" \\25BC"}td.num{text-align:right;font-variant-numeric:tabular-nums}
-td.txt{max-width:520px;overflow-wrap:anywhere}td.long{min-width:240px}.sev-high{color:#b00020;font-weight:600}
+td.txt{max-width:520px;overflow-wrap:break-word}td.long{min-width:240px}.sev-high{color:#b00020;font-weight:600}
 .sev-medium{color:#b35c00;font-weight:600}.sev-low{color:#5b6b00}.sev-skipped{color:#777}.sev-ok{color:#2e7d32}
 .kv td:first-child{color:#555}.scroll{overflow-x:auto}.chart svg{max-width:100%;height:auto}.note{color:#555;font-size:12px}
 """
@@ -100,6 +100,8 @@ def table_html(rows, columns=None, links=None, keep=()):
             num = isinstance(v, (int, float)) and not isinstance(v, bool)
             key = repr(float(v)) if num else "" if v is None else str(v)
             inner = html.escape(text)
+            if not num:         # a long identifier may break after _ or :: (not anywhere, letter by letter)
+                inner = inner.replace("_", "_<wbr>").replace("::", "::<wbr>")
             href = links.get(c)(r.get(c)) if links and c in links else None
             if href:
                 inner = f'<a href="{html.escape(href)}">{inner}</a>'
@@ -188,10 +190,14 @@ def build(con, run, batch_size=None):
                                                                               if batch_size else {})}) or [])]
     steady = next((r for r in util if r["steady"]), None)
     parts = []
+    found = advise.evaluate(con, run, memo=memo)
+    worst = next((f for f in found if f["severity"] in advise.SEVERITIES), None)
 
     kv = [("run", run), ("kind", o["kind"]), ("framework", o["framework"]), ("device", o["device_name"]),
           ("events", f"{o['events']:,}"), ("GPU activities", f"{o['kernels']:,}"), ("iterations", o["iterations"])]
-    if steady:
+    if steady:          # what bounds the step: the worst finding, in one line
+        kv += [("what bounds the step", f"{worst['rule']} ({worst['severity']}): {worst['evidence']}" if worst
+                else "no rule fired (see Findings)")]
         kv += [("steady iteration", steady["iteration"]), ("iteration time", humanize.value("total_ns", steady["total_ns"])),
                ("GPU utilization", humanize.value("gpu_util_pct", steady["gpu_util_pct"])),
                ("kernels in the iteration", f"{steady['kernels']:,}")]
@@ -223,16 +229,20 @@ def build(con, run, batch_size=None):
         present[report] = sid
         parts.append((sid, title, body))
 
-    found = advise.evaluate(con, run, memo=memo)
-    shown = [f for f in found if f["severity"] != "ok"]
-    fired = sum(1 for f in shown if f["severity"] != "skipped")
+    shown = [f for f in found if f["severity"] not in ("ok", "skipped")]
+    skipped = [f for f in found if f["severity"] == "skipped"]
+    fired = len(shown)
     links = {"next_report": lambda v: f"#{present[v]}" if v in present else None,
              "rule": lambda v: f"#rule-{v}"}
     fbody = (f"<p>{fired} finding{'s' if fired != 1 else ''} on iteration "
-             f"{steady['iteration'] if steady else '-'}; {len(shown) - fired} rules skipped for lack of data; "
-             f"{len(found) - len(shown)} passed. Sort by clicking a column.</p>"
+             f"{steady['iteration'] if steady else '-'}; {len(skipped)} rules skipped for lack of data; "
+             f"{len(found) - len(shown) - len(skipped)} passed. Sort by clicking a column.</p>"
              + table_html(shown, ["severity", "rule", "value", "threshold", "unit", "evidence", "suggestion",
                                   "next_report"], links))
+    if skipped:         # one line each: what the rule needs
+        fbody += "<h3>Rules skipped for lack of data</h3><ul class='note'>" + "".join(
+            f'<li><a href="#rule-{html.escape(f["rule"])}">{html.escape(f["rule"])}</a>: '
+            f'{html.escape(f["evidence"])}</li>' for f in skipped) + "</ul>"
     passed = [f for f in found if f["severity"] == "ok"]
     if passed:
         fbody += "<h3>Rules that passed</h3>" + table_html(passed, ["rule", "value", "threshold", "unit", "evidence"])

@@ -170,6 +170,18 @@ def column(col, values):
     return head, [text(v) for v in vals]
 
 
+# Vega-Lite (d3) formats of the same conventions, for chart tooltips and axes:
+# shares with one decimal, other quantities to 4 significant digits.
+D3_PCT = ".1f"
+D3_SIG = ".4~r"
+
+
+def d3_format(col):
+    """The d3 format of column col's numbers in a chart (its unit already applied)."""
+    kind, _ = unit_of(col)
+    return D3_PCT if kind == "pct" else ",d" if kind == "count" else D3_SIG
+
+
 # ---- names ------------------------------------------------------------------------
 
 def _split_top(s, open_, close):

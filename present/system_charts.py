@@ -3,9 +3,9 @@ against peak memory across runs, the memory timeline, and the sampled series
 on the iteration timeline. Each is drawn from one report's rows."""
 import altair as alt
 
-from .charts import plain_rows
-
 from ..query import reports
+from .charts import plain_rows
+from .humanize import D3_SIG
 
 GIB = 1 << 30
 
@@ -21,7 +21,7 @@ def memory_batch(table):
     base = alt.Chart(alt.Data(values=data)).encode(
         x=alt.X("peak_gib:Q", title="peak reserved GPU memory, GiB"),
         y=alt.Y("throughput:Q", title="samples/s" if per_sample else "iterations/s"),
-        tooltip=["run:N", "batch:Q", alt.Tooltip("peak_gib:Q", format=".2f"), alt.Tooltip("throughput:Q", format=".1f")])
+        tooltip=["run:N", "batch:Q", alt.Tooltip("peak_gib:Q", format=D3_SIG), alt.Tooltip("throughput:Q", format=D3_SIG)])
     return alt.layer(base.mark_point(filled=True, size=70).encode(color=alt.Color("run:N", legend=None)),
                      base.mark_text(dx=6, align="left").encode(text="run:N")).properties(
         title="Throughput against peak memory", width=420, height=280)

@@ -33,14 +33,16 @@ appender.console.layout.pattern = spark: %p %c{1}: %m%n
 """
 
 
-def _quiet_spark():
+def _quiet_spark(master):
     """Spark without its start-up noise on stderr (log4j's profile and WARN lines, the
     loopback-hostname warning, the progress bars): errors only. Returns the log4j2
-    configuration file the driver is started with; SPARK_LOCAL_IP defaults to the
-    loopback address (a local session), unless set."""
+    configuration file the driver is started with; for a local session
+    SPARK_LOCAL_IP defaults to the loopback address, unless set (a cluster's
+    executors must reach the driver: there it is left alone)."""
     import os
     import tempfile
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     path = os.path.join(tempfile.gettempdir(), f"tracedb-spark-log4j2-{os.getuid()}.properties")
     try:
         with open(path) as f:
@@ -62,7 +64,7 @@ def spark_session(master=None):
             from pyspark.sql import SparkSession
         except ImportError:
             raise reports.ReportError("--engine spark needs pyspark: pip install 'tracedb[spark]'") from None
-        log4j = _quiet_spark()
+        log4j = _quiet_spark(key)
         _SPARK[key] = (SparkSession.builder.master(key).appName("tracedb")
                        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
                        .config("spark.ui.showConsoleProgress", "false")

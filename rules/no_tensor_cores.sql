@@ -22,7 +22,7 @@ WITH k AS (
 ), by_name AS (
     SELECT run, iteration, name, sum(dur_ns) AS ns FROM k WHERE no_tc GROUP BY ALL
 ), top AS (
-    SELECT run, iteration, string_agg(left(name, 60) || ' (' || round(ns / 1e6, 2) || ' ms)', '; ' ORDER BY ns DESC) AS names
+    SELECT run, iteration, string_agg(coalesce(nullif(regexp_extract(name, '(\w+)[<(]', 1), ''), left(name, 60)) || ' (' || round(ns / 1e6, 2) || ' ms)', '; ' ORDER BY ns DESC) AS names
     FROM (SELECT *, row_number() OVER (PARTITION BY run, iteration ORDER BY ns DESC) AS r FROM by_name)
     WHERE r <= 3 GROUP BY ALL
 ), g AS (

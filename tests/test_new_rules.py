@@ -18,10 +18,10 @@ from tracedb.store import db
 from tracedb.ingest import ingest_file
 
 AMP, FP32, BERT = "h100_resnet50_bs64_amp", "h100_resnet50_bs64_fp32", "h100_bert_bs16_amp"
-GPT2, SLOW = "h100_gpt2_bs8_amp", "loader_slow"
+GPT2, SLOW, FIXED = "h100_gpt2_bs8_amp", "loader_slow", "loader_fixed"
 PATHS = {AMP: DATA / "torch" / f"{AMP}.json.gz", FP32: DATA / "torch" / f"{FP32}.json.gz",
          BERT: DATA / "torch" / f"{BERT}.json.gz", GPT2: DATA / "flops" / f"{GPT2}.json.gz",
-         SLOW: DATA / "torch_loader" / "loader_slow.json.gz"}
+         SLOW: DATA / "torch_loader" / "loader_slow.json.gz", FIXED: DATA / "torch_loader" / "loader_fixed.json.gz"}
 CONVERSION = re.compile(r"(?i)nchw_?to_?nhwc|nhwc_?to_?nchw|nchw2nhwc|nhwc2nchw")
 NOT_FUSIBLE = re.compile(r"(?i)gemm|nvjet|xmma|cutlass|cublas|conv|implicit|wgrad|dgrad|fprop|"
                          r"nchw_?to_?nhwc|nhwc_?to_?nchw|nccl")
@@ -82,6 +82,8 @@ def test_layout_conversions_fire_on_resnet_and_not_without_them(found, docs):
     # absent: BERT has no convolution; the DataLoader ResNet-18 (fp32, TF32 off) runs NCHW kernels (0.4%)
     assert found[BERT]["layout_conversions"]["severity"] == "ok" and found[BERT]["layout_conversions"]["value"] == 0
     assert found[SLOW]["layout_conversions"]["severity"] == "ok" and 0 < found[SLOW]["layout_conversions"]["value"] < 1
+    # the same DataLoader ResNet-18 with AMP and channels_last: no conversion left
+    assert found[FIXED]["layout_conversions"]["severity"] == "ok" and found[FIXED]["layout_conversions"]["value"] == 0
 
 
 def top_sequence(kernels):
