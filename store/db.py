@@ -183,9 +183,12 @@ def connect(path, read_only=False, wait_s=0.0, say=None, _template=True):
             raise
         template.discard(path, copied)        # a template that does not open: build this file
         return connect(path, read_only, wait_s, say, _template=False)
-    if not sys.stderr.isatty():       # DuckDB's own bar would land in redirected output
-        con.execute("SET enable_progress_bar = false")
-    asof_by_sort(con)
+    if not scalar(con, "SELECT current_setting('lock_configuration')"):
+        # (a connection of this process locked the file's configuration, store/sandbox.py:
+        # it set these before it did, and no connection of the file's instance can now)
+        if not sys.stderr.isatty():       # DuckDB's own bar would land in redirected output
+            con.execute("SET enable_progress_bar = false")
+        asof_by_sort(con)
     try:
         if read_only:
             shadow_stale_views(con)

@@ -28,7 +28,11 @@ def spill_dir():
 
 
 def lock(con):
-    """con with external access off, its temp directory private, the configuration locked."""
+    """con with external access off, its temp directory private, the configuration locked
+    (already so where another connection of this process to the same file locked it:
+    DuckDB shares one instance, and its settings, between them)."""
+    if con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+        return con
     con.execute(f"SET temp_directory = {sql_literal(spill_dir())}")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
