@@ -179,11 +179,11 @@ def test_two_traces_claiming_one_rank_of_one_job_are_refused(tmp_path, capsys, m
 
 # --- a rank's GPU in a log of several -------------------------------------------
 
-def _power_csv():
+def _power_csv(job):
     import csv
     import gzip
     out = {}
-    with gzip.open(DIST / "ddp" / "nvml_power.csv.gz", "rt") as f:
+    with gzip.open(DIST / job / "nvml_power.csv.gz", "rt") as f:
         for r in csv.DictReader(f):
             out.setdefault(int(r["gpu"]), []).append((int(r["timestamp_ns"]), int(r["power_mw"]) / 1000))
     return {g: sorted(v) for g, v in out.items()}
@@ -199,19 +199,21 @@ def _integral(samples, s, e):
     return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(pts, pts[1:])) / 1e9
 
 
-def test_each_rank_reads_its_own_gpu_of_a_power_log_of_both(tmp_path):
-    """ddp with its NVML log of GPU 0 and GPU 1: rank 1's kernels ran on device 1, so
-    its energy (energy_summary, high_static_energy), its system metrics and its HTML
-    report read GPU 1; rank 0's GPU 0. Energy checked against trapezoids of the CSV."""
+@pytest.mark.parametrize("job", ["ddp", "tp2dp2"])
+def test_each_rank_reads_its_own_gpu_of_a_power_log_of_all(tmp_path, job):
+    """ddp with its NVML log of GPU 0 and GPU 1 (tp2dp2: of GPUs 0-3): rank r's kernels ran
+    on device r, so its energy (energy_summary, high_static_energy), its system metrics
+    and its HTML report read GPU r. Energy checked against trapezoids of the CSV."""
     from independent_dist import per_iteration
     from tracedb import html_report
     path = tmp_path / "p.duckdb"
-    assert main(["ingest", str(DIST / "ddp"), "--db", str(path)]) == 0
-    assert main(["ingest", str(DIST / "ddp" / "nvml_power.csv.gz"), "--db", str(path)]) == 0
+    assert main(["ingest", str(DIST / job), "--db", str(path)]) == 0
+    assert main(["ingest", str(DIST / job / "nvml_power.csv.gz"), "--db", str(path)]) == 0
     con = db.connect(path)
-    power = _power_csv()
-    for rank, doc in docs("ddp").items():
-        run = f"ddp.rank{rank}"
+    power = _power_csv(job)
+    assert sorted(power) == sorted(docs(job))
+    for rank, doc in docs(job).items():
+        run = f"{job}.rank{rank}"
         devices = {e["args"]["device"] for e in doc["traceEvents"] if e.get("cat") == "kernel"}
         assert devices == {rank}
         (en,) = rows(con, "energy_summary", run=run)
@@ -221,7 +223,7 @@ def test_each_rank_reads_its_own_gpu_of_a_power_log_of_both(tmp_path):
         start = iterations(doc)[it][0]
         window = per_iteration(doc)[it]["window_ns"]
         assert en["window_ns"] == window
-        mine, other = (_integral(power[g], start, start + window) for g in (rank, 1 - rank))
+        mine, other = (_integral(power[g], start, start + window) for g in (rank, (rank + 1) % len(power)))
         assert en["energy_integrated_j"] == pytest.approx(mine, rel=1e-6)
         assert abs(mine - other) > 1e-3 * mine          # the two GPUs' energies differ
         (f,) = [f for f in advise.evaluate(con, run=run, only={"high_static_energy"})]
@@ -392,3 +394,15 @@ def test_one_perfetto_timeline_of_a_job(jobs_db, tmp_path):
         if e["ph"] in ("s", "f"):
             assert (e["pid"], e["tid"], e["ts"]) in kernels
     assert doc["tracedb_clock_offsets_ns"] == {str(r): 0 for r in range(4)}     # one host, one clock
+
+
+def test_the_skew_chart_keeps_jobs_apart(jobs_db):
+    """Without --param job= the skew heat map is one panel per job (the calls of ddp and
+    fsdp, both process group 0 from seq 0, would otherwise share cells)."""
+    from tracedb import charts
+    spec = charts.build(jobs_db, "skew", {}).to_dict()
+    assert spec["facet"]["row"]["field"] == "job"
+    values = spec["data"]["values"] if "data" in spec else next(iter(spec["datasets"].values()))
+    assert {"ddp", "fsdp", "tp2dp2", "ddp_straggler"} <= {v["job"] for v in values}
+    one = charts.build(jobs_db, "skew", {"job": "ddp"}).to_dict()
+    assert "facet" not in one
