@@ -260,6 +260,20 @@ def cmd_settings(args):
 
 
 def cmd_export(args):
+    if args.perfetto and args.job:      # every rank of a job on one timeline (issue 49)
+        from .present import job_view
+        if args.run or not args.output or not str(args.output).lower().endswith((".json", ".json.gz")):
+            raise UsageError("export --perfetto --job JOB writes every rank of the job: give -o FILE.json "
+                             "(or FILE.json.gz), and no --run")
+        try:
+            n, flows = job_view.export_perfetto(_open(args.db), args.job, args.output)
+        except job_view.JobError as e:
+            raise UsageError(f"export: {e}") from None
+        print(f"wrote {args.output} ({n} events of job {args.job}, a process per rank, {flows} collective calls "
+              f"linked across ranks; open it in ui.perfetto.dev)")
+        return 0
+    if args.job:
+        raise UsageError("export --job goes with --perfetto (the lake takes --run)")
     if args.perfetto:
         from .present import perfetto
         if not args.output or not args.run or len(args.run) != 1:
@@ -460,6 +474,8 @@ def parser():
                         "Perfetto UI and chrome://tracing, with layer types, ncu counters, power and iterations")
     sp.add_argument("-o", "--output", help="--perfetto: the file to write")
     sp.add_argument("--run", action="append", help="only this run (repeatable; --perfetto: the one trace run)")
+    sp.add_argument("--job", help="--perfetto: every rank of this job on one timeline (a process per rank, "
+                                  "clocks aligned, the kernels of each collective call linked)")
     sp.set_defaults(func=cmd_export)
 
     sp = sub.add_parser("reports", help="list the saved reports, or print one report's whole header")

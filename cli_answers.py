@@ -23,6 +23,22 @@ def cmd_advise(args):
         return 0
     con = _open(args)
     thresholds = advise.parse_thresholds(",".join(args.threshold or []))
+    if args.job is not None:        # the whole job: straggler first, groups, each rule over the ranks
+        from .present import job_view
+        if args.run is not None:
+            raise reports.ReportError("give --run RUN or --job JOB, not both")
+        try:
+            with status("checking the rules on every rank"):
+                if args.format:
+                    found = job_view.findings(con, args.job, args.iteration, thresholds)
+                    found = [f for f in found if args.all or f["severity"] != "ok"]
+                    output.write(advise.table(found).drop(["ord"]), args.format, args.output)
+                    return 0
+                text = job_view.advise_text(con, args.job, args.db, args.iteration, thresholds, args.all)
+        except job_view.JobError as e:
+            raise reports.ReportError(str(e)) from None
+        print(text, end="")
+        return 0
     if args.run is not None and not con.execute("SELECT 1 FROM runs WHERE run = ?", [args.run]).fetchall():
         from .suggest import run_hint
         raise reports.ReportError(f"no run named {args.run!r} in the database{run_hint(con, args.run)}")
@@ -113,6 +129,22 @@ def _diff_by_op(args):
 def cmd_report(args):
     from .present import html_report
     con = _open(args)
+    if args.run is not None and args.job is not None:
+        raise reports.ReportError("report: give --run RUN (one run's page) or --job JOB (every rank of a job), not both")
+    if args.job is not None:
+        from .present import job_view
+        with status(f"writing {args.output}"):
+            try:
+                page, sections = job_view.report_html(con, args.job)
+            except job_view.JobError as e:
+                raise reports.ReportError(str(e)) from None
+            try:
+                with open(args.output, "w", encoding="utf-8") as f:
+                    f.write(page)
+            except OSError as e:
+                raise reports.ReportError(f"{args.output}: cannot write ({e.strerror})") from None
+        print(f"wrote {args.output} (job {args.job}: {', '.join(sections)})")
+        return 0
     if args.run is None:
         args.run = only_trace(con)
     with status(f"writing {args.output}"):
@@ -125,6 +157,8 @@ def add_commands(sub, out_opts):
     sp = sub.add_parser("advise", help="findings: what is wrong with a run, with the numbers that show it")
     sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
     sp.add_argument("--run", help="trace run (all when absent)")
+    sp.add_argument("--job", help="every rank of a job side by side: its straggler and cost first, its process "
+                                  "groups, then each rule over the ranks")
     sp.add_argument("--iteration", help="iteration number, or all (the steady one when absent)")
     sp.add_argument("--threshold", action="append", metavar="RULE=VALUE", help="replace a rule's threshold")
     sp.add_argument("--all", action="store_true", help="also list the rules that passed")
@@ -152,6 +186,8 @@ def add_commands(sub, out_opts):
     sp = sub.add_parser("report", help="one self-contained HTML page on a run: findings, levels, kernels, energy")
     sp.add_argument("--db", help="the database file (default: $TRACEDB_DB)")
     sp.add_argument("--run", help="the trace run the page is about (default: the database's only trace run)")
+    sp.add_argument("--job", help="instead of --run: a page on every rank of a job (straggler and cost first, "
+                                  "process groups, ranks side by side)")
     sp.add_argument("--batch-size", type=argtypes.count, help="samples per iteration")
     sp.add_argument("-o", "--output", required=True, help="report.html")
     sp.set_defaults(func=cmd_report)

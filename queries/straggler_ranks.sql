@@ -34,7 +34,7 @@
 -- engines: duckdb, spark
 SELECT s.job, s.iteration, s.rank, s.late AND g.straggler AND g.rank = s.rank AS straggler, s.calls, s.calls_last,
        s.process_group AS gating_process_group, s.collective AS gating_collective, s.lateness_ns,
-       s.typical_skew_ns, s.noise_ns, s.cost_ns, CAST(s.noise_ns AS BIGINT) AS cost_err_ns,
+       s.typical_skew_ns, s.noise_ns, s.cost_ns, CAST(round(s.noise_ns) AS BIGINT) AS cost_err_ns,
        round(100.0 * s.cost_ns / nullif(s.step_ns, 0), 2) AS cost_pct, s.step_ns
 FROM straggler_iterations s
 JOIN job_iterations i ON i.job = s.job AND i.iteration = s.iteration

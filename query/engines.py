@@ -8,6 +8,7 @@ the views the reports read). A report says which engines it runs on in its
 header (`-- engines: duckdb, spark`); reports built on DuckDB-only macros
 (the energy reports' ASOF-joined integrals) stay DuckDB-only.
 """
+import functools
 import re
 
 import sqlglot
@@ -106,6 +107,9 @@ def run_spark(name, params, lake_dir, master=None):
         if ds in datasets:
             spark.read.option("mergeSchema", "true").parquet(datasets[ds]).createOrReplaceTempView(ds)
             have.add(ds)
+    for ds in sorted(need - have):             # a table the lake lacks (no run had rows): empty, so that a
+        if _empty_table(spark, ds):            # job view over it (job_stragglers over collectives) still stands
+            have.add(ds)
     for view, select in jobs:                  # the views that join a job's runs, from their own SQL
         if view in need and relations_of(select) <= have:   # (a lake without collectives has no collective_calls)
             spark.sql(_spark_sql(sqlglot.transpile(select, read="duckdb", write="spark")[0])).createOrReplaceTempView(view)
@@ -113,6 +117,36 @@ def run_spark(name, params, lake_dir, master=None):
     for ds in need - have:                     # not in this lake: no view of an earlier lake of the session stands in
         spark.catalog.dropTempView(ds)
     return spark.sql(sql).toArrow()
+
+
+_SPARK_TYPES = {"BIGINT": "bigint", "INTEGER": "int", "DOUBLE": "double", "BOOLEAN": "boolean", "VARCHAR": "string",
+                "JSON": "string", "TIMESTAMP": "timestamp", "FLOAT": "float", "SMALLINT": "smallint"}
+
+
+@functools.cache
+def _table_columns():
+    """table -> [(column, DuckDB type)] of the schema's tables (tables/core.sql alone)."""
+    import duckdb
+
+    from ..store.catalog import sql_text
+    con = duckdb.connect()
+    con.execute(sql_text("schema", "tables/core.sql"))
+    out = {}
+    for t, c, ty in con.execute("SELECT table_name, column_name, data_type FROM duckdb_columns() "
+                                "ORDER BY table_name, column_index").fetchall():
+        out.setdefault(t, []).append((c, ty))
+    con.close()
+    return out
+
+
+def _empty_table(spark, name):
+    """Register an empty view of table `name` (its columns from the schema); False when it is no table."""
+    cols = _table_columns().get(name)
+    if not cols:
+        return False
+    ddl = ", ".join(f"`{c}` {_SPARK_TYPES.get(t, 'string')}" for c, t in cols)
+    spark.createDataFrame([], ddl).createOrReplaceTempView(name)
+    return True
 
 
 def _relations_needed(read, jobs):

@@ -168,7 +168,8 @@ def joined_calls(docs_by_rank):
                     "last_rank": min(r for r, t in starts.items() if t == last),
                     "min_dur": min_dur, "msg_bytes": size, "iteration": min(c["iteration"] for c in by_rank.values()),
                     "busbw_gbps": size / min_dur * busbw_factor(one["collective"], one["group_size"]),
-                    "ranks": len(by_rank), "collective": one["collective"]}
+                    # a send/recv pair names its call by the least name over the ranks (recv)
+                    "ranks": len(by_rank), "collective": min(c["collective"] for c in by_rank.values())}
     return out
 
 

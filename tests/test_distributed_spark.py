@@ -129,3 +129,25 @@ def test_a_lake_filled_file_by_file_joins_the_job(tmp_path):
         for a, b in zip(sorted(d, key=key), sorted(s, key=key)):
             assert all(same(a[k], b[k]) for k in a), (name, a, b)
     con.close()
+
+
+def test_the_same_straggler_answer_on_spark(tmp_path):
+    """Issue 49: the straggler views (schema/views/stragglers.sql) are defined by Spark
+    over the lake from the same SQL: ddp_straggler's rank 1 and its cost, and no
+    straggler in ddp, the same rows as DuckDB's."""
+    jobs = [str(DATA / "dist" / j) for j in ("ddp", "ddp_straggler")]
+    assert main(["ingest", *jobs, "--db", str(tmp_path / "d.duckdb")]) == 0
+    con = db.connect(tmp_path / "d.duckdb")
+    lake.export(con, tmp_path / "lake")
+    for name in ("straggler_ranks", "rank_summary"):
+        params = {"iteration": "all"}
+        d = reports.run(con, name, params).to_pylist()
+        s = engines.run_spark(name, params, tmp_path / "lake").to_pylist()
+        assert len(d) == len(s) > 0, name
+        for a, b in zip(sorted(d, key=key), sorted(s, key=key)):
+            assert all(same(a[k], b[k]) for k in a), (name, a, b)
+    whole = {r["job"]: r for r in engines.run_spark("straggler_ranks", {"iteration": "all"}, tmp_path / "lake")
+             .to_pylist() if r["iteration"] is None}
+    assert whole["ddp_straggler"]["straggler"] and whole["ddp_straggler"]["rank"] == 1
+    assert 18e6 < whole["ddp_straggler"]["cost_ns"] < 23e6 and not whole["ddp"]["straggler"]
+    con.close()

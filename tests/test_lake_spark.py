@@ -156,7 +156,10 @@ def test_parallel_ingest_into_the_lake_and_rank_summary(tmp_path, capsys):
     assert sorted(p.name for p in (lk / "kernels").iterdir()) == ["rank=0", "rank=1", "rank=2", "rank=3"]
     s = engines.run_spark("rank_summary", {}, lk).to_pylist()
     assert [r["rank"] for r in s] == [0, 1, 2, 3]
-    assert [r["straggler"] for r in s] == [False, False, True, False]
+    # rank 2's step markers are 20% longer: its iteration is the longest (vs_median_pct), but a
+    # straggler is a rank late at the collectives (issue 49) and these ranks have none
+    assert max(s, key=lambda r: r["vs_median_pct"])["rank"] == 2
+    assert [r["straggler"] for r in s] == [False, False, False, False]
     # the same files in a database give the same rows on DuckDB
     con = db.connect(tmp_path / "ranks.duckdb")
     for p in paths:

@@ -30,6 +30,7 @@ WITH c AS (
     SELECT c.run, c.process_group, c.pg_desc, c.collective, collective_type(c.collective) AS ctype,
            c.iteration, c.dur_ns, e.tid IS NOT NULL AND e.tid <> e.pid AS from_autograd
     FROM collectives c LEFT JOIN events e ON e.run = c.run AND e.event_id = c.op_event_id
+    WHERE c.process_group <> 'unknown'      -- kernels with no group in their args (launched before the trace)
 ), g AS (
     SELECT run, process_group, min(pg_desc) AS pg_desc, count(*) AS calls,
            string_agg(DISTINCT collective, ', ' ORDER BY collective) AS collectives,

@@ -25,6 +25,9 @@
 -- excess (0 where another rank gated the step), give or take the larger of the
 -- noise deviation and half the spread of the per-iteration costs.
 --
+-- Pipeline send/recv is left out: a stage waits for the previous stage's
+-- activations by design (the pipeline's bubble), which is no rank being late.
+--
 -- Limits: a job of one collective call per iteration has no within-step
 -- baseline (the median skew is the late rank's own lateness): no straggler is
 -- found there. A rank slowed by the same amount before every call (a throttled
@@ -40,7 +43,8 @@
 --                          median, ns
 CREATE OR REPLACE VIEW job_skew_noise AS
 WITH c AS (
-    SELECT job, skew_ns FROM collective_calls WHERE ranks > 1
+    SELECT job, skew_ns FROM collective_calls
+    WHERE ranks > 1 AND lower(collective) NOT LIKE '%send%' AND lower(collective) NOT LIKE '%recv%'
 ), m AS (
     SELECT job, count(*) AS calls, median(skew_ns) AS typical_skew_ns FROM c GROUP BY job
 )
@@ -71,13 +75,14 @@ WITH c AS (
     SELECT job, iteration, process_group, seq, collective, last_rank, skew_ns,
            count(*) OVER (PARTITION BY job, iteration) AS calls,
            row_number() OVER (PARTITION BY job, iteration ORDER BY skew_ns DESC, process_group, seq) AS pos
-    FROM collective_calls WHERE ranks > 1 AND iteration IS NOT NULL
+    FROM collective_calls
+    WHERE ranks > 1 AND iteration IS NOT NULL AND lower(collective) NOT LIKE '%send%' AND lower(collective) NOT LIKE '%recv%'
 ), lastn AS (
     SELECT job, iteration, last_rank, count(*) AS calls_last FROM c GROUP BY job, iteration, last_rank
 ), g AS (
     SELECT c.job, c.iteration, c.last_rank AS rank, c.calls, l.calls_last, c.process_group, c.seq, c.collective,
            c.skew_ns AS lateness_ns, n.typical_skew_ns, n.noise_ns,
-           CAST(greatest(c.skew_ns - n.typical_skew_ns, 0) AS BIGINT) AS cost_ns, i.dur_ns AS step_ns
+           CAST(round(greatest(c.skew_ns - n.typical_skew_ns, 0)) AS BIGINT) AS cost_ns, i.dur_ns AS step_ns
     FROM c JOIN job_skew_noise n ON n.job = c.job
     JOIN lastn l ON l.job = c.job AND l.iteration = c.iteration AND l.last_rank = c.last_rank
     JOIN job_iterations i ON i.job = c.job AND i.iteration = c.iteration
@@ -131,9 +136,9 @@ WITH n AS (
 SELECT n.job, c.rank,
        2 * c.late_iterations > n.iterations AND a.cost_ns >= 0.02 * n.step_ns AS straggler,
        n.iterations, c.late_iterations,
-       CAST(a.lateness_ns AS BIGINT) AS lateness_ns, CAST(a.cost_ns AS BIGINT) AS cost_ns,
-       CAST(greatest(n.noise_ns, a.half_range_ns) AS BIGINT) AS cost_err_ns,
-       n.typical_skew_ns, n.noise_ns, CAST(n.step_ns AS BIGINT) AS step_ns,
+       CAST(round(a.lateness_ns) AS BIGINT) AS lateness_ns, CAST(round(a.cost_ns) AS BIGINT) AS cost_ns,
+       CAST(round(greatest(n.noise_ns, a.half_range_ns)) AS BIGINT) AS cost_err_ns,
+       n.typical_skew_ns, n.noise_ns, CAST(round(n.step_ns) AS BIGINT) AS step_ns,
        round(100.0 * a.cost_ns / nullif(n.step_ns, 0), 2) AS cost_pct
 FROM n JOIN cand c ON c.job = n.job AND c.pos = 1 JOIN agg a ON a.job = n.job;
 
