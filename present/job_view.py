@@ -1,4 +1,4 @@
-"""The view of a whole job (issue 49): `tracedb advise --job JOB`, `tracedb report
+"""The view of a whole job: `tracedb advise --job JOB`, `tracedb report
 --job JOB` (HTML) and `tracedb export --perfetto --job JOB`: all ranks side by
 side, the straggler and what it costs first, then the process groups (their kind:
 TP, DP, FSDP, PP), then each rank's findings.
