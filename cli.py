@@ -276,14 +276,15 @@ def cmd_export(args):
         raise UsageError("export --job goes with --perfetto (the lake takes --run)")
     if args.perfetto:
         from .present import perfetto
+        from .store.sandbox import external_off
         if not args.output or not args.run or len(args.run) != 1:
             given = f" (got {len(args.run)}: {', '.join(args.run)})" if args.run and len(args.run) > 1 else ""
             raise UsageError(f"export --perfetto writes one trace run: give one --run RUN{given} and -o FILE.json")
         if not str(args.output).lower().endswith((".json", ".json.gz")):
             raise UsageError(f"export --perfetto: -o {args.output}: it writes Chrome-trace JSON: name the file "
                              "FILE.json, or FILE.json.gz to compress it")
-        con = _open(args.db, sandboxed=False)
-        con.execute("SET enable_external_access = false")     # written by Python: DuckDB reads the database only
+        con = _open(args.db, sandboxed=False)      # its memory cap is a setting: not locked, but
+        external_off(con)                         # written by Python: DuckDB reads the database only
         n = perfetto.export(con, args.run[0], args.output, progress=sys.stderr.isatty())
         print(f"wrote {args.output} ({n} events of run {args.run[0]}; open it in ui.perfetto.dev or chrome://tracing)")
         return 0

@@ -23,7 +23,7 @@
 --   gpu INTEGER = NULL: GPU index in the power log (default: the trace run's own GPU, view run_gpu, when the log has it, else the lowest)
 --   idle_power_w DOUBLE >= 0 = NULL: idle power to use instead of the log's
 -- columns:
---   run RUN: trace run
+--   run VARCHAR: trace run
 --   iteration INTEGER: iteration
 --   component VARCHAR: static | shared | l1 | l2 | dram | dynamic_rest | total
 --   counted DOUBLE: what the level's ncu counter counted (shared: wavefronts; else 32-byte sectors)

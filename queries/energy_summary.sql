@@ -20,7 +20,7 @@
 --   gpu INTEGER = NULL: GPU index in the log (default: the trace run's own GPU, view run_gpu, when the log has it, else the lowest)
 --   idle_power_w DOUBLE >= 0 = NULL: idle power to use instead of the log's
 -- columns:
---   run RUN: trace run
+--   run VARCHAR: trace run
 --   iteration INTEGER: iteration (NULL for a start_ns/end_ns window, and for the whole trace with iteration=all)
 --   power_run VARCHAR: power log used
 --   gpu INTEGER: GPU index

@@ -11,7 +11,7 @@
 --   run RUN = NULL: trace run (all when absent)
 --   iteration INTEGER = NULL: iteration (all when absent)
 -- columns:
---   run RUN: trace run
+--   run VARCHAR: trace run
 --   iteration INTEGER: iteration of the launch
 --   launch_name VARCHAR: the launch call
 --   launch_ts_ns BIGINT: start of the launch call, ns

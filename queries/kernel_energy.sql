@@ -16,7 +16,7 @@
 --   power_run RUN = NULL: power log to use when the trace has several
 --   gpu INTEGER = NULL: GPU index in the log (default: the trace run's own GPU, view run_gpu, when the log has it, else the lowest)
 -- columns:
---   run RUN: trace run
+--   run VARCHAR: trace run
 --   iteration INTEGER: iteration (NULL: the whole trace, with iteration=all)
 --   layer_type VARCHAR: layer type (layer_rules)
 --   kernel_id BIGINT: activity (NULL when group_by=layer)

@@ -164,6 +164,8 @@ def parse(text, fallback_name):
     h = header.parse(text)
     specs = h.params()
     problems = h.problems + [f"header key {k!r} is not a report's" for k in h.values if k not in _REPORT_KEYS]
+    problems += [f"column {c}: {t} is a parameter's type; a column has its SQL type" for c, t, _ in h.columns()
+                 if t.upper() in ("RUN", "RUNS")]
     params = []
     for spec in specs:
         floor = spec.floor

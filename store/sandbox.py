@@ -27,13 +27,23 @@ def spill_dir():
     return _SPILL[0]
 
 
+def external_off(con):
+    """con with DuckDB's external access off (where it is on: another connection of the
+    process may have locked the configuration with it off)."""
+    if con.execute("SELECT current_setting('enable_external_access')").fetchall()[0][0]:
+        con.execute("SET enable_external_access = false")
+    return con
+
+
 def lock(con):
     """con with external access off, its temp directory private, the configuration locked
     (already so where another connection of this process to the same file locked it:
     DuckDB shares one instance, and its settings, between them)."""
-    if con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
-        return con
-    con.execute(f"SET temp_directory = {sql_literal(spill_dir())}")
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
+    locked, external = con.execute("SELECT current_setting('lock_configuration'), "
+                                   "current_setting('enable_external_access')").fetchall()[0]
+    if not locked:
+        if external:                # (off already: its temp directory was moved before it was turned off)
+            con.execute(f"SET temp_directory = {sql_literal(spill_dir())}")
+            con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     return con

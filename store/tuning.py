@@ -13,7 +13,11 @@ from .sql import scalar, sql_literal
 @contextmanager
 def setting(con, name, value):
     """DuckDB's setting `name` at value for the block, then back to its default
-    (RESET); None leaves it as it is. Outside a transaction (no SET in an aborted one)."""
+    (RESET); None leaves it as it is, and so does a configuration locked by a sandboxed
+    connection of this process to the same file (store/sandbox.py). Outside a transaction
+    (no SET in an aborted one)."""
+    if value is not None and scalar(con, "SELECT current_setting('lock_configuration')"):
+        value = None
     if value is not None:
         con.execute(f"SET {name} = {sql_literal(value)}")
     try:

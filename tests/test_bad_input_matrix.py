@@ -640,8 +640,9 @@ def test_sql_empty_and_hints(db_file, capsys):
 # ---------------------------------------------------------------- the lake
 
 def test_lake_paths_of_hostile_run_names_stay_inside(tmp_path):
-    """A database made elsewhere may carry any run name: each becomes an encoded file
-    name in the lake, and the lake reads back the names as they were."""
+    """A database made elsewhere may carry any run name: one that cannot be a lake path
+    (a separator, a leading dot) is refused before anything is written, in one line
+    naming it, and nothing lands outside the lake; the other runs export with --run."""
     from tracedb.query import lake
     con = db.connect(tmp_path / "h.duckdb")
     ingest_file(con, LENET)
@@ -652,13 +653,15 @@ def test_lake_paths_of_hostile_run_names_stay_inside(tmp_path):
         con.execute("INSERT INTO events SELECT * REPLACE (? AS run) FROM events WHERE run = 'cpu_sync_lenet_bs64'", [n])
     root = tmp_path / "deep" / "er"
     before = set(os.listdir(tmp_path))
-    runs = lake.export(con, root / "lake")
+    with pytest.raises(lake.LakeError, match="cannot be a lake partition .*nothing was written") as e:
+        lake.export(con, root / "lake")
+    assert any(repr(n) in str(e.value) for n in names) and "\n" not in str(e.value)
     assert set(os.listdir(tmp_path)) - {"deep"} == before and not (tmp_path / "abs.json").exists()
-    assert os.listdir(tmp_path / "deep") == ["er"]
+    assert not (root / "lake" / "_runs").exists() or not list((root / "lake" / "_runs").iterdir())
+    assert lake.export(con, root / "lake", ["cpu_sync_lenet_bs64"]) == ["cpu_sync_lenet_bs64"]
     recs = {json.loads(p.read_text())["run"] for p in (root / "lake" / "_runs").iterdir()}
-    assert recs == set(names) | {"cpu_sync_lenet_bs64"} == set(runs)
-    assert all(p.parent == root / "lake" / "_runs" for p in (root / "lake" / "_runs").iterdir())
-    assert {m["run"] for m in json.loads((root / "lake" / "manifest.json").read_text())["runs"]} == recs
+    assert recs == {"cpu_sync_lenet_bs64"}
+    assert set(os.listdir(tmp_path)) - {"deep"} == before
 
 
 def test_export_to_a_file_is_one_line(db_file, tmp_path, capsys):

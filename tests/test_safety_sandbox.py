@@ -100,5 +100,5 @@ def test_sql_cannot_reach_duckdbs_temp_directory(plain, tmp_path, capsys):
     assert sorted(p.name for p in tmpdir.iterdir()) == ["link.txt"]
     assert main(["sql", "SELECT current_setting('temp_directory') AS t", "--db", str(path),
                  "--format", "json"]) == 0
-    spill = __import__("json").loads(capsys.readouterr().out.splitlines()[0])["t"]
+    spill = __import__("json").loads(capsys.readouterr().out)[0]["t"]        # --format json: one array
     assert not spill.startswith(str(d)) and stat.S_IMODE(os.stat(spill).st_mode) == 0o700

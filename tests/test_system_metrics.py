@@ -292,7 +292,7 @@ def test_capture_errors_are_one_line(tmp_path):
     assert r.returncode == 1 and r.stderr.count("\n") == 1
     assert "needs Nsight Compute's `no-such-ncu` command" in r.stderr
     r = tracedb("capture", "-o", str(tmp_path / "c"), "--", "true")
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "did not run a tracedb.capture.session" in r.stderr
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "did not run a tracedb.capture(...) block" in r.stderr
     r = tracedb("capture", "-o", str(tmp_path / "c"), "--", sys.executable, "-c", "import sys; sys.exit(3)")
     assert r.returncode == 1 and "exited with status 3" in r.stderr
     r = tracedb("capture", "-o", str(tmp_path / "c"))
