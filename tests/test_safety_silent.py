@@ -9,7 +9,6 @@ import shutil
 import pytest
 
 from conftest import DATA
-from tracedb.store import db
 from tracedb.cli import main
 from tracedb.ingest import ingest_file
 
