@@ -380,10 +380,7 @@ def cmd_demo(args):
     elif not table.num_rows:
         raise UsageError("demo: the sample's utilization levels came back empty")
     else:
-        row = table.to_pylist()[0]
-        width = max(map(len, row))
-        for k, v in row.items():
-            print(f"{k:<{width}}  {v}")
+        print(output.render(table), end="")         # one row: `column  value` lines, values in their units
         print("\nmore: tracedb reports; tracedb query utilization_by_layer --db " + args.db)
     return 0
 
