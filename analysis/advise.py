@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from ..query import reports
 from ..store import header
-from ..store.catalog import package_sql, run_column
+from ..store.catalog import parsed_sql, run_column
 from ..store.sql import bind, rows, scalar
 from ..query.reports import ReportError
 
@@ -89,11 +89,7 @@ def parse(text, fallback):
 
 def all_rules():
     """Every rule in rules/, by name."""
-    out = {}
-    for name, text in package_sql("rules"):
-        r = parse(text, name)
-        out[r.name] = r
-    return out
+    return parsed_sql("rules", parse)
 
 
 def parse_thresholds(text):

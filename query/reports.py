@@ -39,7 +39,7 @@ import pyarrow as pa
 from ..errors import TracedbError
 from ..suggest import did_you_mean
 from ..store import header
-from ..store.catalog import package_sql, run_column
+from ..store.catalog import parsed_sql, run_column
 from ..store.sql import bind, params_of, read_batches, rows, scalar
 from . import windows
 
@@ -208,11 +208,7 @@ def parse(text, fallback_name):
 
 def all_reports():
     """Every saved report, by name."""
-    out = {}
-    for name, text in package_sql("queries"):
-        r = parse(text, name)
-        out[r.name] = r
-    return out
+    return parsed_sql("queries", parse)
 
 
 def get(name):

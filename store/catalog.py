@@ -49,6 +49,16 @@ def package_sql(package):
             yield f.name[:-4], f.read_text()
 
 
+def parsed_sql(package, parse):
+    """name -> parse(text, file name) of every .sql file of a package folder (the saved
+    reports, the finding rules), by the name the parsed object gives itself (.name)."""
+    out = {}
+    for name, text in package_sql(package):
+        obj = parse(text, name)
+        out[obj.name] = obj
+    return out
+
+
 def sql_files(package, folder):
     """Names ("seeds/x.sql") of the .sql files in a sub-folder of a package, sorted."""
     d = resources.files(f"tracedb.{package}").joinpath(folder)
