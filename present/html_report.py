@@ -1,7 +1,7 @@
 """One self-contained HTML page on a run (tracedb report).
 
 Nothing is fetched when the page opens: charts are inline SVG drawn by
-vl-convert (the report), or the Vega runtime is inlined (chart pages); the
+vl-convert (chart pages, with the Vega runtime inlined, are charts.save's); the
 table sorting is a few lines of inline script. Each section is present only when
 its report has data for the run; numbers carry their units (humanize.py: one
 unit per column, in its header), kernel names are shortened with the whole name
