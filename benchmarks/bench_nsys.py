@@ -3,52 +3,20 @@
 usage: python benchmarks/bench_nsys.py BIG.sqlite [--make MB] [--from tests/data/nsys/mfu_2gpu_before.sqlite.gz]
                                      [--readers N]
 
---make MB builds BIG.sqlite first (when it is missing) from a real export by
-replicating its activity and NVTX rows, each copy shifted past the previous one
-in time and in correlation ids, until the file is about MB megabytes: the rows
-are real rows, only their number grows. The ingest runs in a child process, so
+--make MB builds BIG.sqlite first (when it is missing) with scale_nsys.py: a real
+export's activity and NVTX rows replicated, each copy shifted past the previous one
+in time and in correlation ids, until the file is about MB megabytes. The ingest runs in a child process, so
 the peak RSS printed is its own.
 """
 import argparse
-import gzip
 import json
 import os
 import resource
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-
-GROWN = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-         "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS")
-
-
-def make(out, source, mb):
-    """out: source's export with its grown tables replicated until out is about mb MB."""
-    data = gzip.decompress(open(source, "rb").read()) if source.endswith(".gz") else open(source, "rb").read()
-    with open(out, "wb") as f:
-        f.write(data)
-    c = sqlite3.connect(out)
-    for (index,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall():
-        c.execute(f'DROP INDEX "{index}"')
-    span = c.execute("SELECT max(\"end\") - min(start) + 1000 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
-    corr = c.execute("SELECT max(correlationId) - min(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
-    for t in GROWN:
-        c.execute(f"CREATE TEMP TABLE orig_{t} AS SELECT * FROM {t}")
-    copy = 0
-    while os.path.getsize(out) < mb * 1e6:
-        copy += 1
-        for t in GROWN:
-            cols = [r[1] for r in c.execute(f"PRAGMA table_info({t})")]
-            sel = ", ".join(f'"{x}" + {copy * span}' if x in ("start", "end")
-                            else f'"{x}" + {copy * corr}' if x == "correlationId" else f'"{x}"' for x in cols)
-            c.execute(f"INSERT INTO {t} SELECT {sel} FROM orig_{t}")
-        c.commit()
-    c.close()
-    return copy + 1
-
 
 def _child(path, db, readers):
     from tracedb.store import db as tdb
@@ -80,6 +48,7 @@ def main():
                     help="worker processes reading the export (0: one thread; default: as tracedb chooses)")
     a = ap.parse_args()
     if a.make and not os.path.exists(a.path):
+        from scale_nsys import make
         copies = make(a.path, a.source, a.make)
         print(f"made {a.path}: {copies} copies of {os.path.basename(a.source)}")
     size = os.path.getsize(a.path)
