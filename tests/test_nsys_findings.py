@@ -1,0 +1,82 @@
+"""Findings on an Nsight Systems run: host_bound (the GPU idle with nothing queued)
+over every FlashAttnFunc iteration of a real 2-GPU H100 export, against the same
+share computed here from the SQLite file with plain sqlite3 (ranges, launches and
+GPU activities joined by process and correlation id): it fires where the share is
+above its threshold and stays quiet where it is not."""
+import gzip
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tracedb.ingest import ingest_file
+from tracedb.query import reports
+from tracedb.store import db
+
+EXPORT = Path(__file__).parent / "data" / "nsys" / "mfu_2gpu_before.sqlite.gz"
+
+
+def starved_pct(path):
+    """iteration -> % of it with no GPU activity running and none launched and not yet
+    started. Iteration N: the Nth FlashAttnFunc range by start; an activity belongs to
+    the latest-starting range holding its launch call's start; an iteration ends at
+    the later of its range's end and its activities' last end; an activity is waited
+    for from its launch call's end (or its start, when earlier) to its end."""
+    c = sqlite3.connect(path)
+    try:
+        marks = sorted(c.execute("""SELECT n.start, n."end" FROM NVTX_EVENTS n LEFT JOIN StringIds s
+            ON s.id = n.textId WHERE coalesce(n.text, s.value) LIKE 'FlashAttnFunc, %' AND n."end" IS NOT NULL"""))
+        acts = {}
+        for table in ("KERNEL", "MEMCPY", "MEMSET"):
+            for ks, ke, rs, re_ in c.execute(f"""SELECT k.start, k."end", r.start, r."end"
+                    FROM CUPTI_ACTIVITY_KIND_{table} k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+                    ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)"""):
+                held = [i for i, (s, e) in enumerate(marks) if s <= rs <= e]
+                if held:
+                    acts.setdefault(max(held, key=lambda i: marks[i][0]), []).append((ks, ke, re_))
+    finally:
+        c.close()
+    out = {}
+    for i, got in acts.items():
+        start, end = marks[i][0], max([marks[i][1]] + [ke for _, ke, _ in got])
+        covered, cur = 0, None
+        for a, b in sorted((max(min(re_, ks), start), min(ke, end)) for ks, ke, re_ in got):
+            if cur is None or a > cur[1]:
+                covered += cur[1] - cur[0] if cur else 0
+                cur = [a, b]
+            else:
+                cur[1] = max(cur[1], b)
+        covered += cur[1] - cur[0]
+        out[i] = 100.0 * (end - start - covered) / (end - start)
+    return out
+
+
+@pytest.fixture(scope="module")
+def findings(tmp_path_factory):
+    d = tmp_path_factory.mktemp("nsys_findings")
+    plain = d / "mfu.sqlite"
+    plain.write_bytes(gzip.decompress(EXPORT.read_bytes()))
+    con = db.connect(d / "f.duckdb")
+    ingest_file(con, str(EXPORT), run="mfu", options={"iterations_from": "FlashAttnFunc"})
+    rows = reports.run(con, "findings", {"run": "mfu", "iteration": "all", "show": "all"}).to_pylist()
+    con.close()
+    return plain, rows
+
+
+def test_host_bound_on_every_iteration_of_an_nsys_run(findings):
+    plain, rows = findings
+    want = starved_pct(plain)
+    got = {r["iteration"]: r for r in rows if r["rule"] == "host_bound" and r["value"] is not None}
+    assert got.keys() == want.keys() and len(want) > 50
+    assert {i: r["value"] for i, r in got.items()} == pytest.approx(want, abs=1e-3)
+    # present and absent: it fires exactly where the share passes its threshold (30%)
+    fired = {i for i, r in got.items() if r["severity"] not in ("ok", "skipped")}
+    assert fired == {i for i, v in want.items() if v > 30} and 0 < len(fired) < len(want)
+
+
+def test_rules_needing_data_an_nsys_run_lacks_are_skipped_not_guessed(findings):
+    """No ncu report, power log or second rank here: those rules say what they need."""
+    _, rows = findings
+    skipped = {r["rule"] for r in rows if r["severity"] == "skipped"}
+    assert {"low_issue_efficiency", "no_tensor_cores", "energy_sources_disagree", "straggler_rank"} <= skipped
+    assert all(r["evidence"] for r in rows if r["severity"] == "skipped")
