@@ -203,6 +203,18 @@ class Export:
         self.con.close()
 
 
+def _gpu_metric_samples(ex):
+    """table -> rows of the sampled GPU metrics tables (GPU_METRICS, of nsys
+    --gpu-metrics-devices) that hold any: not read yet (no public export that has
+    them was found to test a reader against); the rest of the export loads."""
+    out = {}
+    for t in ex.tables_like(r"GPU_METRICS(_V\d+)?"):
+        n = ex.con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+        if n:
+            out[t] = n
+    return out
+
+
 def _is_export(ex):
     """An Nsight Systems export: its string table, and its export metadata or a table of its own kinds."""
     return ex.first_table("StringIds", "StringTable") is not None and (
@@ -294,6 +306,7 @@ class NsysReader(Reader):
                     ex.source(kind)
                 version = ex.version_text()
                 procs = ex.cuda_processes()
+                metrics = _gpu_metric_samples(ex)
             except sqlite3.DatabaseError as e:
                 raise IngestError(path, f"SQLite cannot read it ({e})") from None
         finally:
@@ -301,6 +314,9 @@ class NsysReader(Reader):
         state = NsysState(path, db_path, options.get("iterations_from"))
         state.processes = procs
         notes = [f"written by {version}"]
+        if metrics:
+            notes.append(f"{sum(metrics.values())} sampled GPU metric values ({', '.join(metrics)}) not loaded: "
+                         "tracedb does not read --gpu-metrics-devices samples yet")
         rank = options.get("rank")
         if rank is not None and len(procs) > 1:
             # a report of several processes (the ranks of a job): --rank N loads the Nth

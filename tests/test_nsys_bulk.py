@@ -159,3 +159,32 @@ def test_csv_select_of_no_rows(mfu):
     finally:
         ex.close()
         c.close()
+
+
+def test_an_export_with_sampled_gpu_metrics_loads_the_rest(mfu, tmp_path):
+    """No public export with GPU_METRICS was found (tests/data/nsys/README.md): a copy
+    of a real one given the two tables nsys writes for --gpu-metrics-devices (their
+    columns as nsys documents them; 3 samples) loads the same events as the original,
+    and the ingest line says the samples were not loaded."""
+    p = tmp_path / "metrics.sqlite"
+    shutil.copy(mfu, p)
+    c = sqlite3.connect(p)
+    c.execute("CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INTEGER NOT NULL, sourceId INTEGER NOT NULL, "
+              "typeName TEXT NOT NULL, metricId INTEGER NOT NULL, metricName TEXT NOT NULL)")
+    c.execute("CREATE TABLE GPU_METRICS (typeId INTEGER NOT NULL, timestamp INTEGER, metricId INTEGER NOT NULL, "
+              "value INTEGER NOT NULL)")
+    c.execute("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (0, 0, 'GH100', 1, 'SMs Active [Throughput %]')")
+    c.executemany("INSERT INTO GPU_METRICS VALUES (0, ?, 1, ?)", [(60120000000, 40), (60120010000, 55),
+                                                                 (60120020000, 61)])
+    c.commit()
+    c.close()
+    con = db.connect(tmp_path / "m.duckdb")
+    a = ingest_file(con, str(mfu), run="a")
+    b = ingest_file(con, str(p), run="b")
+    digest = """SELECT count(*), sum(hash(event_id, ph, cat, name, pid, tid, ts_ns, dur_ns, correlation,
+                CAST(args AS VARCHAR))) FROM events WHERE run = ?"""
+    assert con.execute(digest, ["a"]).fetchone() == con.execute(digest, ["b"]).fetchone()
+    (line,), = con.execute("SELECT message FROM ingest_log WHERE run = 'b' AND level = 'info'").fetchall()
+    con.close()
+    assert a.status == b.status == "loaded"
+    assert "3 sampled GPU metric values (GPU_METRICS) not loaded" in line
