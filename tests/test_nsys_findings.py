@@ -80,3 +80,45 @@ def test_rules_needing_data_an_nsys_run_lacks_are_skipped_not_guessed(findings):
     skipped = {r["rule"] for r in rows if r["severity"] == "skipped"}
     assert {"low_issue_efficiency", "no_tensor_cores", "energy_sources_disagree", "straggler_rank"} <= skipped
     assert all(r["evidence"] for r in rows if r["severity"] == "skipped")
+
+
+def max_queued(path, rank0):
+    """stream -> most kernels launched (launch call ended) and not yet started at once,
+    from the SQLite file (rank0: only the process of the lowest device)."""
+    c = sqlite3.connect(path)
+    try:
+        where = ""
+        if rank0:
+            pid = c.execute("SELECT globalPid >> 24 FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1 "
+                            "ORDER BY min(deviceId), 1 LIMIT 1").fetchone()[0]
+            where = f"WHERE k.globalPid >> 24 = {int(pid)} AND (r.globalTid >> 24) = (k.globalPid >> 24)"
+        steps = {}
+        for stream, start, launched in c.execute(f"""SELECT k.streamId, k.start, r."end"
+                FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+                ON r.correlationId = k.correlationId {where}"""):
+            if launched < start:
+                steps.setdefault(stream, []).extend([(launched, 1), (start, -1)])
+    finally:
+        c.close()
+    out = {}
+    for stream, s in steps.items():
+        n = most = 0
+        for _, d in sorted(s):
+            n += d
+            most = max(most, n)
+        out[stream] = most
+    return out
+
+
+@pytest.mark.parametrize("name, rank0", [("mfu_2gpu_before", True), ("healthy_1pct", False)])
+def test_launch_queue_of_an_nsys_run(tmp_path, name, rank0):
+    """launch_queue's whole-run maximum per stream (mfu: 28 kernels waiting on stream 7)."""
+    path = EXPORT.parent / f"{name}.sqlite.gz"
+    plain = tmp_path / f"{name}.sqlite"
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    con = db.connect(tmp_path / "q.duckdb")
+    ingest_file(con, str(path), run="q", options={"rank": 0} if rank0 else {})
+    got = {r["stream"]: r["max_queued"] for r in
+           reports.run(con, "launch_queue", {"run": "q", "iteration": "all"}).to_pylist()}
+    con.close()
+    assert got == max_queued(plain, rank0) and got
