@@ -1,12 +1,16 @@
 """Nsight Systems ingest benchmark: a large SQLite export into a fresh database, in MB/s.
 
 usage: python benchmarks/bench_nsys.py BIG.sqlite [--make MB] [--from tests/data/nsys/mfu_2gpu_before.sqlite.gz]
-                                     [--readers N]
+                                     [--readers N] [--against BIG.json]
 
 --make MB builds BIG.sqlite first (when it is missing) with scale_nsys.py: a real
 export's activity and NVTX rows replicated, each copy shifted past the previous one
 in time and in correlation ids, until the file is about MB megabytes. The ingest runs in a child process, so
 the peak RSS printed is its own.
+
+--against BIG.json measures the ingest of a Kineto trace in the same run (make one
+with ../shared/tools/scale_trace.py), before and after the export's, so that the two
+rates are compared under the same load; and prints their ratio, per MB and per event.
 """
 import argparse
 import json
@@ -46,11 +50,15 @@ def main():
         os.path.dirname(__file__), "..", "tests", "data", "nsys", "mfu_2gpu_before.sqlite.gz"))
     ap.add_argument("--readers", type=int, default=-1,
                     help="worker processes reading the export (0: one thread; default: as tracedb chooses)")
+    ap.add_argument("--against", metavar="TRACE", help="a Kineto trace to ingest in the same run")
     a = ap.parse_args()
     if a.make and not os.path.exists(a.path):
         from scale_nsys import make
         copies = make(a.path, a.source, a.make)
         print(f"made {a.path}: {copies} copies of {os.path.basename(a.source)}")
+    traces = []
+    if a.against:
+        traces.append(_trace(a.against))
     size = os.path.getsize(a.path)
     d = tempfile.mkdtemp(prefix="bench-nsys-")
     try:
@@ -63,7 +71,30 @@ def main():
           f"{r['seconds']:.1f} s, {size / 1e6 / r['seconds']:.1f} MB/s, {r['events'] / r['seconds']:,.0f} events/s; "
           f"CPU {r['cpu_seconds']:.1f} s ({size / 1e6 / r['cpu_seconds']:.1f} MB per CPU second); "
           f"peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB; load average {os.getloadavg()[0]:.1f}")
+    if a.against:
+        traces.append(_trace(a.against))
+        t_size = os.path.getsize(a.against)
+        cpu = sum(t["cpu_seconds"] for t in traces) / 2
+        events = traces[0]["events"]
+        print(f"export / trace, per CPU second: {size / r['cpu_seconds'] / (t_size / cpu):.2f}x the MB, "
+              f"{r['events'] / r['cpu_seconds'] / (events / cpu):.2f}x the events (the trace's CPU: mean of its two runs)")
 
+
+def _trace(path):
+    """The Kineto trace's ingest (bench_ingest.py's child), printed as the export's is."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_ingest import measure
+    d = tempfile.mkdtemp(prefix="bench-nsys-trace-")
+    try:
+        t = measure("tracedb ingest", path, os.path.join(d, "t.duckdb"))
+    finally:
+        shutil.rmtree(d, True)
+    size = os.path.getsize(path)
+    print(f"{path}: {size / 1e6:.0f} MB, {t['events']} events (Kineto trace): {t['seconds']:.1f} s, "
+          f"{size / 1e6 / t['seconds']:.1f} MB/s, {t['events'] / t['seconds']:,.0f} events/s; "
+          f"CPU {t['cpu_seconds']:.1f} s ({size / 1e6 / t['cpu_seconds']:.1f} MB per CPU second); "
+          f"peak RSS {t['peak_rss_bytes'] / 1e6:.0f} MB; load average {os.getloadavg()[0]:.1f}")
+    return t
 
 if __name__ == "__main__":
     main()
