@@ -605,7 +605,8 @@ def _rowid_ranges(ex):
     """(kind, lo, hi, True) of BATCH_ROWS rows each, over every kind's table, in read
     order, each kind's led by (kind, None, None, False), the mark that it begins.
     Rowids far apart (more than twice as many rowids as rows) are split by rows
-    counted; a table without rowids is one range, (kind, None, None, True)."""
+    counted; a table without rowids (a view) is (kind, None, None, True): the reading
+    thread streams it row by row."""
     out = []
     for kind in KINDS_READ:
         table = ex.table_of(kind)
@@ -618,6 +619,8 @@ def _rowid_ranges(ex):
             out.append((kind, None, None, True))
             continue
         if lo is None:
+            if n:                                 # (a view whose rowids are NULL)
+                out.append((kind, None, None, True))
             continue
         if hi - lo + 1 <= 2 * n:
             out += [(kind, a, min(a + BATCH_ROWS - 1, hi), True) for a in range(lo, hi + 1, BATCH_ROWS)]
@@ -635,7 +638,7 @@ def _read_batches(ex):
     (a large export, PROCESS_READERS > 0), else by a thread of its own."""
     ranges = _rowid_ranges(ex)
     if PROCESS_READERS > 0 and sum(hi - lo + 1 for _, lo, hi, r in ranges if r and lo is not None) \
-            >= PROCESS_MIN_ROWS:
+            >= PROCESS_MIN_ROWS and all(lo is not None for _, lo, _, r in ranges if r):
         yield from _read_in_processes(ex, ranges)
         return
     yield from _read_in_thread(ex, ranges)
@@ -673,6 +676,13 @@ def _read_in_thread(ex, ranges):
         mine.pid = ex.pid
         try:
             for kind, lo, hi, has_rows in ranges:
+                if has_rows and lo is None:      # (no rowids: streamed, BATCH_ROWS rows at a time)
+                    names = list(SCHEMA[kind][1])
+                    cur = mine.con.execute(mine.source(kind)[1])
+                    while batch := cur.fetchmany(BATCH_ROWS):
+                        if not put((kind, _arrow(batch, names))):
+                            return
+                    continue
                 batch = _range_batch(mine, kind, lo, hi) if has_rows else None
                 if (batch is not None or not has_rows) and not put((kind, batch)):
                     return

@@ -188,3 +188,25 @@ def test_an_export_with_sampled_gpu_metrics_loads_the_rest(mfu, tmp_path):
     con.close()
     assert a.status == b.status == "loaded"
     assert "3 sampled GPU metric values (GPU_METRICS) not loaded" in line
+
+
+def test_a_table_without_rowids_is_streamed(mfu, tmp_path, monkeypatch):
+    """A view has no rowid ranges: a copy of the export whose kernels are read through
+    a later-versioned view of them (CUPTI_ACTIVITY_KIND_KERNEL_V9) is streamed in
+    batches of BATCH_ROWS rows and gives plain sqlite3's kernels."""
+    p = tmp_path / "view.sqlite"
+    shutil.copy(mfu, p)
+    c = sqlite3.connect(p)
+    c.execute("CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL_V9 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    c.commit()
+    c.close()
+    monkeypatch.setattr(nsys, "BATCH_ROWS", 1000)
+    ex = nsys.Export(str(p), str(p))
+    try:
+        assert ex.table_of("kernel") == "CUPTI_ACTIVITY_KIND_KERNEL_V9"
+        batches = [b for k, b in nsys._read_batches(ex) if k == "kernel" and b is not None]
+    finally:
+        ex.close()
+    raw = plain_rows(mfu, "kernel")
+    assert [b.num_rows for b in batches] == [1000] * (len(raw) // 1000) + [len(raw) % 1000]
+    assert rows_of(pa.concat_tables(batches)) == raw
