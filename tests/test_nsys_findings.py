@@ -1,4 +1,4 @@
-"""Findings on an Nsight Systems run: host_bound (the GPU idle with nothing queued)
+"""Findings and GPU-side reports on an Nsight Systems run. host_bound (the GPU idle with nothing queued)
 over every FlashAttnFunc iteration of a real 2-GPU H100 export, against the same
 share computed here from the SQLite file with plain sqlite3 (ranges, launches and
 GPU activities joined by process and correlation id): it fires where the share is
@@ -110,15 +110,62 @@ def max_queued(path, rank0):
     return out
 
 
-@pytest.mark.parametrize("name, rank0", [("mfu_2gpu_before", True), ("healthy_1pct", False)])
-def test_launch_queue_of_an_nsys_run(tmp_path, name, rank0):
-    """launch_queue's whole-run maximum per stream (mfu: 28 kernels waiting on stream 7)."""
-    path = EXPORT.parent / f"{name}.sqlite.gz"
-    plain = tmp_path / f"{name}.sqlite"
-    plain.write_bytes(gzip.decompress(path.read_bytes()))
-    con = db.connect(tmp_path / "q.duckdb")
-    ingest_file(con, str(path), run="q", options={"rank": 0} if rank0 else {})
+@pytest.fixture(scope="module")
+def rank0(tmp_path_factory):
+    """mfu_2gpu_before's rank 0 (--rank 0), and the plain SQLite file."""
+    d = tmp_path_factory.mktemp("nsys_rank0")
+    plain = d / "mfu.sqlite"
+    plain.write_bytes(gzip.decompress(EXPORT.read_bytes()))
+    con = db.connect(d / "r.duckdb")
+    ingest_file(con, str(EXPORT), run="q", options={"rank": 0})
+    yield plain, con
+    con.close()
+
+
+def test_launch_queue_of_an_nsys_run(rank0, tmp_path):
+    """launch_queue's whole-run maximum per stream (rank 0: 28 kernels waiting on
+    stream 7; healthy_1pct, an export without globalPid: 1)."""
+    plain, con = rank0
     got = {r["stream"]: r["max_queued"] for r in
            reports.run(con, "launch_queue", {"run": "q", "iteration": "all"}).to_pylist()}
-    con.close()
-    assert got == max_queued(plain, rank0) and got
+    assert got == max_queued(plain, True) == {7: 28}
+    path = EXPORT.parent / "healthy_1pct.sqlite.gz"
+    small = tmp_path / "healthy.sqlite"
+    small.write_bytes(gzip.decompress(path.read_bytes()))
+    other = db.connect(tmp_path / "h.duckdb")
+    ingest_file(other, str(path), run="h")
+    got = {r["stream"]: r["max_queued"] for r in
+           reports.run(other, "launch_queue", {"run": "h", "iteration": "all"}).to_pylist()}
+    other.close()
+    assert got == max_queued(small, False) and got
+
+
+def test_idle_breakdown_of_an_nsys_run(rank0):
+    """idle_breakdown's whole-run gaps per stream and cause: between consecutive
+    kernels of a stream, waiting_on_host where the next kernel's launch call started
+    after the previous kernel ended, else short_gap up to 10 us, else other."""
+    plain, con = rank0
+    c = sqlite3.connect(plain)
+    try:
+        pid = c.execute("SELECT globalPid >> 24 FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1 "
+                        "ORDER BY min(deviceId), 1 LIMIT 1").fetchone()[0]
+        streams = {}
+        for stream, s, e, launch in c.execute("""SELECT k.streamId, k.start, k."end", r.start
+                FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+                ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
+                WHERE k.globalPid >> 24 = ?""", [pid]):
+            streams.setdefault(stream, []).append((s, e, launch))
+    finally:
+        c.close()
+    want = {}
+    for stream, ks in streams.items():
+        ks.sort()
+        for (_, end, _), (start, _, launch) in zip(ks, ks[1:]):
+            if start > end:
+                cause = ("waiting_on_host" if launch is not None and launch > end
+                         else "short_gap" if start - end <= 10000 else "other")
+                n, t = want.get((stream, cause), (0, 0))
+                want[(stream, cause)] = (n + 1, t + start - end)
+    got = {(r["stream"], r["cause"]): (r["gaps"], r["idle_ns"]) for r in
+           reports.run(con, "idle_breakdown", {"run": "q", "iteration": "all"}).to_pylist() if r["iteration"] is None}
+    assert got == want and len(want) == 3
