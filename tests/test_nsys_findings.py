@@ -1,8 +1,9 @@
-"""Findings and GPU-side reports on an Nsight Systems run. host_bound (the GPU idle with nothing queued)
-over every FlashAttnFunc iteration of a real 2-GPU H100 export, against the same
-share computed here from the SQLite file with plain sqlite3 (ranges, launches and
-GPU activities joined by process and correlation id): it fires where the share is
-above its threshold and stays quiet where it is not."""
+"""Findings and GPU-side reports on an Nsight Systems run, against the same numbers
+computed here from the SQLite file with plain sqlite3 (ranges, launches and GPU
+activities joined by process and correlation id): host_bound (the GPU idle with
+nothing queued) over every FlashAttnFunc iteration of a real 2-GPU H100 export, where
+it fires above its threshold and stays quiet below; launch_queue's and
+idle_breakdown's whole-run figures per stream."""
 import gzip
 import sqlite3
 from pathlib import Path
