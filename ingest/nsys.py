@@ -269,7 +269,14 @@ class NsysReader(Reader):
         return line
 
     def notes(self, con, path, run):
-        return TraceReader.notes(self, con, path, run)
+        """A trace's notes, and the sampled GPU metrics the export holds and tracedb did not load."""
+        out = TraceReader.notes(self, con, path, run)
+        m = rows(con, "SELECT CAST(metadata->'nsys_gpu_metric_samples' AS VARCHAR) FROM runs WHERE run = ?", [run])
+        samples = json.loads(m[0][0]) if m and m[0][0] else {}
+        if samples:
+            out.append(f"note: {path}: {sum(samples.values())} sampled GPU metric values ({', '.join(samples)}) "
+                       "not loaded: tracedb does not read --gpu-metrics-devices samples yet")
+        return out
 
     def sniff(self, path, text):
         if path.endswith((".nsys-rep", ".qdrep")):
@@ -789,6 +796,7 @@ def _load_run(con, ex, run, iteration_marker):
             "nsys_export": meta,
             "nsys_tables_read": {k: ex.source(k)[0] for k in SCHEMA if ex.source(k)},
             "nsys_rows_read": counts,
+            "nsys_gpu_metric_samples": _gpu_metric_samples(ex) or None,
             "processes_launching_kernels": procs,
         }, default=str),
     }

@@ -7,6 +7,8 @@ column's type (such a range is read row by row)."""
 import gzip
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -192,6 +194,9 @@ def test_an_export_with_sampled_gpu_metrics_loads_the_rest(mfu, tmp_path):
     con.close()
     assert a.status == b.status == "loaded"
     assert "3 sampled GPU metric values (GPU_METRICS) not loaded" in line
+    out = subprocess.run([sys.executable, "-m", "tracedb.cli", "ingest", "--db", str(tmp_path / "c.duckdb"), str(p)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "3 sampled GPU metric values (GPU_METRICS) not loaded" in out.stdout
 
 
 def test_a_table_without_rowids_is_streamed(mfu, tmp_path, monkeypatch):
