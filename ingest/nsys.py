@@ -561,9 +561,10 @@ BULK = os.environ.get("TRACEDB_NSYS_BULK", "1") != "0"
 def _default_readers():
     """Worker processes for a large export: none on a machine of few cores (the
     thread's read already overlaps DuckDB's work, and DuckDB's insert and derivation
-    want the cores), else a quarter of the cores (at most 8)."""
+    want the cores), else a quarter of the cores, at most 4 (each may hold READ_AHEAD
+    batches of up to about 64 MB waiting: memory stays under half a GB for them)."""
     cores = os.cpu_count() or 1
-    return 0 if cores < 8 else min(8, cores // 4)
+    return 0 if cores < 8 else min(4, cores // 4)
 
 
 # Worker processes that read the tables' rowid ranges side by side, for a large export
