@@ -1,54 +1,26 @@
 """Nsight Systems ingest benchmark: a large SQLite export into a fresh database, in MB/s.
 
 usage: python benchmarks/bench_nsys.py BIG.sqlite [--make MB] [--from tests/data/nsys/mfu_2gpu_before.sqlite.gz]
-                                     [--readers N]
+                                     [--readers N] [--against BIG.json]
 
---make MB builds BIG.sqlite first (when it is missing) from a real export by
-replicating its activity and NVTX rows, each copy shifted past the previous one
-in time and in correlation ids, until the file is about MB megabytes: the rows
-are real rows, only their number grows. The ingest runs in a child process, so
+--make MB builds BIG.sqlite first (when it is missing) with scale_nsys.py: a real
+export's activity and NVTX rows replicated, each copy shifted past the previous one
+in time and in correlation ids, until the file is about MB megabytes. The ingest runs in a child process, so
 the peak RSS printed is its own.
+
+--against BIG.json measures the ingest of a Kineto trace in the same run (make one
+with ../shared/tools/scale_trace.py), before and after the export's, so that the two
+rates are compared under the same load; and prints their ratio, per MB and per event.
 """
 import argparse
-import gzip
 import json
 import os
 import resource
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-
-GROWN = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-         "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS")
-
-
-def make(out, source, mb):
-    """out: source's export with its grown tables replicated until out is about mb MB."""
-    data = gzip.decompress(open(source, "rb").read()) if source.endswith(".gz") else open(source, "rb").read()
-    with open(out, "wb") as f:
-        f.write(data)
-    c = sqlite3.connect(out)
-    for (index,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall():
-        c.execute(f'DROP INDEX "{index}"')
-    span = c.execute("SELECT max(\"end\") - min(start) + 1000 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
-    corr = c.execute("SELECT max(correlationId) - min(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
-    for t in GROWN:
-        c.execute(f"CREATE TEMP TABLE orig_{t} AS SELECT * FROM {t}")
-    copy = 0
-    while os.path.getsize(out) < mb * 1e6:
-        copy += 1
-        for t in GROWN:
-            cols = [r[1] for r in c.execute(f"PRAGMA table_info({t})")]
-            sel = ", ".join(f'"{x}" + {copy * span}' if x in ("start", "end")
-                            else f'"{x}" + {copy * corr}' if x == "correlationId" else f'"{x}"' for x in cols)
-            c.execute(f"INSERT INTO {t} SELECT {sel} FROM orig_{t}")
-        c.commit()
-    c.close()
-    return copy + 1
-
 
 def _child(path, db, readers):
     from tracedb.store import db as tdb
@@ -78,10 +50,15 @@ def main():
         os.path.dirname(__file__), "..", "tests", "data", "nsys", "mfu_2gpu_before.sqlite.gz"))
     ap.add_argument("--readers", type=int, default=-1,
                     help="worker processes reading the export (0: one thread; default: as tracedb chooses)")
+    ap.add_argument("--against", metavar="TRACE", help="a Kineto trace to ingest in the same run")
     a = ap.parse_args()
     if a.make and not os.path.exists(a.path):
+        from scale_nsys import make
         copies = make(a.path, a.source, a.make)
         print(f"made {a.path}: {copies} copies of {os.path.basename(a.source)}")
+    traces = []
+    if a.against:
+        traces.append(_trace(a.against))
     size = os.path.getsize(a.path)
     d = tempfile.mkdtemp(prefix="bench-nsys-")
     try:
@@ -94,7 +71,30 @@ def main():
           f"{r['seconds']:.1f} s, {size / 1e6 / r['seconds']:.1f} MB/s, {r['events'] / r['seconds']:,.0f} events/s; "
           f"CPU {r['cpu_seconds']:.1f} s ({size / 1e6 / r['cpu_seconds']:.1f} MB per CPU second); "
           f"peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB; load average {os.getloadavg()[0]:.1f}")
+    if a.against:
+        traces.append(_trace(a.against))
+        t_size = os.path.getsize(a.against)
+        cpu = sum(t["cpu_seconds"] for t in traces) / 2
+        events = traces[0]["events"]
+        print(f"export / trace, per CPU second: {size / r['cpu_seconds'] / (t_size / cpu):.2f}x the MB, "
+              f"{r['events'] / r['cpu_seconds'] / (events / cpu):.2f}x the events (the trace's CPU: mean of its two runs)")
 
+
+def _trace(path):
+    """The Kineto trace's ingest (bench_ingest.py's child), printed as the export's is."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_ingest import measure
+    d = tempfile.mkdtemp(prefix="bench-nsys-trace-")
+    try:
+        t = measure("tracedb ingest", path, os.path.join(d, "t.duckdb"))
+    finally:
+        shutil.rmtree(d, True)
+    size = os.path.getsize(path)
+    print(f"{path}: {size / 1e6:.0f} MB, {t['events']} events (Kineto trace): {t['seconds']:.1f} s, "
+          f"{size / 1e6 / t['seconds']:.1f} MB/s, {t['events'] / t['seconds']:,.0f} events/s; "
+          f"CPU {t['cpu_seconds']:.1f} s ({size / 1e6 / t['cpu_seconds']:.1f} MB per CPU second); "
+          f"peak RSS {t['peak_rss_bytes'] / 1e6:.0f} MB; load average {os.getloadavg()[0]:.1f}")
+    return t
 
 if __name__ == "__main__":
     main()

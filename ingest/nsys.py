@@ -1,7 +1,8 @@
 """Nsight Systems profiles: the SQLite export (`nsys export --type sqlite`) loaded as a trace run.
 
 The export's tables are read with Python's sqlite3 (DuckDB's sqlite extension is
-downloaded at run time, so it cannot be relied on), in batches, into Arrow, and
+downloaded at run time, so it cannot be relied on), a range of rowids at a time,
+each as one CSV text that SQLite writes and Arrow parses (nsys_csv.py), and
 turned by schema/load/nsys_rows.sql into the rows a Kineto trace gives the events
 table; from there the trace's own SQL (trace_events.sql, derive_trace.sql,
 collectives.sql, trace_system.sql) derives kernels, launches, ops and iterations,
@@ -29,6 +30,7 @@ from ..store.catalog import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, statements
 from ..store.tuning import memory_cap
 from .errors import IngestError
+from . import nsys_csv
 from .reader import Prepared, Reader
 from .trace import TraceReader
 from ..progress import status
@@ -201,6 +203,18 @@ class Export:
         self.con.close()
 
 
+def _gpu_metric_samples(ex):
+    """table -> rows of the sampled GPU metrics tables (GPU_METRICS, of nsys
+    --gpu-metrics-devices) that hold any: not read yet (no public export that has
+    them was found to test a reader against); the rest of the export loads."""
+    out = {}
+    for t in ex.tables_like(r"GPU_METRICS(_V\d+)?"):
+        n = ex.con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+        if n:
+            out[t] = n
+    return out
+
+
 def _is_export(ex):
     """An Nsight Systems export: its string table, and its export metadata or a table of its own kinds."""
     return ex.first_table("StringIds", "StringTable") is not None and (
@@ -255,7 +269,14 @@ class NsysReader(Reader):
         return line
 
     def notes(self, con, path, run):
-        return TraceReader.notes(self, con, path, run)
+        """A trace's notes, and the sampled GPU metrics the export holds and tracedb did not load."""
+        out = TraceReader.notes(self, con, path, run)
+        m = rows(con, "SELECT CAST(metadata->'nsys_gpu_metric_samples' AS VARCHAR) FROM runs WHERE run = ?", [run])
+        samples = json.loads(m[0][0]) if m and m[0][0] else {}
+        if samples:
+            out.append(f"note: {path}: {sum(samples.values())} sampled GPU metric values ({', '.join(samples)}) "
+                       "not loaded: tracedb does not read --gpu-metrics-devices samples yet")
+        return out
 
     def sniff(self, path, text):
         if path.endswith((".nsys-rep", ".qdrep")):
@@ -292,6 +313,7 @@ class NsysReader(Reader):
                     ex.source(kind)
                 version = ex.version_text()
                 procs = ex.cuda_processes()
+                metrics = _gpu_metric_samples(ex)
             except sqlite3.DatabaseError as e:
                 raise IngestError(path, f"SQLite cannot read it ({e})") from None
         finally:
@@ -299,6 +321,9 @@ class NsysReader(Reader):
         state = NsysState(path, db_path, options.get("iterations_from"))
         state.processes = procs
         notes = [f"written by {version}"]
+        if metrics:
+            notes.append(f"{sum(metrics.values())} sampled GPU metric values ({', '.join(metrics)}) not loaded: "
+                         "tracedb does not read --gpu-metrics-devices samples yet")
         rank = options.get("rank")
         if rank is not None and len(procs) > 1:
             # a report of several processes (the ranks of a job): --rank N loads the Nth
@@ -523,36 +548,61 @@ def _base_ns(ex):
 
 KINDS_READ = ("runtime", "nvtx", "kernel", "memcpy", "memset")
 # Batches read ahead of the one being staged and inserted: SQLite's reading (a
-# thread of its own, which its C code and Arrow's run without the GIL for part of
+# thread of its own, which its C code and Arrow's run without the GIL for most of
 # the time) overlaps DuckDB's work on the batch before; memory holds at most
 # this many batches more.
 READ_AHEAD = 2
+# Each range of BATCH_ROWS rowids is read as one CSV text that SQLite writes in C
+# and Arrow parses (ingest/nsys_csv.py), not a Python tuple per row: False reads
+# every range row by row (what a range whose values do not parse falls back to).
+BULK = os.environ.get("TRACEDB_NSYS_BULK", "1") != "0"
+
+
+def _default_readers():
+    """Worker processes for a large export: none on a machine of few cores (the
+    thread's read already overlaps DuckDB's work, and DuckDB's insert and derivation
+    want the cores), else a quarter of the cores, at most 4 (each may hold READ_AHEAD
+    batches of up to about 64 MB waiting: memory stays under half a GB for them)."""
+    cores = os.cpu_count() or 1
+    return 0 if cores < 8 else min(4, cores // 4)
 
 
 # Worker processes that read the tables' rowid ranges side by side, for a large export
-# (0: the one reading thread). SQLite's row stepping and Python's tuples hold one core
-# per reader (about 3 µs a row) while DuckDB's insert and derivation take threads of
-# their own. Off unless TRACEDB_NSYS_READERS asks for them: on the 2 shared cores
-# where it was written, 2 readers made a 200 MB export slower (103.6 s against 80.5 s),
-# and no machine with cores to spare has measured them yet (docs/benchmarks.md).
-PROCESS_READERS = max(0, min(16, int(os.environ.get("TRACEDB_NSYS_READERS", "0") or 0)))
+# (0: the one reading thread); TRACEDB_NSYS_READERS=N sets their number.
+PROCESS_READERS = max(0, min(16, int(os.environ.get("TRACEDB_NSYS_READERS", "") or _default_readers())))
 PROCESS_MIN_ROWS = 4 << 20       # below, starting the processes costs more than they save
+
+
+def _range_batch(ex, kind, lo, hi, bulk=None):
+    """The Arrow batch of a kind's rows with rowid in [lo, hi] (all rows when lo is
+    None: a table without rowids), or None where no row is. In bulk (one CSV text
+    from SQLite, parsed by Arrow), or row by row where that does not parse."""
+    select = ex.source(kind)[1]
+    if lo is not None:
+        select += (" AND" if " WHERE " in select else " WHERE") + f" rowid BETWEEN {int(lo)} AND {int(hi)}"
+    names = list(SCHEMA[kind][1])
+    if BULK if bulk is None else bulk:
+        try:
+            data, n = ex.con.execute(nsys_csv.csv_select(select, names, _TEXT)).fetchone()
+            return None if not n else nsys_csv.parse(data, names, _TEXT, n)
+        except (pa.ArrowInvalid, sqlite3.DatabaseError, UnicodeError):
+            pass        # (a value not of its column's type, text that is no UTF-8: row by row below)
+    rows = ex.con.execute(select).fetchall()
+    return _arrow(rows, names) if rows else None
 
 
 def _read_range(path, db_path, pid, rng):
     """Worker: (kind, the Arrow batch of its rows with rowid in rng's [lo, hi]), None
-    where no row is; a range without rowids (lo None) is (kind, None), the mark that
-    its kind begins."""
-    kind, lo, hi = rng
-    if lo is None:
+    where no row is; a range that only marks its kind's beginning (rng[3] False) is
+    (kind, None)."""
+    kind, lo, hi, rows = rng
+    if not rows:
         return kind, None
     ex = Export(path, db_path)
     ex.pid = pid
     try:
-        select = ex.source(kind)[1]
-        select += (" AND" if " WHERE " in select else " WHERE") + f" rowid BETWEEN {int(lo)} AND {int(hi)}"
-        rows = ex.con.execute(select).fetchall()
-        return (kind, _arrow(rows, list(SCHEMA[kind][1]))) if rows else None
+        got = _range_batch(ex, kind, lo, hi)
+        return (kind, got) if got is not None else None
     except sqlite3.DatabaseError as e:
         raise sqlite3.DatabaseError(str(e)) from None        # (one that pickles back to the parent)
     finally:
@@ -560,16 +610,33 @@ def _read_range(path, db_path, pid, rng):
 
 
 def _rowid_ranges(ex):
-    """(kind, lo, hi) of BATCH_ROWS rowids each, over every kind's table, in read order."""
+    """(kind, lo, hi, True) of BATCH_ROWS rows each, over every kind's table, in read
+    order, each kind's led by (kind, None, None, False), the mark that it begins.
+    Rowids far apart (more than twice as many rowids as rows) are split by rows
+    counted; a table without rowids (a view) is (kind, None, None, True): the reading
+    thread streams it row by row."""
     out = []
     for kind in KINDS_READ:
         table = ex.table_of(kind)
         if table is None:
             continue
-        lo, hi = ex.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
-        out.append((kind, None, None))
-        if lo is not None:
-            out += [(kind, a, min(a + BATCH_ROWS - 1, hi)) for a in range(lo, hi + 1, BATCH_ROWS)]
+        out.append((kind, None, None, False))
+        try:
+            lo, hi, n = ex.con.execute(f'SELECT min(rowid), max(rowid), count(*) FROM "{table}"').fetchone()
+        except sqlite3.OperationalError:          # (a view: no rowid)
+            out.append((kind, None, None, True))
+            continue
+        if lo is None:
+            if n:                                 # (a view whose rowids are NULL)
+                out.append((kind, None, None, True))
+            continue
+        if hi - lo + 1 <= 2 * n:
+            out += [(kind, a, min(a + BATCH_ROWS - 1, hi), True) for a in range(lo, hi + 1, BATCH_ROWS)]
+        else:
+            starts = [r[0] for r in ex.con.execute(
+                f'SELECT rowid FROM (SELECT rowid, row_number() OVER (ORDER BY rowid) - 1 AS i FROM "{table}") '
+                f"WHERE i % {BATCH_ROWS} = 0 ORDER BY rowid")]
+            out += [(kind, a, b - 1, True) for a, b in zip(starts, starts[1:] + [hi + 1])]
     return out
 
 
@@ -577,12 +644,12 @@ def _read_batches(ex):
     """(kind, Arrow batch) of each source table in turn; (kind, None) before the
     batches of each kind whose table is there (empty or not). Read by worker processes
     (a large export, PROCESS_READERS > 0), else by a thread of its own."""
-    if PROCESS_READERS > 0:
-        ranges = _rowid_ranges(ex)
-        if sum(hi - lo + 1 for _, lo, hi in ranges if lo is not None) >= PROCESS_MIN_ROWS:
-            yield from _read_in_processes(ex, ranges)
-            return
-    yield from _read_in_thread(ex)
+    ranges = _rowid_ranges(ex)
+    if PROCESS_READERS > 0 and sum(hi - lo + 1 for _, lo, hi, r in ranges if r and lo is not None) \
+            >= PROCESS_MIN_ROWS and all(lo is not None for _, lo, _, r in ranges if r):
+        yield from _read_in_processes(ex, ranges)
+        return
+    yield from _read_in_thread(ex, ranges)
 
 
 def _read_in_processes(ex, ranges):
@@ -596,9 +663,9 @@ def _read_in_processes(ex, ranges):
             yield got
 
 
-def _read_in_thread(ex):
-    """_read_batches in a thread of its own with its own connection. An error in the
-    thread is raised here."""
+def _read_in_thread(ex, ranges):
+    """The batches of ranges, read in a thread of its own with its own connection,
+    in order. An error in the thread is raised here."""
     q = queue.Queue(READ_AHEAD)
     stop = threading.Event()
     done = object()
@@ -616,18 +683,18 @@ def _read_in_thread(ex):
         mine = Export(ex.path, ex.db_path)
         mine.pid = ex.pid
         try:
-            for kind in KINDS_READ:
-                src = mine.source(kind)
-                if src is None:
+            for kind, lo, hi, has_rows in ranges:
+                if has_rows and lo is None:      # (no rowids: streamed, BATCH_ROWS rows at a time)
+                    names = list(SCHEMA[kind][1])
+                    cur = mine.con.execute(mine.source(kind)[1])
+                    while batch := cur.fetchmany(BATCH_ROWS):
+                        if not put((kind, _arrow(batch, names))):
+                            return
                     continue
-                names = list(SCHEMA[kind][1])
-                cur = mine.con.execute(src[1])
-                if not put((kind, None)):
+                batch = _range_batch(mine, kind, lo, hi) if has_rows else None
+                if (batch is not None or not has_rows) and not put((kind, batch)):
                     return
-                while batch := cur.fetchmany(BATCH_ROWS):
-                    if not put((kind, _arrow(batch, names))):
-                        return
-                    batch = None
+                batch = None
             put(done)
         except BaseException as e:        # to the loading thread
             put(e)
@@ -730,6 +797,7 @@ def _load_run(con, ex, run, iteration_marker):
             "nsys_export": meta,
             "nsys_tables_read": {k: ex.source(k)[0] for k in SCHEMA if ex.source(k)},
             "nsys_rows_read": counts,
+            "nsys_gpu_metric_samples": _gpu_metric_samples(ex) or None,
             "processes_launching_kernels": procs,
         }, default=str),
     }
