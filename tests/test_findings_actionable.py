@@ -1,5 +1,6 @@
-"""Issue 50: findings a user acts on, checked on real H200 captures (tests/data/graph_h200)
-against values computed independently from the raw files."""
+"""Findings a user acts on: graph-captured steps, costs in GPU time, energy, pairing
+sanity and the diff gate, checked on real captures (tests/data/graph_h200 and the
+rest) against values computed independently from the raw files."""
 import gzip
 import json
 from decimal import Decimal
@@ -147,7 +148,7 @@ def test_tiny_kernels_still_fires_on_an_eager_step(gdb):
     if not con.execute("SELECT count(*) FROM runs WHERE run = 'geager'").fetchone()[0]:
         ingest_file(con, G / "h200_gpt_eager.json.gz", run="geager")
     f = _finding(con, "geager", "tiny_kernels")
-    assert f["severity"] == "high" and f["value"] > 40      # the streams waited 36% of the step
+    assert f["severity"] == "high" and f["value"] > 20      # the GPU sat idle 36% of the step
     assert "already runs" not in f["evidence"]
 
 
@@ -564,50 +565,38 @@ def test_graph_launches_report_gaps_between_replays(gdb):
         assert r["gap_before_ns"] == cur[0] - prev[1]
 
 
-def raw_tiny_wait(doc, step):
-    """(tiny kernels, ms their streams waited for their launches) of ProfilerStep#step: kernels
-    launched inside the marker, shorter than their launch call; a stream waited when the launch
-    call started after the stream's previous kernel (of the step) ended: from that end to the start."""
-    ev = doc["traceEvents"]
-    marker = next(e for e in ev if e.get("name") == f"ProfilerStep#{step}" and e.get("cat") == "user_annotation")
-    s, m = ns(doc, marker["ts"]), ns(doc, marker["ts"]) + dur_ns(marker)
-    calls = {}
-    for e in ev:
-        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
-            calls.setdefault(e["args"]["correlation"], e)
-    ks = []
-    for e in ev:
-        c = calls.get(e.get("args", {}).get("correlation")) if e.get("cat") == "kernel" else None
-        if c is not None and s <= ns(doc, c["ts"]) <= m:
-            ks.append((e["args"]["stream"], ns(doc, e["ts"]), dur_ns(e), ns(doc, c["ts"]), dur_ns(c), c["name"]))
-    tiny, waited = 0, 0
-    by_stream = {}
-    for k in ks:
-        by_stream.setdefault(k[0], []).append(k)
-    for stream, lst in by_stream.items():
-        prev = None
-        for _, ts, d, lts, ld, name in sorted(lst, key=lambda k: k[1]):
-            if d < ld and "GraphLaunch" not in name:
-                tiny += 1
-                if prev is not None and lts > prev and ts > prev:
-                    waited += ts - prev
-            prev = ts + d if prev is None else max(prev, ts + d)
-    return tiny, waited
-
-
-def test_tiny_kernels_severity_follows_the_gpu_time_their_launches_cost(diff_db):
-    """Graded by the time the streams sat idle waiting for the tiny kernels' launch calls: the
-    eager GPT step on the H200 (high) against the same step compiled."""
+def test_tiny_kernels_value_is_the_gpu_time_their_launches_cost(diff_db):
+    """Valued and graded by the time the GPU sat idle while the tiny kernels' streams waited
+    for their launch calls (it was the share of kernels that are tiny: 45% and 43% here):
+    the eager GPT step on the H200 (high, 36% of the step) against the same step compiled
+    (high too, 23%: fewer kernels, but each still launched one by one), and the ResNet-50
+    whose GPU work hides its 28% tiny kernels (0.04% of a 3 s step: ok)."""
+    import tests.independent as ref
     con = db.connect(diff_db, read_only=True)
     for run, path in (("eager", G / "h200_gpt_eager.json.gz"), ("compiled", G / "h200_gpt_compiled.json.gz")):
         f = _finding(con, run, "tiny_kernels")
         it_ns = con.execute("SELECT dur_ns FROM iterations WHERE run = ? AND iteration = ?", [run, f["iteration"]]).fetchone()[0]
-        tiny, waited = raw_tiny_wait(load(path), f["iteration"])
+        tiny, waited, lost = ref.tiny_kernel_idle(load(path), f["iteration"])
         assert f"{tiny} of " in f["evidence"]
-        assert f"their streams waited {waited / 1e6:.3f} ms for their launches, {100 * waited / it_ns:.2f}%" in f["evidence"]
-        share = 100 * waited / it_ns
-        assert f["severity"] == ("high" if share >= 20 else "medium" if share >= 3 else "low")
+        assert f["value"] == pytest.approx(100 * lost / it_ns, abs=1e-3)
+        assert f"the GPU sat idle {lost / 1e6:.3f} ms waiting for their launches, {100 * lost / it_ns:.2f}%" in f["evidence"]
+        assert f"their streams waited {waited / 1e6:.3f} ms in all" in f["evidence"]
+        assert f["severity"] == "high" and f["value"] > 20
     con.close()
+
+
+def test_tiny_kernels_hidden_behind_gpu_work_cost_nothing(sdb):
+    """The cause absent: 251 of the 891 kernels of the H200 ResNet-50 step are shorter than
+    their launch call, but the GPU idles 1.2 ms of the 3 s step waiting for them."""
+    import tests.independent as ref
+    f = _finding(sdb, "resnet50_bs2176", "tiny_kernels")
+    doc = load(DATA / "capture_h200" / "resnet50_bs2176" / "resnet50_bs2176.pt.trace.json.gz")
+    tiny, _, lost = ref.tiny_kernel_idle(doc, f["iteration"])
+    it_ns = sdb.execute("SELECT dur_ns FROM iterations WHERE run = 'resnet50_bs2176' AND iteration = ?",
+                        [f["iteration"]]).fetchone()[0]
+    assert tiny > 200 and f"{tiny} of " in f["evidence"]
+    assert f["value"] == pytest.approx(100 * lost / it_ns, abs=1e-3) and f["value"] < 0.1
+    assert f["severity"] == "ok"
 
 
 def test_xla_command_buffer_launches_are_graph_launches(gdb):
