@@ -292,7 +292,8 @@ def test_unmatched_kernels_fires_on_a_report_of_another_run(fdb, found):
     assert f[FP32]["value"] == pytest.approx(100 - q["time_covered_pct"], abs=1e-3)
     assert f[FP32]["severity"] == "medium" and f[FP32]["value"] > 30    # the amp report paired with fp32
     assert f"{q['unmatched_trace']} of {q['trace_kernels']} trace kernels" in f[FP32]["evidence"]
-    assert f[FP32]["evidence"].startswith("[FORCED pairing with h100_resnet50_bs64_amp_raw_baseunits")
+    assert f[FP32]["evidence"].startswith("[FORCED pairing: ncu run h100_resnet50_bs64_amp_raw_baseunits is "
+                                          "paired with h100_resnet50_bs64_fp32 by --force")
     for run in (AMP, SLOW, FIXED):
         assert f[run]["severity"] == "ok" and f[run]["value"] < 5, run
     assert f[BERT]["severity"] == "skipped"

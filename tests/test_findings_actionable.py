@@ -536,21 +536,111 @@ def test_pageable_memcpy_severity_follows_its_share_of_the_step(sdb):
     assert g["value"] > 0.5 and g["severity"] == "medium"
 
 
-def test_a_forced_pairing_is_flagged_in_the_findings_that_read_it(tmp_path, capsys):
-    from tracedb.analysis import advise
+@pytest.fixture(scope="module")
+def forced_dbs(tmp_path_factory):
+    """(the ResNet-50 trace with GPT-2's ncu report paired by --force, the trace alone,
+    % of the matched kernels whose names disagree)."""
+    import shutil
     from tracedb import cli
-    d = str(tmp_path / "f.duckdb")
-    assert cli.main(["ingest", str(RESNET_TRACE), "--db", d]) == 0
-    assert cli.main(["ingest", str(GPT_NCU), "--pair-with", RESNET, "--force-pair", "--db", d]) == 0
-    assert "FORCED" in capsys.readouterr().out
-    con = db.connect(d, read_only=True)
+    d = tmp_path_factory.mktemp("forced")
+    alone, forced = str(d / "alone.duckdb"), str(d / "forced.duckdb")
+    assert cli.main(["ingest", str(RESNET_TRACE), "--db", alone]) == 0
+    shutil.copy(alone, forced)
+    assert cli.main(["ingest", str(GPT_NCU), "--pair-with", RESNET, "--force-pair", "--db", forced]) == 0
+    con = db.connect(forced, read_only=True)
     (bad, n), = con.execute("SELECT count(*) FILTER (name_score < 1), count(*) FROM matches").fetchall()
-    got = {f["rule"]: f for f in advise.evaluate(con, RESNET)}
     con.close()
     assert bad > 0.2 * n
-    f = got["unmatched_kernels"]
-    assert f["evidence"].startswith(f"[FORCED pairing with h100_gpt2_bs8_amp_ncu_raw_baseunits: {100 * bad / n:.1f}%")
+    return forced, alone, 100 * bad / n
+
+
+FORCED_SAYS = ("FORCED pairing: ncu run h100_gpt2_bs8_amp_ncu_raw_baseunits is paired with "
+               "h100_resnet50_bs64_amp by --force ({:.1f}% of its matched kernels have another name")
+
+
+def _rows_or_error(con, name, params):
+    from tracedb.query import reports
+    try:
+        t = reports.run(con, name, params)
+    except reports.ReportError as e:
+        return None, str(e)
+    return t, sorted(map(repr, t.to_pylist()))
+
+
+def test_every_report_whose_rows_come_from_a_forced_pairing_says_so(forced_dbs):
+    """Each saved report run on the trace with and without the foreign ncu report: every
+    report whose rows differ (they read its counters) carries the caveat, and none whose
+    rows are the same does; those the brief names among them."""
+    from tracedb.query import reports
+    forced, alone, pct = forced_dbs
+    a, b = db.connect(forced, read_only=True), db.connect(alone, read_only=True)
+    differ, said = set(), set()
+    for name, rep in sorted(reports.all_reports().items()):
+        if rep.prepared_by or rep.param("job") is not None and rep.param("run") is None:
+            continue
+        params = {"run": RESNET} if rep.param("run") is not None else {}
+        t, got = _rows_or_error(a, name, params)
+        _, without = _rows_or_error(b, name, params)
+        if t is not None and got != without:       # rows (not two refusals) that the pairing changed
+            differ.add(name)
+        if t is not None and reports.caveat_of(t):
+            said.add(name)
+            assert reports.caveat_of(t).startswith(FORCED_SAYS.format(pct)), name
+    a.close(), b.close()
+    assert differ <= said, differ - said
+    assert {"utilization_levels", "kernel_utilization", "kernel_metrics", "occupancy", "tc_issue_cdf",
+            "level_distributions", "utilization_by_layer", "top_kernels", "match_quality"} <= said
+    # what reads no counter says nothing: the GPU time, the energy split by kernel time
+    assert not said & {"gpu_utilization", "time_breakdown", "kernel_energy", "launch_queue", "overview"}
+
+
+def test_a_forced_pairing_is_flagged_in_the_findings_the_cli_and_the_html_report(forced_dbs, tmp_path, capsys):
+    from tracedb.analysis import advise
+    from tracedb import cli
+    forced, _, pct = forced_dbs
+    con = db.connect(forced, read_only=True)
+    got = {f["rule"]: f for f in advise.evaluate(con, RESNET)}
+    con.close()
+    assert got["unmatched_kernels"]["evidence"].startswith("[" + FORCED_SAYS.format(pct))
     assert not got["host_bound"]["evidence"].startswith("[FORCED")      # no ncu counters in it
+    capsys.readouterr()
+    assert cli.main(["query", "utilization_levels", "--run", RESNET, "--db", forced, "--format", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tracedb: caveat: " + FORCED_SAYS.format(pct))
+    assert cli.main(["query", "gpu_utilization", "--run", RESNET, "--db", forced, "--format", "csv"]) == 0
+    assert "caveat" not in capsys.readouterr().err
+    out = tmp_path / "r.html"
+    assert cli.main(["report", "--db", forced, "--run", RESNET, "-o", str(out)]) == 0
+    import html as h
+    page = out.read_text()
+    for sid in ("utilization_levels", "utilization_by_layer", "top_kernels"):
+        section = page[page.index(f'<section id="{sid}">'):]
+        section = section[:section.index("</section>")]
+        assert "caveat: " + h.escape(FORCED_SAYS.format(pct)) in section, sid
+    for sid in ("launch_queue", "energy_summary"):
+        if f'<section id="{sid}">' in page:
+            section = page[page.index(f'<section id="{sid}">'):]
+            assert "caveat:" not in section[:section.index("</section>")], sid
+
+
+def test_a_sound_pairing_beside_the_forced_one_silences_what_uses_it(forced_dbs, tmp_path):
+    """With ResNet-50's own ncu report paired too, the utilization reports read it and say
+    nothing; kernel_metrics, which lists every pairing, still names the forced one."""
+    import shutil
+    from tracedb import cli
+    from tracedb.query import reports
+    forced, _, pct = forced_dbs
+    both = str(tmp_path / "both.duckdb")
+    shutil.copy(forced, both)
+    assert cli.main(["ingest", str(RESNET_NCU), "--pair-with", RESNET, "--db", both]) == 0
+    con = db.connect(both, read_only=True)
+    for name in ("utilization_levels", "kernel_utilization", "occupancy", "tc_issue_cdf"):
+        assert reports.caveat_of(reports.run(con, name, {"run": RESNET})) is None, name
+    said = reports.caveat_of(reports.run(con, "kernel_metrics", {"run": RESNET}))
+    assert said.startswith(FORCED_SAYS.format(pct)) and "not the pairing the utilization reports use" in said
+    own = reports.run(con, "kernel_metrics", {"run": RESNET, "ncu_run": "h100_resnet50_bs64_amp_raw_baseunits"})
+    assert reports.caveat_of(own) is None
+    con.close()
 
 
 def test_graph_launches_report_gaps_between_replays(gdb):
