@@ -609,6 +609,11 @@ def test_a_forced_pairing_is_flagged_in_the_findings_the_cli_and_the_html_report
     assert err.count("\n") == 1 and err.startswith("tracedb: caveat: " + FORCED_SAYS.format(pct))
     assert cli.main(["query", "gpu_utilization", "--run", RESNET, "--db", forced, "--format", "csv"]) == 0
     assert "caveat" not in capsys.readouterr().err
+    from tracedb.api import connect
+    t = connect(forced)
+    r = t.query("utilization_levels", run=RESNET)
+    assert r.caveat.startswith(FORCED_SAYS.format(pct)) and f"caveat: {r.caveat}" in repr(r)
+    assert t.query("gpu_utilization", run=RESNET).caveat is None
     out = tmp_path / "r.html"
     assert cli.main(["report", "--db", forced, "--run", RESNET, "-o", str(out)]) == 0
     import html as h
@@ -705,3 +710,89 @@ def test_xla_command_buffer_launches_are_graph_launches(gdb):
     for (t, n, d), (wt, wn, wd) in zip(got, sorted(want)):
         assert n == wn and abs(t - wt) <= 1 and abs(d - wd) <= 2
     assert all(d < 0 for _, _, d in got)
+
+
+# -- every rule's value is a GPU-time cost, or says its own unit ----------------------------
+
+# rules about something else than time the GPU lost: their unit is what they measure
+OWN_UNITS = {"memory_headroom": "% of device memory", "high_static_energy": "% of the energy",
+             "energy_sources_disagree": "% of the counter's energy in the window",
+             "sensor_window_too_short": "x the sensor update period",
+             "unmatched_kernels": "% of kernel time"}          # the counters' coverage, not a cost
+
+
+def test_every_rule_values_gpu_time_or_says_its_own_unit():
+    """A share of kernels, launches or kernel time stood in for a cost in four rules
+    (tiny_kernels, fusion_candidates, layout_conversions, no_tensor_cores) and an overlap
+    or issue ratio in two (low_comm_overlap, low_issue_efficiency): each rule's value is now
+    a share of the iteration (the step) that the GPU lost or spends on the cause."""
+    from tracedb.analysis import advise
+    rules = advise.all_rules()
+    for name, r in rules.items():
+        if name in OWN_UNITS:
+            assert r.unit == OWN_UNITS[name], name
+        else:
+            assert r.unit.startswith(("% of the iteration", "% of the step")) and r.fires == "above", (name, r.unit)
+    assert set(OWN_UNITS) < set(rules) and len(rules) - len(OWN_UNITS) >= 11
+
+
+# -- graph-aware host_bound; NCCL kernels of every multi-GPU capture --------------------------
+
+def test_host_bound_on_a_graph_step_says_what_is_left(gdb):
+    """The decode step replays one graph 32 times: host_bound says the step already runs as
+    graphs, with the launch calls' time and the kernels launched one by one, as the raw
+    trace shows."""
+    f = _finding(gdb, "gdecode", "host_bound")
+    doc = load(GRAPH_DECODE)
+    raw = raw_graph_launches(doc, {f"ProfilerStep#{f['iteration']}"})
+    nodes = sum(1 for _, ns_ in raw.values() for n in ns_ if n.get("cat") == "kernel")
+    call_us = sum(dur_ns(c) for c, _ in raw.values()) / 1e3
+    assert len(raw) == 32
+    (kernels,) = gdb.execute("SELECT count(*) FROM kernels WHERE run = 'gdecode' AND iteration = ? AND kind = 'kernel'",
+                             [f["iteration"]]).fetchone()
+    pct = 100.0 * nodes / kernels
+    assert (f"the step already runs {pct:.1f}% of its kernels as 32 CUDA graph launch(es): the idle is host "
+            f"time around them ({call_us:.1f} us in the launch calls, {kernels - nodes} kernels launched one by one)"
+            ) in f["evidence"]
+
+
+@pytest.mark.parametrize("job,collectives", [("ddp", {"AllReduce"}), ("fsdp", {"AllGather", "ReduceScatter"}),
+                                             ("ddp_overlap", {"AllReduce", "Broadcast"}),
+                                             ("tp2dp2", {"AllGather", "AllReduce", "ReduceScatter"}),
+                                             ("pp2", {"SendRecv"})])
+def test_nccl_kernels_of_every_multi_gpu_capture_are_communication(tmp_path, job, collectives):
+    """all-reduce, all-gather, reduce-scatter, broadcast, send/recv: every kernel whose name
+    is NCCL's in the raw JSON of rank 0 is typed communication, and no other kernel is."""
+    path = DATA / "dist" / job / "rank0.json.gz"
+    ev = load(path)["traceEvents"]
+    nccl = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "kernel" and str(e.get("name")).startswith("nccl")]
+    con = db.connect(tmp_path / "n.duckdb")
+    ingest_file(con, path, run="r0")
+    got = con.execute("SELECT count(*) FILTER (k.name LIKE 'nccl%'), count(*) FILTER (k.name NOT LIKE 'nccl%') "
+                      "FROM kernels k JOIN kernel_layers l USING (run, kernel_id) "
+                      "WHERE k.kind = 'kernel' AND l.layer_type = 'communication'").fetchone()
+    con.close()
+    import re
+    assert {re.match(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", e["name"]).group(1) for e in nccl} == collectives
+    assert got == (len(nccl), 0)
+
+
+def test_a_small_unrelated_ncu_report_is_not_autopaired(tmp_path, capsys):
+    """A 42-kernel ncu report of another model (the H200 small CNN) ingested beside the
+    only trace (ResNet-50): most of its kernel names are not the trace's (raw files), and
+    it is loaded unpaired; utilization_levels keeps saying no ncu run is matched."""
+    from tracedb import cli
+    from tracedb.query import reports
+    small = DATA / "ncu" / "h200_small_cnn_raw_baseunits.csv.gz"
+    assert _names_known(small, RESNET_TRACE) < 80
+    d = str(tmp_path / "s.duckdb")
+    assert cli.main(["ingest", str(RESNET_TRACE), "--db", d]) == 0
+    capsys.readouterr()
+    assert cli.main(["ingest", str(small), "--db", d]) == 0
+    out = capsys.readouterr().out
+    assert "not paired with h100_resnet50_bs64_amp (the only trace in the database)" in out
+    con = db.connect(d, read_only=True)
+    assert con.execute("SELECT count(*) FROM match_runs").fetchone()[0] == 0
+    (u,) = reports.run(con, "utilization_levels", {"run": RESNET}).to_pylist()
+    con.close()
+    assert u["ncu_run"] is None and "no ncu run matched" in u["note"]
