@@ -121,8 +121,11 @@ def text(pairings):
 
 def caveat(con, report, values):
     """The caveat of a saved report run with values, or None."""
+    run, ncu = values.get("run"), values.get("ncu_run")
+    if not forced(con, "all", run, ncu):         # the common case: no forced pairing to speak of
+        return None
     try:
         kind = kind_of_sql(con, report.body)
     except duckdb.Error:        # a connection that cannot list its views: no caveat, the report runs
         return None
-    return text(forced(con, kind, values.get("run"), values.get("ncu_run")))
+    return text(forced(con, kind, run, ncu))
