@@ -796,3 +796,17 @@ def test_a_small_unrelated_ncu_report_is_not_autopaired(tmp_path, capsys):
     (u,) = reports.run(con, "utilization_levels", {"run": RESNET}).to_pylist()
     con.close()
     assert u["ncu_run"] is None and "no ncu run matched" in u["note"]
+
+
+def test_a_chart_of_counters_from_a_forced_pairing_says_so(forced_dbs):
+    """The charts of the counter reports carry the caveat as their subtitle; the GPU
+    utilization chart, which reads no counter, does not."""
+    import json
+    from tracedb.present import charts
+    forced, _, pct = forced_dbs
+    con = db.connect(forced, read_only=True)
+    for name in ("levels", "kernel_issue", "layers"):
+        spec = json.dumps(charts.build(con, name, {"run": RESNET}).to_dict())
+        assert "caveat: " + FORCED_SAYS.format(pct) in spec, name
+    assert "caveat" not in json.dumps(charts.build(con, "utilization", {"run": RESNET}).to_dict())
+    con.close()
