@@ -810,3 +810,24 @@ def test_a_chart_of_counters_from_a_forced_pairing_says_so(forced_dbs):
         assert "caveat: " + FORCED_SAYS.format(pct) in spec, name
     assert "caveat" not in json.dumps(charts.build(con, "utilization", {"run": RESNET}).to_dict())
     con.close()
+
+
+def test_fusion_candidates_on_the_eager_step_and_not_once_compiled(diff_db):
+    """The same GPT step on the H200: eager, its layer-norm / GELU chains repeat (reduce ->
+    elementwise -> elementwise, 24 times, 15% of the step: high); torch.compile fuses them
+    (its most repeated short sequence takes 1.5% of the step: ok). Values against the raw
+    JSON (tests/test_new_rules.py's reading of the sequences)."""
+    from test_new_rules import iteration_ns, steady_kernels, top_sequence
+    import tests.independent as ref
+    con = db.connect(diff_db, read_only=True)
+    got = {}
+    for run in ("eager", "compiled"):
+        doc = load(G / f"h200_gpt_{run}.json.gz")
+        f = _finding(con, run, "fusion_candidates")
+        assert f["iteration"] == ref.steady_step(doc)
+        n, launches, span = top_sequence(steady_kernels(doc))
+        assert f["value"] == pytest.approx(100.0 * span / iteration_ns(doc) if n >= 8 else 0.0, abs=1e-3)
+        got[run] = f
+    con.close()
+    assert got["eager"]["severity"] == "high" and got["eager"]["value"] > 10
+    assert got["compiled"]["severity"] == "ok" and got["compiled"]["value"] < 2
