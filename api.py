@@ -59,9 +59,14 @@ class Result:
     def __len__(self):
         return self.arrow.num_rows
 
+    @property
+    def caveat(self):
+        """What to know before acting on these rows (a forced ncu pairing they read), or None."""
+        return reports.caveat_of(self.arrow)
+
     def __repr__(self):
         from .present.output import render
-        return render(self.arrow, width=120)
+        return render(self.arrow, width=120) + (f"\ncaveat: {self.caveat}" if self.caveat else "")
 
     def _repr_html_(self, limit=200):
         import html
@@ -72,6 +77,7 @@ class Result:
                                          for v in r.values()) + "</tr>")
         more = f"<p>{self.arrow.num_rows - limit} more rows</p>" if self.arrow.num_rows > limit else ""
         title = f"<p><b>{html.escape(self.report)}</b></p>" if self.report else ""
+        title += f"<p>caveat: {html.escape(self.caveat)}</p>" if self.caveat else ""
         return (f"{title}<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
                 f"<p>({self.arrow.num_rows} rows)</p>{more}")
 

@@ -334,6 +334,9 @@ def cmd_query(args):
     output.check(args.format, args.output)
     with reports.batches(con, args.name, params) as rows:      # written as they come
         written = _write(rows, args)
+        caveat = reports.caveat_of(rows)
+    if caveat:          # its counters come from a pairing kept by --force
+        print(f"tracedb: caveat: {caveat}", file=sys.stderr)
     if written == 0:
         from .query.empty import why_empty
         report = reports.get(args.name)

@@ -287,7 +287,7 @@ def evaluate(con, run=None, iteration=None, thresholds=None, only=None, resolve=
     finally:
         inputs.close()
     from . import pairing_flags
-    return _worst_first(pairing_flags.flag(con, out))
+    return _worst_first(pairing_flags.flag(con, out, all_rules()))
 
 
 def evaluate_every(con, run, iterations, thresholds=None, only=None):
@@ -326,7 +326,7 @@ def evaluate_every(con, run, iterations, thresholds=None, only=None):
     finally:
         inputs.close()
     from . import pairing_flags
-    return _worst_first(pairing_flags.flag(con, out))
+    return _worst_first(pairing_flags.flag(con, out, all_rules()))
 
 
 def table(findings):

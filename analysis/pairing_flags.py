@@ -1,26 +1,31 @@
 """Findings read from a pairing kept by --force are flagged.
 
 A pairing whose matched kernels disagree in name beyond match.MAX_NAME_MISMATCH_PCT is
-refused unless forced; the utilization reports use a forced one only when no sound
-pairing is left (trace_ncu_pairs). A finding whose rule reads ncu counters then says so
-in its evidence, so nobody acts on another workload's counters unawares."""
-from ..store.sql import rows
-from ..ingest.match import MAX_NAME_MISMATCH_PCT
-
-NCU_RULES = {"no_tensor_cores", "low_issue_efficiency", "unmatched_kernels"}
+refused unless forced. A finding whose rule reads ncu counters through a forced
+pairing says so at the head of its evidence, by the rule every report follows
+(query/pairing_caveat.py: what the rule's SQL reads, followed through the views and
+the reports it reads), so nobody acts on another workload's counters unawares."""
+from ..query import pairing_caveat, reports
 
 
-def flag(con, findings):
-    """The findings, those of NCU_RULES on a run whose counters come from a forced pairing
-    with their evidence prefixed."""
-    try:
-        forced = {r: (n, p) for r, n, p in rows(con, "SELECT run, ncu_run, name_mismatch_pct FROM trace_ncu_pairs "
-                                                     "WHERE name_mismatch_pct > ?", [MAX_NAME_MISMATCH_PCT])}
-    except Exception:       # a database without the view (older schema): nothing to flag
+def flag(con, findings, rules):
+    """The findings, those whose rule (rules: name -> advise.Rule) reads a forced
+    pairing's counters for their run with their evidence prefixed."""
+    if not pairing_caveat.forced(con, "all"):    # the common case: no forced pairing at all
         return findings
+    bodies = {name: r.body for name, r in reports.all_reports().items()}
+    said = {}
     for f in findings:
-        if f["rule"] in NCU_RULES and f.get("run") in forced and f["severity"] not in ("skipped",):
-            ncu, pct = forced[f["run"]]
-            f["evidence"] = (f"[FORCED pairing with {ncu}: {pct:.1f}% of its matched kernels have another "
-                             f"name; these counters may be another workload's] {f['evidence']}")
+        rule = rules.get(f["rule"])
+        if rule is None or f["severity"] == "skipped":
+            continue
+        key = (f["rule"], f.get("run"))
+        if key not in said:
+            try:
+                kind = pairing_caveat.kind_of_sql(con, rule.sql, bodies)
+            except Exception:       # a connection that cannot list its views: nothing to flag
+                kind = None
+            said[key] = pairing_caveat.text(pairing_caveat.forced(con, kind, f.get("run")))
+        if said[key]:
+            f["evidence"] = f"[{said[key]}] {f['evidence']}"
     return findings

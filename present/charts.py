@@ -245,6 +245,9 @@ def from_table(name, table, why=None):
     chart = builder(name)(table)
     if not isinstance(chart, Figure):       # a builder that returns a plain Altair chart
         chart = Figure(chart, {})
+    if caveat := reports.caveat_of(table):  # its counters come from a pairing kept by --force
+        title = chart.chart.title if isinstance(getattr(chart.chart, "title", None), str) else name
+        chart.chart = chart.chart.properties(title=alt.TitleParams(text=title, subtitle=f"caveat: {caveat}"))
     return chart
 
 

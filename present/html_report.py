@@ -224,6 +224,8 @@ def build(con, run, batch_size=None):
         if report == "energy_summary":          # which GPU of a log of several it read
             body = _gpu_read(con, run, rows) + body
         body += "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in notes)
+        if caveat := reports.caveat_of(table):       # counters of a pairing kept by --force
+            body = f'<p class="note caveat">caveat: {html.escape(caveat)}</p>' + body
         body += (f'<p class="note">from <code>tracedb query {report} --run {html.escape(run)}</code>: '
                  f'{html.escape(blurb(reports.get(report).description))}</p>')
         present[report] = sid

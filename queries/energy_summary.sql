@@ -44,7 +44,7 @@ WITH window_checked AS (
                 ELSE true END AS ok
 ), win AS (
     SELECT run, iteration, 'iteration' AS label, start_ns AS s, end_ns AS e
-    FROM iteration_utilization JOIN iterations USING (run, iteration)
+    FROM iteration_gpu_time JOIN iterations USING (run, iteration)
     WHERE $start_ns IS NULL AND ($run IS NULL OR run = $run) AND (SELECT ok FROM window_checked)
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
            -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
@@ -53,7 +53,7 @@ WITH window_checked AS (
     SELECT run, NULL, 'trace', min(start_ns), max(end_ns)
     FROM iterations
     WHERE $start_ns IS NULL AND $iteration = 'all' AND ($run IS NULL OR run = $run)
-      AND run IN (SELECT run FROM iteration_utilization)
+      AND run IN (SELECT run FROM iteration_gpu_time)
     GROUP BY run
     UNION ALL
     SELECT run, NULL, 'window', $start_ns, $end_ns FROM runs

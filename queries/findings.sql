@@ -6,7 +6,11 @@
 --   units), what to try, and the report to read next. Rules whose data the
 --   database lacks (no ncu report, no power log, a single rank) are listed with
 --   severity skipped and what they need, never evaluated on a guess;
---   show=all adds the rules that passed (severity ok). `tracedb advise` prints it.
+--   show=all adds the rules that passed (severity ok). A rule's value is what the
+--   GPU loses to its cause (idle caused, or the GPU time the cause takes) as a share
+--   of the iteration, and its severity follows that value; rules about memory or
+--   energy say their own unit. Evidence read from ncu counters of a pairing kept by
+--   --force starts with "[FORCED pairing: ...]". `tracedb advise` prints it.
 -- iteration_all: sql
 -- parameters:
 --   run RUN = NULL: trace run (all when absent)

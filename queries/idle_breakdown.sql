@@ -26,7 +26,7 @@
 --   kernels: GPU kernels
 -- engines: duckdb, spark
 WITH it AS (
-    SELECT run, iteration FROM iteration_utilization
+    SELECT run, iteration FROM iteration_gpu_time
     WHERE ($run IS NULL OR run = $run)
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
            -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans

@@ -30,7 +30,7 @@
 -- requires:
 --   trace_power_pairs: a power log aligned with the run (tracedb ingest LOG --pair-with RUN)
 WITH it AS (
-    SELECT run, iteration, start_ns, end_ns FROM iteration_utilization JOIN iterations USING (run, iteration)
+    SELECT run, iteration, start_ns, end_ns FROM iteration_gpu_time JOIN iterations USING (run, iteration)
     WHERE ($run IS NULL OR run = $run)
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
            -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans

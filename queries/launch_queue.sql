@@ -26,7 +26,7 @@
 --   kernels: GPU kernels
 -- engines: duckdb, spark
 WITH it AS (     -- the windows: the iterations asked for; with iteration=all also the whole trace
-    SELECT run, iteration, start_ns, end_ns FROM iteration_utilization JOIN iterations USING (run, iteration)
+    SELECT run, iteration, start_ns, end_ns FROM iteration_gpu_time JOIN iterations USING (run, iteration)
     WHERE ($run IS NULL OR run = $run)
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
                ELSE iteration = CAST($iteration AS INTEGER) END

@@ -353,9 +353,27 @@ def run(con, name, params=None, resolve=True):
     traces: tests compare the two)."""
     try:
         with _running(con, name, params, resolve) as relation:
-            return relation().to_arrow_table()
+            return _noted(relation().to_arrow_table(), relation.caveat)
     except (duckdb.InvalidInputException, duckdb.ConversionException) as e:   # error('...'), or a bad parameter value
         raise _report_error(name, e) from None
+
+
+def _noted(table, caveat):
+    """The table (or a batch reader's schema) with the report's caveat in its schema
+    metadata (pairing_caveat.CAVEAT_KEY), where it has one."""
+    if not caveat:
+        return table
+    from .pairing_caveat import CAVEAT_KEY
+    return table.with_metadata({**(table.metadata or {}), CAVEAT_KEY: caveat.encode()}) \
+        if isinstance(table, pa.Schema) else \
+        table.replace_schema_metadata({**(table.schema.metadata or {}), CAVEAT_KEY: caveat.encode()})
+
+
+def caveat_of(table_or_reader):
+    """The caveat a report's result carries (a forced ncu pairing it reads), or None."""
+    from .pairing_caveat import CAVEAT_KEY
+    meta = table_or_reader.schema.metadata or {}
+    return meta[CAVEAT_KEY].decode() if CAVEAT_KEY in meta else None
 
 
 class Memo:
@@ -389,7 +407,7 @@ def batches(con, name, params=None, rows_per_batch=65536):
         with _running(con, name, params, True) as relation:
             reader = relation().to_arrow_reader(rows_per_batch)
             try:
-                yield pa.RecordBatchReader.from_batches(reader.schema, read_batches(reader))
+                yield pa.RecordBatchReader.from_batches(_noted(reader.schema, relation.caveat), read_batches(reader))
             finally:
                 reader.close()       # before what _running undoes: DuckDB refuses a query while it is open
     except (duckdb.InvalidInputException, duckdb.ConversionException) as e:
@@ -416,4 +434,8 @@ def _running(con, name, params, resolve):
                 if report.prepared_by else contextlib.nullcontext())
     narrowed = windows.narrowed(con, report, values) if resolve else contextlib.nullcontext()
     with prepared, narrowed:
-        yield lambda: con.sql(report.sql, params=bind(report.sql, values))
+        def relation():
+            return con.sql(report.sql, params=bind(report.sql, values))
+        from .pairing_caveat import caveat
+        relation.caveat = caveat(con, report, values)       # reads a pairing kept by --force
+        yield relation

@@ -2,10 +2,11 @@
 -- description: The GPU spends its time converting tensors between the NCHW and
 --   NHWC memory layouts (cuDNN's nchwToNhwc / nhwcToNchw kernels) around the
 --   convolutions: the model's tensors are NCHW while the tensor-core
---   convolution kernels want NHWC (channels last). Value: those conversion
---   kernels' share of the iteration's kernel time.
--- threshold: 5
--- unit: % of kernel time
+--   convolution kernels want NHWC (channels last). Value: the GPU time those
+--   conversion kernels take, as a share of the iteration (what channels_last gives
+--   back). Graded by it: high from 10%, medium from 3%, low below.
+-- threshold: 2
+-- unit: % of the iteration (GPU time of the conversions)
 -- fires: above
 -- severity: medium
 -- next: top_kernels
@@ -32,8 +33,11 @@ WITH it AS (
            (SELECT count(*) FROM k WHERE k.run = b.run AND k.iteration = b.iteration AND k.conversion) AS launches
     FROM by_name b GROUP BY run, iteration
 )
-SELECT run, iteration, 100.0 * coalesce(conv_ns, 0) / all_ns AS value,
+SELECT g.run, g.iteration, 100.0 * coalesce(conv_ns, 0) / it.dur_ns AS value,
        CASE WHEN conv_ns IS NULL THEN 'no NCHW<->NHWC conversion kernel in the iteration'
-            ELSE format('{} NCHW<->NHWC conversion kernels ran for {:.3f} ms, {:.1f}% of kernel time; the largest of them ranks {} among the iteration''s kernels by time',
-                        launches, conv_ns / 1e6, 100.0 * conv_ns / all_ns, best_rank) END AS evidence
-FROM g WHERE all_ns > 0;
+            ELSE format('{} NCHW<->NHWC conversion kernels ran for {:.3f} ms, {:.2f}% of the {:.2f} ms iteration ({:.1f}% of kernel time); the largest of them ranks {} among the iteration''s kernels by time',
+                        launches, conv_ns / 1e6, 100.0 * conv_ns / it.dur_ns, it.dur_ns / 1e6,
+                        100.0 * conv_ns / all_ns, best_rank) END AS evidence,
+       CASE WHEN 100.0 * coalesce(conv_ns, 0) / it.dur_ns >= 10 THEN 'high'
+            WHEN 100.0 * coalesce(conv_ns, 0) / it.dur_ns >= 3 THEN 'medium' ELSE 'low' END AS severity
+FROM g JOIN it USING (run, iteration) WHERE all_ns > 0;

@@ -3,9 +3,12 @@
 --   matmul/linear, by layer_rules) spent in kernels whose tensor pipes are
 --   active in less than 0.5% of the cycles: fp32 math with TF32 off, layouts the
 --   tensor-core kernels do not take (NCHW transposes around cuDNN calls), shapes
---   not multiple of 8. Value: that time's share of the GEMM/convolution time.
--- threshold: 25
--- unit: % of GEMM/convolution time
+--   not multiple of 8. Value: that time as a share of the iteration (the GPU time
+--   that tensor cores would shorten; a step starved by its host or loader loses
+--   little to it, however slow its GEMMs). Graded by it: high from 10%, medium from
+--   3%, low below.
+-- threshold: 2
+-- unit: % of the iteration (GPU time without tensor cores)
 -- fires: above
 -- severity: high
 -- next: kernel_utilization
@@ -30,8 +33,11 @@ WITH k AS (
            count(*) FILTER (no_tc) AS n_no_tc, count(*) AS n
     FROM k GROUP BY ALL
 )
-SELECT g.run, g.iteration, 100.0 * no_tc_ns / all_ns AS value,
-       format('{:.2f} of {:.2f} ms of GEMM/convolution kernel time ({:.1f}%, {} of {} kernels) ran with tensor pipes active < 0.5% of cycles{}',
-              no_tc_ns / 1e6, all_ns / 1e6, 100.0 * no_tc_ns / all_ns, n_no_tc, n,
-              coalesce('; most: ' || top.names, '')) AS evidence
-FROM g LEFT JOIN top USING (run, iteration);
+SELECT g.run, g.iteration, 100.0 * no_tc_ns / i.dur_ns AS value,
+       format('{:.2f} of {:.2f} ms of GEMM/convolution kernel time ({:.1f}%, {} of {} kernels) ran with tensor pipes active < 0.5% of cycles: {:.2f}% of the {:.2f} ms iteration{}',
+              no_tc_ns / 1e6, all_ns / 1e6, 100.0 * no_tc_ns / all_ns, n_no_tc, n, 100.0 * no_tc_ns / i.dur_ns,
+              i.dur_ns / 1e6, coalesce('; most: ' || top.names, '')) AS evidence,
+       CASE WHEN 100.0 * no_tc_ns / i.dur_ns >= 10 THEN 'high'
+            WHEN 100.0 * no_tc_ns / i.dur_ns >= 3 THEN 'medium' ELSE 'low' END AS severity
+FROM g JOIN iterations i USING (run, iteration) LEFT JOIN top USING (run, iteration)
+WHERE i.dur_ns > 0;

@@ -204,3 +204,47 @@ def launch_queue(doc, start, end, launched=None):
         idle += (end - t) if count == [0, 0] else 0
         out[stream] = (area / (end - start), top, 100 * idle / (end - start))
     return out
+
+
+def _union(intervals):
+    """The merged intervals of [start, end] intervals."""
+    out = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def tiny_kernel_idle(doc, step):
+    """(tiny kernels, ns their streams waited, ns the GPU sat idle waiting) of iteration
+    `step`: kernels launched inside it by a launch call (not a graph launch) that lasts
+    longer than the kernel; a stream waited when the call started after the stream's
+    previous kernel (of the iteration) ended, from that end to the kernel's start; the
+    GPU sat idle in the union of those waits where no GPU activity launched in the
+    iteration (kernel, memcpy, memset) ran."""
+    la = launches(doc)
+    acts = list(_launched_in(doc, step))
+    by_stream = {}
+    for e, kind, a, b in acts:
+        if kind == "kernel":
+            by_stream.setdefault(e["args"].get("stream"), []).append((a, b, e))
+    tiny, waited, waits = 0, 0, []
+    for ks in by_stream.values():
+        prev = None
+        for a, b, e in sorted(ks, key=lambda k: k[0]):
+            c = la.get((e.get("args") or {}).get("correlation"))
+            if c is not None and "GraphLaunch" not in c[1]["name"]:
+                call_s = ns(doc, c[1]["ts"])
+                if b - a < int(Decimal(str(c[1]["dur"])) * 1000):
+                    tiny += 1
+                    if prev is not None and call_s > prev and a > prev:
+                        waited += a - prev
+                        waits.append((prev, a))
+            prev = b if prev is None else max(prev, b)
+    busy = _union([(a, b) for _, _, a, b in acts])
+    lost = 0
+    for a, b in _union(waits):
+        lost += (b - a) - sum(max(0, min(b, y) - max(a, x)) for x, y in busy)
+    return tiny, waited, lost

@@ -1,4 +1,4 @@
--- includes: base, ncu
+-- includes: base, ncu, utilization
 
 -- FLOP counting (METHOD.md section 8): analytic FLOPs of the framework ops of
 -- record_shapes traces (formulas of flop_formulas), hardware-counted FLOPs of
@@ -324,7 +324,8 @@ LEFT JOIN spans s ON s.run = k.run AND s.kernel_id = k.kernel_id AND k.flop_even
 --                      the most FLOPs: tensor (the kernels' tensor_dtype, the alphabetically
 --                      last; fp16 when none), fp32, fp16 or fp64; NULL when they count none
 -- @column source       analytic (flop_ops) | cupti (the trace's own counters) | ncu (the ncu
---                      run matched to the trace last)
+--                      run matched to the trace last, a pairing kept by --force only when
+--                      no sound one is left)
 -- @column counter_run  hardware: the run of the counters (the ncu run, or the trace run for
 --                      cupti); NULL for analytic
 -- @column kernels      hardware: number of the op's kernels in the iteration with FLOP
@@ -350,8 +351,8 @@ SELECT o.run, o.iteration, o.op_event_id, o.op_name, o.pass, o.category,
                       + coalesce(c.fp16_flops, 0))) AS BIGINT) AS flops
 FROM kernel_flop_ops o
 JOIN matched_kernels mk ON mk.run = o.run AND mk.kernel_id = o.kernel_id
-JOIN (SELECT trace_run, ncu_run FROM match_runs WHERE trace_run <> ncu_run
-      QUALIFY row_number() OVER (PARTITION BY trace_run ORDER BY matched_at DESC, ncu_run) = 1
+JOIN (SELECT trace_run, ncu_run FROM ncu_pairings WHERE trace_run <> ncu_run   -- a forced pairing last
+      QUALIFY row_number() OVER (PARTITION BY trace_run ORDER BY forced, matched_at DESC, ncu_run) = 1
       UNION ALL
       SELECT trace_run, ncu_run FROM match_runs WHERE trace_run = ncu_run) p
   ON p.trace_run = mk.run AND p.ncu_run = mk.ncu_run

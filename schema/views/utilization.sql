@@ -43,6 +43,28 @@ SELECT m.trace_run AS run, m.ncu_run, m.iteration AS matched_iteration, coalesce
 FROM match_runs m LEFT JOIN mm USING (trace_run, ncu_run)
 QUALIFY row_number() OVER (PARTITION BY m.trace_run ORDER BY coalesce(mm.pct, 0) > 20, m.matched_at DESC, m.ncu_run) = 1;
 
+-- Every pairing of a trace run with counters (match_runs): whether it was kept by
+-- --force (more than 20% of its matched kernels under another name) and whether
+-- the utilization reports use it (trace_ncu_pairs). A report that reads counters
+-- through a forced pairing says so (query/pairing_caveat.py).
+--
+-- @column trace_run          trace run
+-- @column ncu_run            the run of counters matched to it (an ncu run, or the trace run
+--                            itself for CUPTI range-profiler counters)
+-- @column matched_at         when it was matched (match_runs.matched_at)
+-- @column name_mismatch_pct  % of its matched kernels whose names disagree
+-- @column forced             name_mismatch_pct above 20: the pairing was kept by --force
+-- @column in_use             the pairing trace_ncu_pairs picks for the trace run
+CREATE OR REPLACE VIEW ncu_pairings AS
+WITH mm AS (
+    SELECT trace_run, ncu_run, 100.0 * count(*) FILTER (name_score < 1) / count(*) AS pct
+    FROM matches GROUP BY trace_run, ncu_run
+)
+SELECT m.trace_run, m.ncu_run, m.matched_at, coalesce(mm.pct, 0) AS name_mismatch_pct,
+       coalesce(mm.pct, 0) > 20 AS forced,
+       EXISTS (SELECT 1 FROM trace_ncu_pairs p WHERE p.run = m.trace_run AND p.ncu_run = m.ncu_run) AS in_use
+FROM match_runs m LEFT JOIN mm USING (trace_run, ncu_run);
+
 -- One row per matched kernel with its layer type and per-kernel levels, %
 -- of the kernel's SMSP elapsed cycles, and the two tensor-core bounds of
 -- METHOD.md section 3: tensor instructions over all issued instructions (N/I)
