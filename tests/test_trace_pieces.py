@@ -544,3 +544,47 @@ def test_exact_path_in_batches_loads_as_in_one(tmp_path, monkeypatch):
     assert len(got["events"]) == len(events) - 1 and len(got["kernels"]) > 100
     for t in TABLES:
         assert got[t] == want[t], t
+
+
+@pytest.fixture
+def many_threads(monkeypatch):
+    """The path of a many-core machine on the small fixtures: a piece per DuckDB thread
+    (8 threads: pieces of 64 KB, batches of 8 pieces) and the unordered insert in
+    chunks of 2,048 rows, so every thread writes some of each batch."""
+    monkeypatch.setattr(trace, "PARSE_BYTES", 8 * (64 << 10))
+    monkeypatch.setattr(trace, "MIN_PIECE_BYTES", 16 << 10)
+    monkeypatch.setattr(trace, "ROW_GROUP_ROWS", 2048)
+    monkeypatch.setattr(trace_json, "TAIL", 16 << 10)
+
+
+def _with_threads(path, db_path, threads):
+    con = db.connect(db_path)
+    con.execute(f"SET threads = {threads}")
+    ingest_file(con, path)
+    return con
+
+
+@pytest.mark.parametrize("path", TRACES, ids=run_name)
+def test_many_threads_load_the_rows_of_one(many_threads, tmp_path, path, monkeypatch):
+    """8 threads (pieces parsed at once, events inserted unordered in row-group chunks)
+    give exactly the rows of 1 thread (one piece after another, inserted in order)."""
+    parsed = []          # the pieces of each batch parsed
+    stage = trace._stage_fast
+    monkeypatch.setattr(trace, "_stage_fast", lambda con, tf, pieces: parsed.append(len(pieces)) or stage(con, tf, pieces))
+    many = _with_threads(path, tmp_path / "many.duckdb", 8)
+    assert sum(parsed) >= 3 and parsed[0] == min(8, sum(parsed)), parsed      # 8 pieces at once (the lenet
+    assert len(parsed) >= 2 or "lenet" in run_name(path), parsed            # traces fit in one batch)
+    parsed.clear()
+    serial = _with_threads(path, tmp_path / "one.duckdb", 1)
+    assert parsed == [1], parsed          # one piece of 128 MB: the whole array
+    name = run_name(path)
+    got, want = tables(many, name), tables(serial, name)
+    assert len(got["events"]) == len(want["events"]) > 0
+    for t in TABLES:
+        assert got[t] == want[t], t
+    for t in ("collectives", "activity_args", "memory_events"):
+        q = f"SELECT * EXCLUDE (run) FROM {t} WHERE run = ? ORDER BY ALL"
+        assert many.execute(q, [name]).fetchall() == serial.execute(q, [name]).fetchall(), t
+    many.close()
+    serial.close()
+
