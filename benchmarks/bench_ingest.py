@@ -10,6 +10,7 @@ they tell whether a change did less work (docs/benchmarks.md, History: change 13
 --cores 2,4,8,16: the ingest once per count, each process pinned to that many cores (the
 first of those it may use; DuckDB's threads follow), json.load beside them once a round.
 --repeat N: N rounds (same-run pairs: each round's ingest against its own json.load).
+--keep DB: the last ingest's database kept as DB (for bench_reports.py).
 --profile: TRACEDB_PROFILE=1 in the ingest's process: wall and CPU seconds of each phase
 (pieces, parse, insert, every derivation statement, commit, close), one column per core count.
 A directory: every trace in it (tracedb ingest DIR: files in parallel); json.load of each
@@ -93,7 +94,7 @@ def main(argv):
         return _child(*argv[1:5])
     if {"-h", "--help"} & set(argv):
         return print(__doc__.strip())
-    valued = {"--cores", "--repeat"}
+    valued = {"--cores", "--repeat", "--keep"}
     files = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in valued)]
     unknown = [a for a in argv if a.startswith("-") and a not in
                ("--skip-json-load", "--instructions", "--profile") and a not in valued]
@@ -114,6 +115,8 @@ def main(argv):
             with tempfile.TemporaryDirectory() as d:
                 rows.append(measure("tracedb ingest", path, os.path.join(d, "bench.duckdb"), instructions, c, profile))
                 db_size = os.path.getsize(os.path.join(d, "bench.duckdb"))
+                if "--keep" in argv:
+                    shutil.move(os.path.join(d, "bench.duckdb"), _opt(argv, "--keep", ""))
         if "--skip-json-load" not in argv:
             rows.append(measure("json.load", path, instructions=instructions))
     print(f"input: {path} ({size / 1e6:.0f} MB); database file {db_size / 1e6:.0f} MB")

@@ -291,12 +291,13 @@ def _insert_events(con, tf, stages, mended):
             with phase("insert (Arrow -> events)"):
                 con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
                 _count_mended(con, staged, mended)
-                con.execute("SET preserve_insertion_order = false")      # (event_id is pos: the order is kept in it)
+                # (this connection only; event_id, from pos, keeps the order)
+                con.execute("SET SESSION preserve_insertion_order = false")
                 try:
                     run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged",
                                     _aligned(staged, ROW_GROUP_ROWS, threads))
                 finally:
-                    con.execute("SET preserve_insertion_order = true")
+                    con.execute("RESET SESSION preserve_insertion_order")
         n += staged.num_rows
         batches += 1
         staged = None          # inserted: let it go before the next batch is parsed
