@@ -3,7 +3,9 @@ import hashlib
 import itertools
 import json
 import os
+import queue
 import re
+import threading
 import warnings
 from contextlib import contextmanager
 
@@ -230,6 +232,57 @@ class NeedsExact(Exception):
     """A staged timestamp may have lost its nanoseconds in a double."""
 
 
+def _parsed_ahead(con, tf):
+    """_fast_stages one batch ahead: parsed on a thread, through a cursor of con (the same
+    database, memory cap and DuckDB threads), while the caller inserts the batch before.
+    The insert of a 256 MB batch keeps about 6 threads busy (a thread per row group):
+    the parse of the next one takes the rest. At most two batches are held: the one
+    being inserted and the one being parsed (the next is parsed once this one is taken)."""
+    cur = con.cursor()
+    handed = queue.Queue(maxsize=1)
+    taken, stop = threading.Event(), threading.Event()
+
+    def give(item):              # False when the caller stopped taking
+        while not stop.is_set():
+            try:
+                handed.put(item, timeout=0.05)
+                break
+            except queue.Full:
+                continue
+        while not stop.is_set():
+            if taken.wait(0.05):
+                taken.clear()
+                return True
+        return False
+
+    def work():
+        try:
+            for staged in _fast_stages(cur, tf):
+                if not give(("batch", staged)):
+                    return
+                staged = None
+            give(("end", None))
+        except BaseException as e:       # raised again in the caller's thread
+            give(("error", e))
+
+    worker = threading.Thread(target=work, daemon=True, name="tracedb-parse")
+    worker.start()
+    try:
+        while True:
+            kind, item = handed.get()
+            taken.set()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+            item = None
+    finally:
+        stop.set()
+        worker.join()
+        cur.close()
+
+
 def _fast_stages(con, tf):
     for group in _batches(tf.iter_pieces(), tf.per_batch):
         staged = _stage_fast(con, tf, group)
@@ -279,12 +332,21 @@ def _warn_mended(path, mended):
 def _insert_events(con, tf, stages, mended):
     """Number each staged batch (Arrow, from stages) after the ones before it and
     insert it into events (schema/load/trace_events.sql). Returns (events, batches)."""
-    n = batches = 0
     threads = scalar(con, "SELECT current_setting('threads')")
     stages = iter(stages)
+    try:
+        return _insert_batches(con, tf, stages, mended, threads)
+    finally:
+        close = getattr(stages, "close", None)
+        if close is not None:
+            close()           # a batch being parsed ahead is waited for and let go
+
+
+def _insert_batches(con, tf, stages, mended, threads):
+    n = batches = 0
     while True:
         with status(f"parsing {tf.path}" + (f" (batch {batches + 1})" if batches else "")):
-            with phase("parse (JSON -> Arrow)"):
+            with phase("parse (JSON -> Arrow; waited for)"):
                 staged = next(stages, None)
             if staged is None:
                 return n, batches
@@ -300,7 +362,7 @@ def _insert_events(con, tf, stages, mended):
                     con.execute("RESET SESSION preserve_insertion_order")
         n += staged.num_rows
         batches += 1
-        staged = None          # inserted: let it go before the next batch is parsed
+        staged = None          # inserted: let it go (the next one is being parsed)
 
 
 def _aligned(table, rows, threads):
@@ -361,14 +423,14 @@ def load(con, tf, run):
     mended = {}
     try:
         n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS) if tf.truncated
-                           else _fast_stages(con, tf), mended)
+                           else _parsed_ahead(con, tf), mended)
     except NeedsExact:          # timestamps the doubles cannot hold: as text, then exactly
         n = None
         if tf.numbers == "double":
             tf.numbers = "text"
             if tf.memory is not None:         # read once: read again from files
                 raise trace_json.PiecesGone() from None
-            n = _again(con, tf, run, mended, lambda: _fast_stages(con, tf))
+            n = _again(con, tf, run, mended, lambda: _parsed_ahead(con, tf))
         if n is None:
             n = _again(con, tf, run, mended, lambda: _exact_stages(con, tf, BATCH_ROWS))
     _warn_mended(path, mended)
