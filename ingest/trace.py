@@ -24,14 +24,15 @@ from ..progress import phase, status
 # Above 2^43 µs a double's spacing exceeds 1 ns: DuckDB's JSON reader (which
 # parses numbers as doubles) would lose the nanoseconds of such timestamps.
 EXACT_DOUBLE_US = 2 ** 43
-# A trace is staged in batches of this much JSON, 4 pieces (BATCH_ROWS: the same
-# for the exact path): memory stays bounded whatever the trace's size. DuckDB's
-# JSON reader parses a piece on one thread; the batches held 3 pieces (a size test
-# that a piece a little over 128 MB failed), which kept 1.5 of 2 threads busy. On
-# more threads, smaller pieces would keep them busy, but pieces under 128 MB make
-# DuckDB rewrite part-filled row groups at the checkpoint (8 threads, 64 MB pieces:
-# a 358 MB database for the 1 GB trace instead of 188 MB).
-BATCH_BYTES = 512 << 20
+# A trace is staged in batches of this much JSON (BATCH_ROWS: the same for the exact
+# path): memory stays bounded whatever the trace's size. Two batches are held at once
+# (one inserted while the next is parsed: _parsed_ahead), as one of 512 MB was before.
+# DuckDB's JSON reader parses a piece on one thread, so a batch holds a piece per
+# thread: 2 of 128 MB on 2 threads, 16 of 16 MB on 16. Each thread's piece sits in one
+# buffer under the load's memory cap (store/tuning.MEMORY_CAP) beside the batch's
+# parsed rows: 16 threads on 32 MB pieces ran out of it (1.0 GiB used). Small pieces no
+# longer leave part-filled row groups: the insert is cut into whole ones (_aligned).
+BATCH_BYTES = 256 << 20
 BATCH_ROWS = 1 << 20
 # A gzip trace inflated while it loads holds in memory at most the pieces of the
 # batch being parsed and this many of the next (trace_json._MemoryPieces: 512 MB;
@@ -50,26 +51,17 @@ STAGE_CHUNK_ROWS = 8 * 122880
 ROW_GROUP_ROWS = 122880
 
 
-# Up to FEW_THREADS DuckDB threads, a batch of 4 pieces of 128 MB keeps them all busy.
-# For more, a piece per thread, and the batch kept to PARSE_BYTES: DuckDB's JSON reader
-# holds each thread's piece in one buffer under the load's memory cap
-# (store/tuning.MEMORY_CAP), beside the batch's parsed rows, and 16 threads on 32 MB
-# pieces ran out of it (1.0 GiB used).
-FEW_THREADS = BATCH_BYTES // trace_json.PIECE_BYTES
-PARSE_BYTES = 256 << 20
 MIN_PIECE_BYTES = 8 << 20
 
 
 def _pieces_per_batch(threads=1):
-    """Pieces parsed at once: enough for every DuckDB thread (one thread per piece)."""
-    return threads if threads > FEW_THREADS else max(1, BATCH_BYTES // trace_json.PIECE_BYTES)
+    """Pieces parsed at once: at least one per DuckDB thread (one thread per piece)."""
+    return max(1, BATCH_BYTES // trace_json.PIECE_BYTES, threads)
 
 
 def _piece_bytes(threads):
-    """PIECE_BYTES up to FEW_THREADS threads; for more, PARSE_BYTES in a piece per thread."""
-    if threads <= FEW_THREADS:
-        return trace_json.PIECE_BYTES
-    return min(trace_json.PIECE_BYTES, max(MIN_PIECE_BYTES, PARSE_BYTES // threads))
+    """A batch cut in _pieces_per_batch pieces, none over PIECE_BYTES."""
+    return min(trace_json.PIECE_BYTES, max(MIN_PIECE_BYTES, BATCH_BYTES // _pieces_per_batch(threads)))
 
 
 class CutInsideEvent(Exception):
