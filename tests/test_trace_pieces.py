@@ -590,3 +590,43 @@ def test_many_threads_load_the_rows_of_one(many_threads, tmp_path, path, monkeyp
     many.close()
     serial.close()
 
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity") or len(__import__("os").sched_getaffinity(0)) < 2,
+                    reason="needs 2 cores and CPU affinity")
+def test_a_connection_runs_a_thread_per_core_it_may_use(tmp_path):
+    """Pinned to one core (taskset), DuckDB runs one thread there, not one per core of the
+    machine; unpinned, DuckDB's own count stays."""
+    code = ("import os, sys\n"
+            "if sys.argv[1] == 'pinned': os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])\n"
+            "from tracedb.store import db\n"
+            "print(db.connect(sys.argv[2]).execute(\"SELECT current_setting('threads')\").fetchone()[0])\n")
+    got = {how: int(subprocess.run([sys.executable, "-c", code, how, str(tmp_path / f"{how}.duckdb")],
+                                   check=True, capture_output=True, text=True).stdout)
+           for how in ("pinned", "free")}
+    import duckdb
+    assert got == {"pinned": 1, "free": duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0]}
+
+
+def test_profile_names_each_phase_and_derivation_statement(tmp_path, monkeypatch):
+    """TRACEDB_PROFILE=1: the ingest's phases (parse, insert, derivation, commit) and each
+    table the derivation script makes, by name, each timed once per batch or statement;
+    unset, nothing is recorded."""
+    from tracedb.progress import phase_times
+    from tracedb.store.db import sql_text
+    phase_times()
+    con = db.connect(tmp_path / "a.duckdb")
+    ingest_file(con, TRACES[0])
+    assert phase_times() == {}
+    monkeypatch.setenv("TRACEDB_PROFILE", "1")
+    con = db.connect(tmp_path / "b.duckdb")
+    phase_times()
+    ingest_file(con, TRACES[0])
+    got = phase_times()
+    made = re.findall(r"CREATE OR REPLACE TEMP TABLE (\w+)", sql_text("schema", "load/derive_trace.sql"))
+    assert {f"  sql create {t}" for t in made} | {"  sql insert kernels", "  sql insert iterations"} <= set(got)
+    for k in ("parse (JSON -> Arrow; waited for)", "insert (Arrow -> events)", "derive (kernels, launches, ops, iterations)",
+              "commit"):
+        assert k in got, k
+    assert got["insert (Arrow -> events)"][2] == got["parse (JSON -> Arrow; waited for)"][2] - 1   # one per batch
+    assert all(w >= 0 and c >= 0 for w, c, _ in got.values())
