@@ -271,6 +271,8 @@ def _parsed_ahead(con, tf):
             item = None
     finally:
         stop.set()
+        if worker.is_alive():
+            cur.interrupt()      # a parse under way is not waited for (a failed insert, Ctrl-C)
         worker.join()
         cur.close()
 

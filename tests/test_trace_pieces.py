@@ -630,3 +630,28 @@ def test_profile_names_each_phase_and_derivation_statement(tmp_path, monkeypatch
         assert k in got, k
     assert got["insert (Arrow -> events)"][2] == got["parse (JSON -> Arrow; waited for)"][2] - 1   # one per batch
     assert all(w >= 0 and c >= 0 for w, c, _ in got.values())
+
+
+def test_a_failed_insert_stops_the_parse_ahead(many_threads, tmp_path, monkeypatch):
+    """The insert of the second batch fails while the third is being parsed: the load
+    is rolled back whole (one clear error), and the parsing thread and its pieces'
+    feeders are gone."""
+    import duckdb
+    inserted, real = [], trace.run_script_over
+
+    def insert(con, text, name, table):
+        inserted.append(table.num_rows)
+        if len(inserted) == 2:
+            raise duckdb.IOException("IO Error: disk full (planted)")
+        return real(con, text, name, table)
+    monkeypatch.setattr(trace, "run_script_over", insert)
+    before = threading.active_count()
+    con = db.connect(tmp_path / "f.duckdb")
+    con.execute("SET threads = 8")
+    with pytest.raises(IngestError, match="disk full"):
+        ingest_file(con, TRACES[0])
+    assert len(inserted) == 2
+    assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    assert not [t for t in threading.enumerate() if t.name == "tracedb-parse"]
+    assert threading.active_count() == before
+    con.close()
