@@ -1,10 +1,53 @@
 """Progress of long work on a terminal, one place for every command: a spinner with a
 message, a byte bar (one big file), a file bar (many files), a count line (datasets).
 Each is silent when stderr is not a terminal, so pipes and logs stay clean."""
+import atexit
 import os
 import sys
 import time
 from contextlib import contextmanager
+
+# Phases of long work (an ingest's pieces, parse, insert, derivation, commit), timed when
+# TRACEDB_PROFILE is set: name -> [wall s, CPU s of the whole process (every thread), times].
+_PHASES = {}
+
+
+def profiling():
+    return bool(os.environ.get("TRACEDB_PROFILE"))
+
+
+@contextmanager
+def phase(name):
+    """Time the block as phase `name` (wall and the process's CPU, all threads) when
+    TRACEDB_PROFILE is set; printed to stderr at exit (or taken by phase_times)."""
+    if not profiling():
+        yield
+        return
+    if not _PHASES:
+        atexit.register(_print_phases)
+    w, c = time.perf_counter(), time.process_time()
+    try:
+        yield
+    finally:
+        p = _PHASES.setdefault(name, [0.0, 0.0, 0])
+        p[0] += time.perf_counter() - w
+        p[1] += time.process_time() - c
+        p[2] += 1
+
+
+def phase_times(reset=True):
+    """{phase: (wall s, CPU s, times)} so far, in the order first entered."""
+    out = {k: tuple(v) for k, v in _PHASES.items()}
+    if reset:
+        _PHASES.clear()
+    return out
+
+
+def _print_phases():
+    if _PHASES:
+        print(f"{'phase':44} {'wall s':>8} {'cpu s':>8} {'cores':>6} {'n':>4}", file=sys.stderr)
+        for k, (w, c, n) in phase_times().items():
+            print(f"{k[:44]:44} {w:8.3f} {c:8.3f} {c / w if w else 0:6.1f} {n:4d}", file=sys.stderr)
 
 
 def _on_terminal():

@@ -1,11 +1,20 @@
 """Ingest benchmark: a large trace into a fresh database, next to json.load of the same file.
 
-usage: python benchmarks/bench_ingest.py BIG.json [--skip-json-load] [--instructions]
+usage: python benchmarks/bench_ingest.py BIG.json|DIR [--skip-json-load] [--instructions]
+                                         [--cores 2,4,8,16] [--repeat N] [--profile]
 Make BIG.json with ../shared/tools/scale_trace.py <h100_resnet50_bs64_amp.json.gz> 300 big.json
 Each measurement runs in its own process so that peak RSS is its own.
 --instructions: also count each process's instructions with Linux `perf stat` (start-up
 included). On a shared machine they move by under 1% where times move by a third, so
 they tell whether a change did less work (docs/benchmarks.md, History: change 13).
+--cores 2,4,8,16: the ingest once per count, each process pinned to that many cores (the
+first of those it may use; DuckDB's threads follow), json.load beside them once a round.
+--repeat N: N rounds (same-run pairs: each round's ingest against its own json.load).
+--keep DB: the last ingest's database kept as DB (for bench_reports.py).
+--profile: TRACEDB_PROFILE=1 in the ingest's process: wall and CPU seconds of each phase
+(pieces, parse, insert, every derivation statement, commit, close), one column per core count.
+A directory: every trace in it (tracedb ingest DIR: files in parallel); json.load of each
+file, one after another, is the yardstick.
 """
 import json
 import os
@@ -17,32 +26,58 @@ import tempfile
 import time
 
 
-def _child(mode, path, db):
+def _traces(path):
+    return sorted(os.path.join(path, f) for f in os.listdir(path)) if os.path.isdir(path) else [path]
+
+
+def _child(mode, path, db, cores="0"):
+    if int(cores):          # pinned before DuckDB starts its threads
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:int(cores)])
     from tracedb.store import db as tdb  # imports are start-up, not ingest: outside the clock
     from tracedb.ingest import ingest_file
+    try:
+        from tracedb.progress import phase, phase_times
+    except ImportError:            # an older tracedb (a before-and-after pair): no phases
+        from contextlib import nullcontext as phase
+        phase_times = dict
     t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     if mode == "json.load":
-        with open(path, "rb") as f:
-            doc = json.load(f)
-        n = len(doc["traceEvents"])
+        n = 0
+        for p in _traces(path):
+            with open(p, "rb") as f:
+                doc = json.load(f)
+            n += len(doc["traceEvents"])
+            doc = None
     else:
         con = tdb.connect(db)
-        ingest_file(con, path)
+        phase_times()                  # (a new file's schema is not the ingest's)
+        if os.path.isdir(path):
+            from tracedb.ingest.parallel import ingest_traces
+            ingest_traces(con, _traces(path), report=lambda r: None)
+        else:
+            ingest_file(con, path)
         n = tdb.scalar(con, "SELECT count(*) FROM events")
-        con.close()
+        with phase("close (checkpoint)"):
+            con.close()
     secs = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime) + kids.ru_utime + kids.ru_stime
     print(json.dumps({"mode": mode, "seconds": secs, "cpu_seconds": cpu, "events": n,
-                      "peak_rss_bytes": after.ru_maxrss * 1024}))
+                      "peak_rss_bytes": after.ru_maxrss * 1024, "child_peak_rss_bytes": kids.ru_maxrss * 1024,
+                      "cores": len(os.sched_getaffinity(0)), "phases": phase_times()}))
 
 
-def measure(mode, path, db="", instructions=False):
-    cmd = [sys.executable, __file__, "--child", mode, path, db]
+def measure(mode, path, db="", instructions=False, cores=0, profile=False):
+    cmd = [sys.executable, __file__, "--child", mode, path, db, str(cores)]
     with tempfile.NamedTemporaryFile("r", suffix=".perf") as counts:
         if instructions:
             cmd = ["perf", "stat", "-x,", "-e", "instructions", "-o", counts.name] + cmd
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if profile else {}))
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if done.returncode:
+            sys.exit(f"{' '.join(cmd[-5:])} failed:\n{done.stderr[-3000:]}")
+        out = done.stdout
         r = json.loads(out.strip().splitlines()[-1])
         if instructions:
             found = [line.split(",") for line in counts.read().splitlines() if ",instructions" in line]
@@ -50,37 +85,62 @@ def measure(mode, path, db="", instructions=False):
     return r
 
 
+def _opt(argv, name, default):
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
 def main(argv):
     if argv[:1] == ["--child"]:
-        return _child(*argv[1:4])
+        return _child(*argv[1:5])
     if {"-h", "--help"} & set(argv):
         return print(__doc__.strip())
-    files = [a for a in argv if not a.startswith("-")]
-    unknown = [a for a in argv if a.startswith("-") and a not in ("--skip-json-load", "--instructions")]
+    valued = {"--cores", "--repeat", "--keep"}
+    files = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in valued)]
+    unknown = [a for a in argv if a.startswith("-") and a not in
+               ("--skip-json-load", "--instructions", "--profile") and a not in valued]
     if len(files) != 1 or unknown:
         sys.exit(__doc__.strip())
-    if not os.path.isfile(files[0]):
+    if not os.path.exists(files[0]):
         sys.exit(f"no such file: {files[0]}")
     path = files[0]
-    size = os.path.getsize(path)
+    size = sum(os.path.getsize(p) for p in _traces(path))
     instructions = "--instructions" in argv
     if instructions and shutil.which("perf") is None:
         sys.exit("--instructions needs Linux perf (perf stat) on PATH")
-    with tempfile.TemporaryDirectory() as d:
-        ours = measure("tracedb ingest", path, os.path.join(d, "bench.duckdb"), instructions)
-        db_size = os.path.getsize(os.path.join(d, "bench.duckdb"))
-    rows = [ours]
-    if "--skip-json-load" not in argv:
-        rows.append(measure("json.load", path, instructions=instructions))
+    cores = [int(c) for c in _opt(argv, "--cores", "0").split(",")]
+    profile = "--profile" in argv
+    rows, db_size = [], 0
+    for _ in range(int(_opt(argv, "--repeat", "1"))):
+        for c in cores:
+            with tempfile.TemporaryDirectory() as d:
+                rows.append(measure("tracedb ingest", path, os.path.join(d, "bench.duckdb"), instructions, c, profile))
+                db_size = os.path.getsize(os.path.join(d, "bench.duckdb"))
+                if "--keep" in argv:
+                    shutil.move(os.path.join(d, "bench.duckdb"), _opt(argv, "--keep", ""))
+        if "--skip-json-load" not in argv:
+            rows.append(measure("json.load", path, instructions=instructions))
     print(f"input: {path} ({size / 1e6:.0f} MB); database file {db_size / 1e6:.0f} MB")
-    print(f"{'what':16} {'seconds':>8} {'cpu s':>8} {'MB/s':>8} {'events/s':>11} {'peak RSS MB':>12}"
-          + (f" {'G instr':>8}" if instructions else ""))
-    for r in rows:
+    print(f"{'what':16} {'cores':>5} {'seconds':>8} {'cpu s':>8} {'MB/s':>8} {'events/s':>11} {'peak RSS MB':>12}"
+          f" {'workers MB':>10} {'x json.load':>11}" + (f" {'G instr':>8}" if instructions else ""))
+    loads = [r for r in rows if r["mode"] == "json.load"]
+    for i, r in enumerate(rows):
         g = r.get("instructions")
-        print(f"{r['mode']:16} {r['seconds']:8.2f} {r['cpu_seconds']:8.2f} {size / 1e6 / r['seconds']:8.1f} "
-              f"{r['events'] / r['seconds']:11.0f} {r['peak_rss_bytes'] / 1e6:12.0f}"
+        pair = next((j for j in rows[i:] if j["mode"] == "json.load"), None)   # this round's json.load
+        ratio = f"{pair['seconds'] / r['seconds']:11.2f}" if pair and r["mode"] != "json.load" else f"{'':11}"
+        print(f"{r['mode']:16} {r['cores']:5d} {r['seconds']:8.2f} {r['cpu_seconds']:8.2f} {size / 1e6 / r['seconds']:8.1f} "
+              f"{r['events'] / r['seconds']:11.0f} {r['peak_rss_bytes'] / 1e6:12.0f} "
+              f"{r['child_peak_rss_bytes'] / 1e6:10.0f} {ratio}"
               + ((f" {g / 1e9:8.1f}" if g else f" {'?':>8}") if instructions else ""))
-    if len(rows) == 2:
+    if profile:
+        runs = [r for r in rows if r["mode"] != "json.load"]
+        names = list(dict.fromkeys(k for r in runs for k in r["phases"]))
+        print("\nphases: wall s / CPU s (all threads) per run, by cores")
+        print(f"{'phase':44}" + "".join(f" {str(r['cores']) + ' cores':>14}" for r in runs))
+        for k in [k for k in names if any(r["phases"].get(k, (0,))[0] >= 0.01 for r in runs)]:
+            print(f"{k[:44]:44}" + "".join(
+                f" {r['phases'][k][0]:6.2f}/{r['phases'][k][1]:6.2f}" if k in r["phases"] else f" {'':>14}"
+                for r in runs))
+    if loads and len(rows) == 2:
         print(f"speed-up over json.load: {rows[1]['seconds'] / rows[0]['seconds']:.2f}x")
 
 

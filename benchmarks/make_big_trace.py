@@ -3,8 +3,13 @@
 few copies), but each event is serialized once as a template and its shifted
 times and ids are filled in per copy, so 10 GB take minutes instead of an hour.
 
-usage: python benchmarks/make_big_trace.py SOURCE.json[.gz] COPIES OUT.json
+usage: python benchmarks/make_big_trace.py SOURCE.json[.gz] COPIES OUT.json [--jobs N] [--ranks N]
+--jobs N: the copies written by N processes into parts, then joined (10 GB in a minute
+on 16 cores instead of three).
+--ranks N: OUT is a directory of N rank traces (rank0.json ...), each COPIES copies with
+distributedInfo {rank, world_size N} in its head (so each is a file of its own content).
 """
+import os
 import gzip
 import json
 import sys
@@ -46,7 +51,7 @@ def _template(e):
     return parts, order
 
 
-def main(src, copies, out):
+def main(src, copies, out, jobs=1, rank=None):
     with _open(src, "r") as f:
         doc = json.load(f)
     events = doc["traceEvents"]
@@ -59,12 +64,30 @@ def main(src, copies, out):
     id_step = max(ids + [0]) + 1
     meta = [e for e in events if e.get("ph") == "M"]
     body = [_template(e) for e in events if e.get("ph") != "M"]
+    head = {k: v for k, v in doc.items() if k != "traceEvents"}
+    if rank is not None:
+        head["distributedInfo"] = {"backend": "nccl", "rank": rank[0], "world_size": rank[1]}
+    start = json.dumps(head)[:-1] + ', "traceEvents": [\n' + ",\n".join(json.dumps(e, indent=2) for e in meta)
+    if jobs <= 1 or out.endswith(".gz"):
+        return _write(out, start, body, range(copies), not meta, span, id_step, True)
+    import multiprocessing
+    cuts = [copies * k // jobs for k in range(jobs + 1)]
+    parts = [(f"{out}.part{k}", start if k == 0 else "", body, range(cuts[k], cuts[k + 1]),
+              k == 0 and not meta, span, id_step, k == jobs - 1) for k in range(jobs)]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        pool.starmap(_write, parts)
+    with open(out, "wb") as f:
+        for p in parts:
+            with open(p[0], "rb") as g:
+                while os.copy_file_range(g.fileno(), f.fileno(), 1 << 30):
+                    pass
+            os.remove(p[0])
+
+
+def _write(out, start, body, copies, first, span, id_step, last):
     with _open(out, "w") as f:
-        head = {k: v for k, v in doc.items() if k != "traceEvents"}
-        f.write(json.dumps(head)[:-1] + ', "traceEvents": [\n')
-        f.write(",\n".join(json.dumps(e, indent=2) for e in meta))
-        first = not meta
-        for i in range(copies):
+        f.write(start)
+        for i in copies:
             chunk = []
             for parts, order in body:
                 out_parts = [parts[0]]
@@ -79,10 +102,21 @@ def main(src, copies, out):
                 chunk.append(("" if first else ",\n") + "".join(out_parts))
                 first = False
             f.write("".join(chunk))
-        f.write("\n]}\n")
+        if last:
+            f.write("\n]}\n")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    args = sys.argv[1:]
+    jobs = int(args[args.index("--jobs") + 1]) if "--jobs" in args else 1
+    ranks = int(args[args.index("--ranks") + 1]) if "--ranks" in args else 0
+    args = [a for i, a in enumerate(args) if a not in ("--jobs", "--ranks")
+            and (i == 0 or args[i - 1] not in ("--jobs", "--ranks"))]
+    if len(args) != 3:
         sys.exit(__doc__)
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    if ranks:
+        os.makedirs(args[2], exist_ok=True)
+        for r in range(ranks):
+            main(args[0], int(args[1]), os.path.join(args[2], f"rank{r}.json"), jobs, (r, ranks))
+    else:
+        main(args[0], int(args[1]), args[2], jobs)

@@ -13,6 +13,7 @@ import duckdb
 
 from ..store.catalog import ARGS_ZSTD_KEY
 from ..store.sql import rows, scalar
+from ..progress import phase
 from ..store.tuning import setting
 from .errors import IngestError, database_error
 from .names import check_run_name, run_name_for  # noqa: F401 (tracedb.ingest's names)
@@ -267,7 +268,8 @@ def transaction(con, path):
     con.begin()
     try:
         yield
-        con.commit()
+        with phase("commit"):
+            con.commit()
     except duckdb.Error as e:
         _rollback(con)
         raise IngestError(path, f"{database_error(e)}; nothing was loaded") from None

@@ -3,7 +3,9 @@ import hashlib
 import itertools
 import json
 import os
+import queue
 import re
+import threading
 import warnings
 from contextlib import contextmanager
 
@@ -17,33 +19,49 @@ from ..store.tuning import memory_cap
 from . import trace_json
 from .errors import IngestError, database_error
 from .reader import Prepared, Reader, Reload
-from ..progress import status
+from ..progress import phase, status
 
 # Above 2^43 µs a double's spacing exceeds 1 ns: DuckDB's JSON reader (which
 # parses numbers as doubles) would lose the nanoseconds of such timestamps.
 EXACT_DOUBLE_US = 2 ** 43
-# A trace is staged in batches of this much JSON, 4 pieces (BATCH_ROWS: the same
-# for the exact path): memory stays bounded whatever the trace's size. DuckDB's
-# JSON reader parses a piece on one thread; the batches held 3 pieces (a size test
-# that a piece a little over 128 MB failed), which kept 1.5 of 2 threads busy. On
-# more threads, smaller pieces would keep them busy, but pieces under 128 MB make
-# DuckDB rewrite part-filled row groups at the checkpoint (8 threads, 64 MB pieces:
-# a 358 MB database for the 1 GB trace instead of 188 MB).
-BATCH_BYTES = 512 << 20
+# A trace is staged in batches of this much JSON (BATCH_ROWS: the same for the exact
+# path): memory stays bounded whatever the trace's size. Two batches are held at once
+# (one inserted while the next is parsed: _parsed_ahead), as one of 512 MB was before.
+# DuckDB's JSON reader parses a piece on one thread, so a batch holds a piece per
+# thread: 2 of 128 MB on 2 threads, 16 of 16 MB on 16. Each thread's piece sits in one
+# buffer under the load's memory cap (store/tuning.MEMORY_CAP) beside the batch's
+# parsed rows: 16 threads on 32 MB pieces ran out of it (1.0 GiB used). Small pieces no
+# longer leave part-filled row groups: the insert is cut into whole ones (_aligned).
+BATCH_BYTES = 256 << 20
 BATCH_ROWS = 1 << 20
 # A gzip trace inflated while it loads holds in memory at most the pieces of the
 # batch being parsed and this many of the next (trace_json._MemoryPieces: 512 MB;
 # one more made no difference at 1 GB: docs/benchmarks.md).
 PIECES_AHEAD = 0
 # Rows per Arrow chunk asked of DuckDB for a staged batch: at least a piece's, so it
-# gives one chunk per piece. Its default, 131,072-row chunks (three per piece and a
-# remainder), left part-filled row groups (122,880 rows) that the checkpoint rewrote:
-# 1.5 s more at close, a 183 MB database for the 1 GB trace instead of 104 MB.
+# gives one chunk per piece (_aligned then cuts the batch into row groups).
 STAGE_CHUNK_ROWS = 8 * 122880
+# DuckDB's row group. A staged batch is inserted in chunks of exactly this many rows
+# (_aligned), and without keeping the insertion order: each DuckDB thread then writes
+# whole row groups, each a run of consecutive events, in parallel. Kept in order, the
+# insert ran on one or two threads whatever the cores (16 cores: 3.9 s of a 7.1 s
+# ingest of the 1 GB trace, against 1.2 s so); in chunks of a piece's events (one per
+# thread), each thread's row groups mixed pieces and ended part-filled, and the
+# checkpoint rewrote them (0.9 s at close).
+ROW_GROUP_ROWS = 122880
 
 
-def _pieces_per_batch():
-    return max(1, BATCH_BYTES // trace_json.PIECE_BYTES)
+MIN_PIECE_BYTES = 8 << 20
+
+
+def _pieces_per_batch(threads=1):
+    """Pieces parsed at once: at least one per DuckDB thread (one thread per piece)."""
+    return max(1, BATCH_BYTES // trace_json.PIECE_BYTES, threads)
+
+
+def _piece_bytes(threads):
+    """A batch cut in _pieces_per_batch pieces, none over PIECE_BYTES."""
+    return min(trace_json.PIECE_BYTES, max(MIN_PIECE_BYTES, BATCH_BYTES // _pieces_per_batch(threads)))
 
 
 class CutInsideEvent(Exception):
@@ -206,8 +224,61 @@ class NeedsExact(Exception):
     """A staged timestamp may have lost its nanoseconds in a double."""
 
 
+def _parsed_ahead(con, tf):
+    """_fast_stages one batch ahead: parsed on a thread, through a cursor of con (the same
+    database, memory cap and DuckDB threads), while the caller inserts the batch before.
+    The insert of a 256 MB batch keeps about 6 threads busy (a thread per row group):
+    the parse of the next one takes the rest. At most two batches are held: the one
+    being inserted and the one being parsed (the next is parsed once this one is taken)."""
+    cur = con.cursor()
+    handed = queue.Queue(maxsize=1)
+    taken, stop = threading.Event(), threading.Event()
+
+    def give(item):              # False when the caller stopped taking
+        while not stop.is_set():
+            try:
+                handed.put(item, timeout=0.05)
+                break
+            except queue.Full:
+                continue
+        while not stop.is_set():
+            if taken.wait(0.05):
+                taken.clear()
+                return True
+        return False
+
+    def work():
+        try:
+            for staged in _fast_stages(cur, tf):
+                if not give(("batch", staged)):
+                    return
+                staged = None
+            give(("end", None))
+        except BaseException as e:       # raised again in the caller's thread
+            give(("error", e))
+
+    worker = threading.Thread(target=work, daemon=True, name="tracedb-parse")
+    worker.start()
+    try:
+        while True:
+            kind, item = handed.get()
+            taken.set()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+            item = None
+    finally:
+        stop.set()
+        if worker.is_alive():
+            cur.interrupt()      # a parse under way is not waited for (a failed insert, Ctrl-C)
+        worker.join()
+        cur.close()
+
+
 def _fast_stages(con, tf):
-    for group in _batches(tf.iter_pieces(), _pieces_per_batch()):
+    for group in _batches(tf.iter_pieces(), tf.per_batch):
         staged = _stage_fast(con, tf, group)
         tf.settle()
         if pc.any(staged["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
@@ -255,18 +326,64 @@ def _warn_mended(path, mended):
 def _insert_events(con, tf, stages, mended):
     """Number each staged batch (Arrow, from stages) after the ones before it and
     insert it into events (schema/load/trace_events.sql). Returns (events, batches)."""
-    n = batches = 0
+    threads = scalar(con, "SELECT current_setting('threads')")
     stages = iter(stages)
+    try:
+        return _insert_batches(con, tf, stages, mended, threads)
+    finally:
+        close = getattr(stages, "close", None)
+        if close is not None:
+            close()           # a batch being parsed ahead is waited for and let go
+
+
+def _insert_batches(con, tf, stages, mended, threads):
+    n = batches = 0
     while True:
         with status(f"parsing {tf.path}" + (f" (batch {batches + 1})" if batches else "")):
-            if (staged := next(stages, None)) is None:
+            with phase("parse (JSON -> Arrow; waited for)"):
+                staged = next(stages, None)
+            if staged is None:
                 return n, batches
-            con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
-            _count_mended(con, staged, mended)
-            run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged", staged)
+            with phase("insert (Arrow -> events)"):
+                con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
+                _count_mended(con, staged, mended)
+                # (this connection only; event_id, from pos, keeps the order)
+                con.execute("SET SESSION preserve_insertion_order = false")
+                try:
+                    run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged",
+                                    _aligned(staged, ROW_GROUP_ROWS, threads))
+                finally:
+                    con.execute("RESET SESSION preserve_insertion_order")
         n += staged.num_rows
         batches += 1
-        staged = None          # inserted: let it go before the next batch is parsed
+        staged = None          # inserted: let it go (the next one is being parsed)
+
+
+def _aligned(table, rows, threads):
+    """table in chunks of exactly `rows` rows but the last (slices of its chunks, the
+    chunks that straddle a boundary copied together, on `threads` threads)."""
+    groups, cur, have = [], [], 0
+    for b in table.to_batches():
+        at = 0
+        while at < b.num_rows:
+            take = min(rows - have, b.num_rows - at)
+            cur.append(b.slice(at, take))
+            have, at = have + take, at + take
+            if have == rows:
+                groups.append(cur)
+                cur, have = [], 0
+    if cur:
+        groups.append(cur)
+
+    def one(g):
+        return g[0] if len(g) == 1 else pa.concat_batches(g)
+    if threads > 1 and len(groups) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(min(threads, len(groups))) as pool:
+            chunks = list(pool.map(one, groups))
+    else:
+        chunks = [one(g) for g in groups]
+    return pa.Table.from_batches(chunks, schema=table.schema)
 
 
 def _again(con, tf, run, mended, stages):
@@ -300,20 +417,20 @@ def load(con, tf, run):
     mended = {}
     try:
         n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS) if tf.truncated
-                           else _fast_stages(con, tf), mended)
+                           else _parsed_ahead(con, tf), mended)
     except NeedsExact:          # timestamps the doubles cannot hold: as text, then exactly
         n = None
         if tf.numbers == "double":
             tf.numbers = "text"
             if tf.memory is not None:         # read once: read again from files
                 raise trace_json.PiecesGone() from None
-            n = _again(con, tf, run, mended, lambda: _fast_stages(con, tf))
+            n = _again(con, tf, run, mended, lambda: _parsed_ahead(con, tf))
         if n is None:
             n = _again(con, tf, run, mended, lambda: _exact_stages(con, tf, BATCH_ROWS))
     _warn_mended(path, mended)
     if tf.truncated:
         warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n[0]} events)")
-    with status("linking kernels, launches, ops and iterations"):
+    with status("linking kernels, launches, ops and iterations"), phase("derive (kernels, launches, ops, iterations)"):
         con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS "
                     "SELECT * FROM events WHERE run = getvariable('tracedb_run')")
         _ac2g_links(con, path, run)
@@ -428,6 +545,11 @@ def run_metadata(con, run, members, path):
     }
 
 
+def _wait_hash(tf):
+    with phase("hash (wait for the sha256 thread)"):
+        tf.wait_hash()
+
+
 def _first_is_event(t):
     """The first element of a bare JSON array is a trace event (has "ph"), or is too
     long to tell from the first 64 KiB (then the load decides)."""
@@ -476,7 +598,11 @@ class TraceReader(Reader):
         return out
 
     def prepare(self, con, path, fmt, work, options):
-        tf = trace_json.split(path, work, hashlib.sha256(), memory_pieces=_pieces_per_batch() + PIECES_AHEAD)
+        threads = scalar(con, "SELECT current_setting('threads')")
+        with phase("pieces (split: prologue, cuts)"):
+            tf = trace_json.split(path, work, hashlib.sha256(), piece_bytes=_piece_bytes(threads),
+                                  memory_pieces=_pieces_per_batch(threads) + PIECES_AHEAD)
+        tf.per_batch = _pieces_per_batch(threads)
         # A duplicate has the same size: only then wait for the hash before loading;
         # otherwise hashing an uncompressed file overlaps the parse. A compressed one
         # inflated while it loads has no size yet: the caller checks its hash after.
@@ -485,7 +611,7 @@ class TraceReader(Reader):
             tf.wait_hash()
         tf.iteration_marker = options.get("iterations_from")
         prep = Prepared(fmt, tf.content_bytes, None, digest_ready=tf.hashing is None and not inflating, state=tf)
-        prep.digest = lambda: (prep.state.wait_hash(), prep.state.hasher.hexdigest())[1]
+        prep.digest = lambda: (_wait_hash(prep.state), prep.state.hasher.hexdigest())[1]
         return prep
 
     @contextmanager
@@ -509,7 +635,8 @@ class TraceReader(Reader):
         except trace_json.PiecesGone:     # read again another way: from piece files
             raise Reload() from None
         prep.content_bytes = tf.content_bytes
-        fields = run_metadata(con, run, tf.members, tf.path)
+        with phase("run metadata"):
+            fields = run_metadata(con, run, tf.members, tf.path)
         fields.update(info)
         fields["n_events"] = scalar(con, "SELECT count(*) FROM events WHERE run = ?", [run])
         return fields
@@ -518,8 +645,8 @@ class TraceReader(Reader):
         if prep.state.memory is not None:       # its pieces were let go: inflate it again, into files
             old = prep.state
             old.stop()
-            prep.state = trace_json.split(old.path, work, hashlib.sha256())
-            for kept in ("numbers", "rejoin", "iteration_marker"):
+            prep.state = trace_json.split(old.path, work, hashlib.sha256(), piece_bytes=old.piece_bytes)
+            for kept in ("numbers", "rejoin", "iteration_marker", "per_batch"):
                 setattr(prep.state, kept, getattr(old, kept))
         if prep.state.rejoin:
             prep.state.rejoin = False

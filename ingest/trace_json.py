@@ -86,6 +86,8 @@ class TraceFile:
     numbers: str = "double"
     rejoin: bool = False
     iteration_marker: str = None
+    per_batch: int = 4             # pieces parsed at once (ingest/trace.py: one per DuckDB thread)
+    piece_bytes: int = PIECE_BYTES  # the size the pieces were cut at
 
     def wait_hash(self):
         if self.copier is not None and self.inflating:
@@ -793,7 +795,7 @@ def split(path, workdir, hasher, piece_bytes=None, memory_pieces=None):
             tf = _split_plain(path, f, size, workdir, hasher, piece_bytes)
     else:
         tf = _split_compressed(path, f, size, workdir, hasher, piece_bytes, memory_pieces)
-    tf.hasher = hasher
+    tf.hasher, tf.piece_bytes = hasher, piece_bytes
     return tf
 
 

@@ -19,7 +19,7 @@ from .catalog import ARGS_ZSTD, ARGS_ZSTD_KEY, SCHEMA_VERSION, STORAGE_COMPATIBI
 from .lock import is_lock_error, open_waiting
 from .readold import shadow_old_tables
 from .sql import rows, run_script, scalar, statements
-from .tuning import asof_by_sort
+from .tuning import asof_by_sort, fit_threads
 
 def _migrate_settings(con):
     """Settings tables of a database made before they carried `source`: the
@@ -189,6 +189,7 @@ def connect(path, read_only=False, wait_s=0.0, say=None, _template=True):
         if not sys.stderr.isatty():       # DuckDB's own bar would land in redirected output
             con.execute("SET enable_progress_bar = false")
         asof_by_sort(con)
+        fit_threads(con)
     try:
         if read_only:
             shadow_stale_views(con)

@@ -2,8 +2,11 @@
 cannot bind a parameter, our scripts split into statements, $parameters bound by
 name, rows and scalars fetched whole, DuckDB's errors met while reading Arrow."""
 import re
+from contextlib import nullcontext
 
 import duckdb
+
+from ..progress import phase, profiling
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -77,7 +80,16 @@ def bind(sql, params):
 
 def run_script(con, text, params=None):
     for stmt in statements(text):
-        con.execute(stmt, bind(stmt, params or {}))
+        with phase(_label(stmt)) if profiling() else nullcontext():
+            con.execute(stmt, bind(stmt, params or {}))
+
+
+def _label(stmt):
+    """A statement's phase name for TRACEDB_PROFILE: what it creates, inserts or drops."""
+    body = " ".join(l for l in stmt.splitlines() if not l.strip().startswith("--"))
+    m = re.search(r"\b(CREATE (?:OR REPLACE )?(?:TEMP )?(?:TABLE|VIEW)|INSERT INTO|UPDATE|DELETE FROM|DROP \w+)\s+(\w+)",
+                  body, re.I)
+    return f"  sql {m[1].split()[0].lower()} {m[2]}" if m else "  sql " + body[:30]
 
 
 def run_script_over(con, text, name, table):

@@ -62,6 +62,20 @@ def memory_cap(con):
         yield
 
 
+def fit_threads(con):
+    """DuckDB's threads cut to the cores this process may run on (taskset, a container's
+    cpuset): DuckDB counts the machine's cores, and a process pinned to 2 of 16 ran 16
+    threads on them. A count its user set is left alone."""
+    import os
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return
+    threads = scalar(con, "SELECT current_setting('threads')")
+    if 0 < usable < threads and threads == default_setting("threads"):
+        con.execute(f"SET threads = {usable}")
+
+
 def asof_by_sort(con):
     """Plan every ASOF join as DuckDB's sorting join (this connection only: the setting
     is local). DuckDB loops over the right side instead where it estimates the left

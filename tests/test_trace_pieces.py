@@ -234,6 +234,7 @@ def test_gzip_pieces_held_in_memory_a_few_at_a_time(fixture_db, small_pieces, tm
         return prepared[-1]
     monkeypatch.setattr(trace.TraceReader, "prepare", prepare)
     con = db.connect(tmp_path / "m.duckdb")
+    con.execute("SET threads = 1")                         # a batch is a piece per thread
     load = threading.Thread(target=ingest_file, args=(con, TRACES[0]), daemon=True)
     load.start()
     load.join(timeout=120)
@@ -544,3 +545,113 @@ def test_exact_path_in_batches_loads_as_in_one(tmp_path, monkeypatch):
     assert len(got["events"]) == len(events) - 1 and len(got["kernels"]) > 100
     for t in TABLES:
         assert got[t] == want[t], t
+
+
+@pytest.fixture
+def many_threads(monkeypatch):
+    """The path of a many-core machine on the small fixtures: a piece per DuckDB thread
+    (8 threads: batches of 512 KB in 8 pieces) and the unordered insert in chunks of
+    2,048 rows, so every thread writes some of each batch."""
+    monkeypatch.setattr(trace, "BATCH_BYTES", 8 * (64 << 10))
+    monkeypatch.setattr(trace, "MIN_PIECE_BYTES", 16 << 10)
+    monkeypatch.setattr(trace, "ROW_GROUP_ROWS", 2048)
+    monkeypatch.setattr(trace_json, "TAIL", 16 << 10)
+
+
+def _with_threads(path, db_path, threads):
+    con = db.connect(db_path)
+    con.execute(f"SET threads = {threads}")
+    ingest_file(con, path)
+    return con
+
+
+@pytest.mark.parametrize("path", TRACES, ids=run_name)
+def test_many_threads_load_the_rows_of_one(many_threads, tmp_path, path, monkeypatch):
+    """8 threads (8 pieces parsed at once, the next batch while one is inserted, events
+    inserted unordered in row-group chunks) give exactly the rows of 1 thread (one piece
+    after another, each inserted by that one thread, in order)."""
+    parsed = []          # the pieces of each batch parsed
+    stage = trace._stage_fast
+    monkeypatch.setattr(trace, "_stage_fast", lambda con, tf, pieces: parsed.append(len(pieces)) or stage(con, tf, pieces))
+    many = _with_threads(path, tmp_path / "many.duckdb", 8)
+    assert sum(parsed) >= 3 and parsed[0] == min(8, sum(parsed)), parsed      # 8 pieces at once (the lenet
+    assert len(parsed) >= 2 or "lenet" in run_name(path), parsed            # traces fit in one batch)
+    parsed.clear()
+    serial = _with_threads(path, tmp_path / "one.duckdb", 1)
+    assert set(parsed) == {1}, parsed       # one piece of 512 KB at a time
+    name = run_name(path)
+    got, want = tables(many, name), tables(serial, name)
+    assert len(got["events"]) == len(want["events"]) > 0
+    for t in TABLES:
+        assert got[t] == want[t], t
+    for t in ("collectives", "activity_args", "memory_events"):
+        q = f"SELECT * EXCLUDE (run) FROM {t} WHERE run = ? ORDER BY ALL"
+        assert many.execute(q, [name]).fetchall() == serial.execute(q, [name]).fetchall(), t
+    many.close()
+    serial.close()
+
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity") or len(__import__("os").sched_getaffinity(0)) < 2,
+                    reason="needs 2 cores and CPU affinity")
+def test_a_connection_runs_a_thread_per_core_it_may_use(tmp_path):
+    """Pinned to one core (taskset), DuckDB runs one thread there, not one per core of the
+    machine; unpinned, DuckDB's own count stays."""
+    code = ("import os, sys\n"
+            "if sys.argv[1] == 'pinned': os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])\n"
+            "from tracedb.store import db\n"
+            "print(db.connect(sys.argv[2]).execute(\"SELECT current_setting('threads')\").fetchone()[0])\n")
+    got = {how: int(subprocess.run([sys.executable, "-c", code, how, str(tmp_path / f"{how}.duckdb")],
+                                   check=True, capture_output=True, text=True).stdout)
+           for how in ("pinned", "free")}
+    import duckdb
+    assert got == {"pinned": 1, "free": duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0]}
+
+
+def test_profile_names_each_phase_and_derivation_statement(tmp_path, monkeypatch):
+    """TRACEDB_PROFILE=1: the ingest's phases (parse, insert, derivation, commit) and each
+    table the derivation script makes, by name, each timed once per batch or statement;
+    unset, nothing is recorded."""
+    from tracedb.progress import phase_times
+    from tracedb.store.db import sql_text
+    phase_times()
+    con = db.connect(tmp_path / "a.duckdb")
+    ingest_file(con, TRACES[0])
+    assert phase_times() == {}
+    monkeypatch.setenv("TRACEDB_PROFILE", "1")
+    con = db.connect(tmp_path / "b.duckdb")
+    phase_times()
+    ingest_file(con, TRACES[0])
+    got = phase_times()
+    made = re.findall(r"CREATE OR REPLACE TEMP TABLE (\w+)", sql_text("schema", "load/derive_trace.sql"))
+    assert {f"  sql create {t}" for t in made} | {"  sql insert kernels", "  sql insert iterations"} <= set(got)
+    for k in ("parse (JSON -> Arrow; waited for)", "insert (Arrow -> events)", "derive (kernels, launches, ops, iterations)",
+              "commit"):
+        assert k in got, k
+    assert got["insert (Arrow -> events)"][2] == got["parse (JSON -> Arrow; waited for)"][2] - 1   # one per batch
+    assert all(w >= 0 and c >= 0 for w, c, _ in got.values())
+
+
+def test_a_failed_insert_stops_the_parse_ahead(many_threads, tmp_path, monkeypatch):
+    """The insert of the second batch fails while the third is being parsed: the load
+    is rolled back whole (one clear error), and the parsing thread and its pieces'
+    feeders are gone."""
+    import duckdb
+    inserted, real = [], trace.run_script_over
+
+    def insert(con, text, name, table):
+        inserted.append(table.num_rows)
+        if len(inserted) == 2:
+            raise duckdb.IOException("IO Error: disk full (planted)")
+        return real(con, text, name, table)
+    monkeypatch.setattr(trace, "run_script_over", insert)
+    before = threading.active_count()
+    con = db.connect(tmp_path / "f.duckdb")
+    con.execute("SET threads = 8")
+    with pytest.raises(IngestError, match="disk full"):
+        ingest_file(con, TRACES[0])
+    assert len(inserted) == 2
+    assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    assert not [t for t in threading.enumerate() if t.name == "tracedb-parse"]
+    assert threading.active_count() == before
+    con.close()
