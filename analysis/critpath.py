@@ -32,10 +32,11 @@ from ..query.reports import ReportError
 from ..store.sql import rows
 
 # A kernel-to-kernel gap of a CUDA graph replay, ns: the median gap between
-# consecutive kernels of one stream inside a graph launch in
-# tests/data/graph_h200/h200_graph_train.json.gz (H200, 144 graph nodes a step;
-# measured by tests/test_critical_path.py::test_graph_node_gap_constant).
-GRAPH_NODE_GAP_NS = 1312
+# consecutive kernels of one stream inside one graph launch in
+# tests/data/graph_h200/h200_graph_train.json.gz (H200, 132 gaps; 416 ns in
+# tests/data/whatif/graph_b.json.gz too, 954 gaps; tests/test_critical_path.py
+# measures it).
+GRAPH_NODE_GAP_NS = 416
 
 # Synchronizing runtime calls (the sync edges of step_graph_edges; remove_syncs).
 SYNC_CALL = re.compile(r"^cu(da)?((Device|Stream|Event|Ctx)Synchronize|Memcpy(?!.*Async))|^cuMemcpy")
@@ -346,6 +347,14 @@ def _segment(g, src, p, kind, st, t):
 
 # ---- what-if -------------------------------------------------------------------
 
+def like(pattern):
+    """A SQL LIKE pattern (% any text, _ one character, case-sensitive) as a
+    compiled regular expression for fullmatch; None stays None."""
+    if pattern is None:
+        return None
+    return re.compile("".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern), re.S)
+
+
 @dataclass
 class Change:
     scale: float = 1.0
@@ -361,14 +370,19 @@ class Change:
     def selects_kernels(self):
         return self.kernel_layer is not None or self.kernel_like is not None or self.op_like is not None
 
+    def __post_init__(self):
+        self.kernel_re = like(self.kernel_like)
+        self.op_re = like(self.op_like)
+        self.cpu_re = like(self.remove_cpu_like)
+
     def selected(self, n):
         if n.thread is not None or n.kind == "outside" or not self.selects_kernels():
             return False
         if self.kernel_layer is not None and n.layer != self.kernel_layer:
             return False
-        if self.kernel_like is not None and not re.search(self.kernel_like, n.name or ""):
+        if self.kernel_re is not None and not self.kernel_re.fullmatch(n.name or ""):
             return False
-        if self.op_like is not None and not re.search(self.op_like, n.op_name or ""):
+        if self.op_re is not None and not self.op_re.fullmatch(n.op_name or ""):
             return False
         return True
 
@@ -386,25 +400,34 @@ class Change:
 
 
 def _launching(g):
-    """CPU nodes under which GPU work was launched (the op and its enclosing ops),
-    but user ranges (ProfilerStep#N, record_function): their own time is the
-    program's, not the launches'."""
+    """CPU nodes under which GPU work was launched: the runtime call and every range
+    open around it (ops and user ranges: ProfilerStep#N, record_function)."""
     out = set()
     for i, n in enumerate(g.nodes):
         if n.thread is not None and n.kind == "runtime" and LAUNCH_CALL.search(n.name or ""):
-            for j in g.open_sets.get((i, False), ()):
-                if g.nodes[j].kind != "user":
-                    out.add(j)
+            out.update(g.open_sets.get((i, False), ()))
     return out
+
+
+def _launch_time(g, src, launching):
+    """Whether the thread's time after point src is the launching's: inside an op
+    that launches GPU work, or in the own time of a range that does (the Python
+    between the ops of a step). Ranges that launch nothing (a data loader) keep
+    their time."""
+    owner = g.after_open.get(src)
+    if owner is None:
+        return False
+    if owner in launching:
+        return True
+    return any(j in launching and g.nodes[j].kind != "user" for j in g.open_sets.get(src, ()))
 
 
 def replay(g, change):
     """The step's predicted duration under change, and the replayed point times
     (point -> ns). Unchanged, every point keeps its measured time."""
     removed = set()
-    if change.remove_cpu_like:
-        pat = re.compile(change.remove_cpu_like)
-        removed = {i for i, n in enumerate(g.nodes) if n.thread is not None and pat.search(n.name or "")}
+    if change.cpu_re is not None:
+        removed = {i for i, n in enumerate(g.nodes) if n.thread is not None and change.cpu_re.fullmatch(n.name or "")}
     launching = _launching(g) if change.zero_launch_overhead else set()
     # the typical binding gap of each edge kind: the most a non-binding edge keeps
     bound = {}
@@ -438,9 +461,7 @@ def replay(g, change):
             if change.remove_syncs and owner is not None and (
                     SYNC_CALL.search(g.nodes[owner].name or "") or _item_copy(g, owner)):
                 return 0
-            if change.zero_launch_overhead and owner is not None and (
-                    owner in launching or (g.nodes[owner].kind == "runtime"
-                                           and LAUNCH_CALL.search(g.nodes[owner].name or ""))):
+            if change.zero_launch_overhead and _launch_time(g, src, launching):
                 return 0
         if kind == "launch" and change.zero_launch_overhead:
             return 0
@@ -596,13 +617,6 @@ def change_of(values):
     def flag(v):
         return str(v).strip().lower() in ("true", "1") if v is not None else False
     scale = values.get("scale")
-    for k in ("kernel_like", "op_like", "remove_cpu_like"):
-        v = values.get(k)
-        if v is not None:
-            try:
-                re.compile(v)
-            except re.error as e:
-                raise ReportError(f"report what_if: parameter {k} is not a regular expression ({e}): {v!r}") from None
     return Change(scale=1.0 if scale is None else float(scale), kernel_layer=values.get("kernel_layer"),
                   kernel_like=values.get("kernel_like"), op_like=values.get("op_like"),
                   remove_cpu_like=values.get("remove_cpu_like"), remove_syncs=flag(values.get("remove_syncs")),

@@ -20,9 +20,9 @@
 --   iteration VARCHAR = NULL: iteration number, steady, or all; the steady one when absent
 --   scale DOUBLE = NULL: factor on the duration of the kernels selected by kernel_layer, kernel_like, op_like (all three: every condition given must hold)
 --   kernel_layer VARCHAR = NULL: select kernels of this layer type (kernel_layers)
---   kernel_like VARCHAR = NULL: select kernels whose name matches this regular expression
---   op_like VARCHAR = NULL: select kernels launched under an op whose name matches this regular expression
---   remove_cpu_like VARCHAR = NULL: CPU ranges (ops, annotations, runtime calls) whose name matches this regular expression take no time, nor do the events inside them
+--   kernel_like VARCHAR = NULL: select kernels whose name is LIKE this pattern (SQL LIKE: % any text, _ one character)
+--   op_like VARCHAR = NULL: select kernels launched under an op (its innermost, kernels.op_name) whose name is LIKE this pattern
+--   remove_cpu_like VARCHAR = NULL: CPU ranges (ops, annotations, runtime calls) whose name is LIKE this pattern take no time, nor do the events inside them
 --   remove_syncs BOOLEAN = false: synchronizing calls (stream, device, event synchronize; a copy to the host the call waits for: .item()) neither wait nor take time
 --   zero_launch_overhead BOOLEAN = false: as a CUDA graph: launch calls and the ops that launch take no CPU time, kernels wait for no launch and follow each other at a graph's node-to-node gap
 --   remove_rank_lateness VARCHAR = NULL: a rank, or all: collectives that waited for that rank to arrive do not wait
