@@ -22,7 +22,8 @@
 -- @column stream     GPU activity: its CUDA stream; CPU events: NULL
 -- @column start_ns   start, ns
 -- @column end_ns     end, ns
--- @column iteration  GPU activity: the iteration of its launch (kernels.iteration); CPU events: the
+-- @column iteration  GPU activity: the iteration of its launch (kernels.iteration), else (no launch
+--                    linked) the iteration whose window holds its start; CPU events: the
 --                    iteration whose window holds its start; NULL when none does
 CREATE OR REPLACE VIEW step_graph_nodes AS
 WITH cpu AS (
@@ -36,8 +37,10 @@ SELECT c.run, c.node_id, c.kind, c.name, c.pid, c.tid, c.device, c.stream, c.sta
        CASE WHEN c.start_ns <= i.end_ns THEN i.iteration END AS iteration
 FROM cpu c ASOF LEFT JOIN iterations i ON i.run = c.run AND c.start_ns >= i.start_ns
 UNION ALL
-SELECT run, kernel_id, kind, name, NULL, NULL, device, stream, ts_ns, ts_ns + dur_ns, iteration
-FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL;
+SELECT k.run, k.kernel_id, k.kind, k.name, NULL, NULL, k.device, k.stream, k.ts_ns, k.ts_ns + k.dur_ns,
+       coalesce(k.iteration, CASE WHEN k.ts_ns <= i.end_ns THEN i.iteration END)
+FROM (SELECT * FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL) k
+ASOF LEFT JOIN iterations i ON i.run = k.run AND k.ts_ns >= i.start_ns;
 
 -- The dependencies between the nodes of one run: the point dst_id (its start,
 -- or its end where dst_end) cannot come before the point src_id (start or end)
