@@ -40,4 +40,5 @@
 SELECT run, job, iteration, seq, rank, what, category, layer_type, node_id, node_kind, place, edge,
        start_ns, dur_ns, missing_edge, step_ns
 FROM _critical_path
+WHERE $run IS NULL OR job IS NOT NULL OR run = $run
 ORDER BY job NULLS FIRST, run, iteration, seq;

@@ -32,6 +32,7 @@ WITH p AS (
     SELECT CASE WHEN job IS NULL THEN run END AS run, job, iteration, category, layer_type, dur_ns, step_ns,
            run AS seg_run, start_ns
     FROM _critical_path
+    WHERE $run IS NULL OR job IS NOT NULL OR run = $run
 ), win AS (
     SELECT seg_run AS run, iteration, category || '|' || coalesce(layer_type, '') AS label,
            start_ns AS s, start_ns + dur_ns AS e

@@ -44,8 +44,9 @@
 SELECT run, job, iteration, CAST(NULL AS VARCHAR) AS category, step_ns, predicted_step_ns, saving_ns, saving_pct,
        changed_nodes AS changed_kernels
 FROM _what_if
+WHERE $run IS NULL OR job IS NOT NULL OR run = $run
 UNION ALL
 SELECT CASE WHEN job IS NULL THEN run END, job, iteration, category, NULL, CAST(sum(dur_ns) AS BIGINT), NULL, NULL, NULL
-FROM _critical_path WHERE $path
+FROM _critical_path WHERE $path AND ($run IS NULL OR job IS NOT NULL OR run = $run)
 GROUP BY ALL
 ORDER BY job NULLS FIRST, run, iteration, category NULLS FIRST;
