@@ -488,8 +488,22 @@ def replay(g, change):
             best = v if best is None or v > best else best
         new[p] = g.ts(p) if best is None else best
     end_old = max(g.ts(p) for p in new)
-    end_new = max(new.values())
+    kept = _kept_ranks(g, change)
+    end_new = max(v for p, v in new.items() if kept is None or g.nodes[p[0]].run in kept)
     return g.dur_ns - (end_old - end_new), new
+
+
+def _kept_ranks(g, change):
+    """A job's runs whose end makes the predicted step: all of them, but the rank
+    whose lateness is removed (taken to keep pace with the others, who no longer
+    wait for it). None: every run (one run's graph, or no such change)."""
+    if len(g.runs) < 2 or change.remove_rank_lateness is None:
+        return None
+    v = str(change.remove_rank_lateness).strip().lower()
+    if v == "all":
+        return None
+    kept = {r for r, rank in g.runs.items() if str(rank) != v}
+    return kept or None
 
 
 def _item_copy(g, i):
@@ -674,3 +688,45 @@ def prepared_what_if(con, values):
 
 reports.register_preparer("critical_path", PATH_PARAMS, prepared_path)
 reports.register_preparer("what_if", WHATIF_PARAMS, prepared_what_if)
+
+
+# ---- the findings' predicted savings (advise) ----------------------------------
+
+# The what-if that models a finding rule's suggestion: its parameters.
+RULE_WHAT_IF = {
+    "data_loader_wait": {"remove_cpu_like": "enumerate(DataLoader)%"},
+    "sync_in_step": {"remove_syncs": "true"},
+    "host_bound": {"zero_launch_overhead": "true"},
+    "tiny_kernels": {"zero_launch_overhead": "true"},
+    "low_comm_overlap": {"overlap_comm": "all"},
+    "straggler_rank": {"remove_rank_lateness": "all"},
+}
+FIRED = ("high", "medium", "low")
+
+
+def predicted_savings(con, findings):
+    """Add to each fired finding whose suggestion a what-if models its predicted
+    saving (`saving_ns`, and a sentence at the end of its evidence); advise orders
+    the findings of one severity by it. A finding without a run or iteration, or
+    whose iteration has no graph, is left as it is."""
+    cache, graphs = {}, {}
+    for f in findings:
+        params = RULE_WHAT_IF.get(f.get("rule"))
+        if params is None or f.get("severity") not in FIRED or f.get("run") is None or f.get("iteration") is None:
+            continue
+        key = (f["run"], f["iteration"])
+        if key not in graphs:
+            try:
+                graphs[key] = load(con, f["run"], f["iteration"], None, cache)
+            except Exception:          # a database without the step graph's views: no prediction
+                graphs[key] = None
+        g = graphs[key]
+        if g is None or not g.dur_ns:
+            continue
+        pred, _ = replay(g, change_of(params))
+        saving = g.dur_ns - pred
+        f["saving_ns"] = saving
+        args = ", ".join(f"{k}={v}" for k, v in params.items())
+        f["evidence"] = (f"{f['evidence']}; what_if ({args}) predicts {saving / 1e6:.2f} ms saved a step "
+                         f"({100.0 * saving / g.dur_ns:.1f}% of {g.dur_ns / 1e6:.2f} ms)")
+    return findings

@@ -125,3 +125,54 @@ def test_scale_selects_only_the_named_kernel(con):
     for r in rows:
         assert r["saving_ns"] == 0 and r["changed_kernels"] == per_it[r["iteration"]] == 1
     assert m["what_if"]["kernel_like"] == "nvjet%"
+
+
+def test_advise_ranks_by_predicted_saving(con):
+    """advise adds what_if's predicted saving to the findings it models (the same
+    number as the what_if report for that iteration) and orders the findings of one
+    severity by it; a finding it does not model gets none."""
+    from tracedb.analysis import advise
+    for name in ("loader", "item"):
+        found = [f for f in advise.evaluate(con, name) if f["severity"] in ("high", "medium", "low")]
+        assert found
+        modeled = [f for f in found if "predicts" in f["evidence"]]
+        assert modeled, name
+        for f in modeled:
+            params = advise_params(f["rule"])
+            got = reports.run(con, "what_if", {"run": name, "iteration": str(f["iteration"]), **params}).to_pylist()
+            saving = next(r["saving_ns"] for r in got if r["category"] is None)
+            assert f"predicts {saving / 1e6:.2f} ms saved" in f["evidence"]
+        for f in found:
+            assert ("predicts" in f["evidence"]) == (f["rule"] in advise_rules())
+        for sev in ("high", "medium", "low"):
+            savings = [float(f["evidence"].split("predicts ")[1].split(" ms")[0])
+                       for f in found if f["severity"] == sev and "predicts" in f["evidence"]]
+            assert savings == sorted(savings, reverse=True)
+    loader = [f for f in advise.evaluate(con, "loader") if f["rule"] == "data_loader_wait"]
+    assert loader and loader[0]["severity"] == "high" and "what_if (remove_cpu_like=enumerate(DataLoader)%)" \
+        in loader[0]["evidence"]
+
+
+def advise_params(rule):
+    from tracedb.analysis import critpath
+    return critpath.RULE_WHAT_IF[rule]
+
+
+def advise_rules():
+    from tracedb.analysis import critpath
+    return set(critpath.RULE_WHAT_IF)
+
+
+def test_job_replay_dist_ddp(con):
+    """The same pair replayed as a job (job=): the collectives' edges across the ranks,
+    rank 1's arrivals no longer gating, rank 1 taken to keep pace with rank 0. Its
+    prediction is as far from B as rank 0's view (the bound of LOOSER, same reason)."""
+    m = BY_NAME["dist_ddp"]
+    rows = reports.run(con, "what_if", {"job": "dist_ddp", "iteration": "all", **m["what_if"]}).to_pylist()
+    steps = [r for r in rows if r["category"] is None]
+    assert len(steps) == 2 and all(r["job"] == "dist_ddp" and r["run"] is None for r in steps)
+    pred = m["a_step_ns"] - statistics.median(r["saving_ns"] for r in steps)
+    assert abs(pred - m["b_step_ns"]) / m["b_step_ns"] <= LOOSER["dist_ddp"]
+    # nothing changed: the job's measured step (first start to last end over its ranks)
+    same = reports.run(con, "what_if", {"job": "dist_ddp", "iteration": "all", "remove_rank_lateness": "7"}).to_pylist()
+    assert all(r["saving_ns"] == 0 for r in same if r["category"] is None)
