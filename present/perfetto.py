@@ -43,6 +43,30 @@ def _finding_events(con, run, base_ns):
     return out
 
 
+def _critical_path_events(con, run, base_ns):
+    """The critical path of each iteration (analysis/critpath.py), as slices on
+    tracedb's track 'critical path': one per segment, named by its category and what
+    ran, so the timeline shows what bounded each step."""
+    from ..analysis import critpath
+    if not rows(con, "SELECT 1 FROM iterations WHERE run = ? LIMIT 1", [run]):
+        return []
+    out = []
+    for r in critpath.path_table(con, {"run": run, "iteration": "all"}).to_pylist():
+        if r["dur_ns"] <= 0:
+            continue
+        args = {k: r[k] for k in ("iteration", "seq", "what", "category", "layer_type", "place", "edge",
+                                  "node_id", "missing_edge") if r[k] is not None}
+        out.append(json.dumps({"ph": "X", "cat": "tracedb", "name": f"{r['category']}: {r['what']}",
+                               "pid": TRACEDB_PID, "tid": 4})[:-1]
+                   + f', "ts": {_us(r["start_ns"] - base_ns)}, "dur": {_us(r["dur_ns"])}, "args": {json.dumps(args)}}}')
+    return out
+
+
+def _us(ns):
+    """µs text of an integer ns offset, exact (three decimals), as the export writes every ts."""
+    return f"{'-' if ns < 0 else ''}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
+
+
 def _append(f, lines, n):
     """Append lines (JSON objects) to the event array, n written before; the new n."""
     if lines:
@@ -88,6 +112,7 @@ def export(con, run, path, progress=False):
                     print(f"\rexporting {run}: {min(n, total)}/{total} events", end="", file=sys.stderr, flush=True)
             n = _write(f, con.sql(added, params=bind(added, params)), n)
             n = _append(f, _finding_events(con, run, base), n)
+            n = _append(f, _critical_path_events(con, run, base), n)
             f.write("\n]}\n")
     except OSError as e:
         raise ExportError(f"{path}: cannot write ({e.strerror})") from None

@@ -179,3 +179,23 @@ def test_summary_shares_add_up(con):
     path = reports.run(con, "critical_path", {"run": "loader_a"}).to_pylist()
     loader = sum(r["dur_ns"] for r in path if r["what"].startswith("enumerate(DataLoader)"))
     assert 2.5e6 < loader < 3.5e6
+
+
+def test_perfetto_track_and_html_section(con, tmp_path):
+    """export --perfetto writes the path as slices on tracedb's 'critical path' track
+    (tid 4), one per segment of the report, at its times; the HTML report shows the
+    summary right after the overview."""
+    from tracedb.present import html_report, perfetto
+    out = tmp_path / "hg.json"
+    perfetto.export(con, "hostgap_a", str(out))
+    with open(out) as f:
+        events = json.load(f, parse_float=Decimal)["traceEvents"]
+    track = [e for e in events if e.get("cat") == "tracedb" and e.get("tid") == 4]
+    base = con.execute("SELECT base_time_ns FROM runs WHERE run = 'hostgap_a'").fetchone()[0]
+    rows = [r for r in reports.run(con, "critical_path", {"run": "hostgap_a", "iteration": "all"}).to_pylist()
+            if r["dur_ns"] > 0]
+    assert len(track) == len(rows)
+    got = sorted((ns(e["ts"]) + base, ns(e["dur"]), e["args"]["category"]) for e in track)
+    assert got == sorted((r["start_ns"], r["dur_ns"], r["category"]) for r in rows)
+    _, ids = html_report.build(con, "hostgap_a")
+    assert ids[:3] == ["overview", "critical_path_summary", "findings"]
