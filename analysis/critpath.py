@@ -122,6 +122,33 @@ WHERE e.dst_run IN (SELECT unnest($runs))
 """
 
 
+@contextlib.contextmanager
+def step_window(con, lo, hi):
+    """The step graph's views read only events starting in [lo, hi] inside the block
+    (macro in_step_window): one iteration's graph without sweeping the whole run."""
+    con.execute("SET VARIABLE tracedb_step_window = {'lo': $lo::BIGINT, 'hi': $hi::BIGINT}", {"lo": lo, "hi": hi})
+    try:
+        yield
+    finally:
+        con.execute("RESET VARIABLE tracedb_step_window")
+
+
+def _window_of(con, runs, iteration):
+    """[lo, hi] that holds iteration's events and the iteration before it (the work an
+    iteration's first points wait for), over the runs; None when unknown."""
+    got = rows(con, "SELECT min(p.start_ns), max(i.end_ns) FROM iterations i "
+                    "LEFT JOIN iterations p ON p.run = i.run AND p.iteration = i.iteration - 1 "
+                    "WHERE i.run IN (SELECT unnest($runs)) AND i.iteration = $iteration",
+               {"runs": list(runs), "iteration": iteration})
+    lo_prev, hi = got[0] if got else (None, None)
+    if hi is None:
+        return None
+    lo = lo_prev if lo_prev is not None else rows(
+        con, "SELECT min(start_ns) FROM iterations WHERE run IN (SELECT unnest($runs)) AND iteration = $iteration",
+        {"runs": list(runs), "iteration": iteration})[0][0]
+    return lo, hi + 1_000_000_000     # CPU events that start in it may end a second later
+
+
 def _run_rows(con, run, cache):
     """The run's nodes by iteration and its edges by the iteration of their dst
     (read once per run: the edges' windows are computed over the whole run)."""
@@ -175,6 +202,15 @@ def load(con, run=None, iteration=None, job=None, cache=None):
         runs = rows(con, "SELECT run, rank FROM job_runs WHERE job = $job ORDER BY rank, run", {"job": job})
     else:
         runs = rows(con, "SELECT r.run, r.rank FROM runs r WHERE r.run = $run", {"run": run})
+    if cache is None:        # one iteration: read the views in its window only
+        win = _window_of(con, [r for r, _ in runs], iteration)
+        if win is not None:
+            with step_window(con, *win):
+                return _load(con, g, runs, iteration, job, {})
+    return _load(con, g, runs, iteration, job, cache)
+
+
+def _load(con, g, runs, iteration, job, cache):
     spans = []
     index = {}
     for r, rank in runs:
@@ -184,7 +220,7 @@ def load(con, run=None, iteration=None, job=None, cache=None):
             continue
         spans.append(it[0])
         g.runs[r] = rank
-        index[r] = _load_run(con, g, r, iteration, rank, {} if cache is None else cache)
+        index[r] = _load_run(con, g, r, iteration, rank, cache)
     if not spans or not g.nodes:
         return None
     g.start_ns = min(s for s, _ in spans)
@@ -618,8 +654,9 @@ def _table(recs, types):
 
 
 def path_table(con, values):
-    recs, cache = [], {}
-    for run, job, it in iterations(con, values.get("run"), values.get("job"), values.get("iteration")):
+    its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
+    recs, cache = [], ({} if len(its) > 1 else None)     # several: each run read whole once
+    for run, job, it in its:
         g = load(con, run, it, job, cache)
         if g is None:
             continue
@@ -646,8 +683,9 @@ WHATIF_TYPES = {"run": pa.string(), "job": pa.string(), "iteration": pa.int32(),
 def what_if(con, values):
     """(rows of what_if, rows of the new critical path)."""
     change = change_of(values)
-    recs, paths, cache = [], [], {}
-    for run, job, it in iterations(con, values.get("run"), values.get("job"), values.get("iteration")):
+    its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
+    recs, paths, cache = [], [], ({} if len(its) > 1 else None)
+    for run, job, it in its:
         g = load(con, run, it, job, cache)
         if g is None:
             continue

@@ -199,3 +199,16 @@ def test_perfetto_track_and_html_section(con, tmp_path):
     assert got == sorted((r["start_ns"], r["dur_ns"], r["category"]) for r in rows)
     _, ids = html_report.build(con, "hostgap_a")
     assert ids[:3] == ["overview", "critical_path_summary", "findings"]
+
+
+@pytest.mark.parametrize("run", ["hostgap_a", "loader_a", "ddp_straggler.rank0"])
+def test_one_iteration_read_in_its_window_gives_the_same_path(con, run):
+    """One iteration's graph is read with the views narrowed to its window
+    (tracedb_step_window); the path is the one the whole run's graph gives."""
+    for (it,) in con.execute("SELECT iteration FROM iterations WHERE run = ?", [run]).fetchall():
+        narrow = critpath.load(con, run, it)
+        whole = critpath.load(con, run, it, None, {})
+        assert critpath.path_rows(narrow, critpath.critical_path(narrow), run, None, it) == \
+            critpath.path_rows(whole, critpath.critical_path(whole), run, None, it)
+        assert critpath.replay(narrow, critpath.Change(remove_syncs=True))[0] == \
+            critpath.replay(whole, critpath.Change(remove_syncs=True))[0]

@@ -7,6 +7,15 @@
 -- critical_path, critical_path_summary and what_if reports read them for one
 -- run (or job) and iteration. Documented in docs/schema.md ("step_graph").
 
+-- Whether a node starting at ts lies in the time window the critical path reads:
+-- always, unless analysis/critpath.py has set the DuckDB variable
+-- tracedb_step_window ({lo, hi}: one iteration and the one before it, for one
+-- iteration's path), where the views then read only the events starting there (the
+-- window functions of the edges sweep that much and not the whole run).
+CREATE OR REPLACE MACRO in_step_window(ts) AS
+    getvariable('tracedb_step_window') IS NULL
+    OR (ts >= getvariable('tracedb_step_window').lo AND ts <= getvariable('tracedb_step_window').hi);
+
 -- Every node of the step graph: the complete CPU events of framework ops, user
 -- ranges and runtime/driver calls (cpu_events without Python frames), and the
 -- GPU activity of trace runs.
@@ -31,7 +40,7 @@ WITH cpu AS (
            CASE level WHEN 'runtime' THEN 'runtime' WHEN 'user' THEN 'user' ELSE 'cpu op' END AS kind,
            name, pid, tid, CAST(NULL AS BIGINT) AS device, CAST(NULL AS BIGINT) AS stream,
            ts_ns AS start_ns, end_ns
-    FROM cpu_events WHERE level <> 'python'
+    FROM cpu_events WHERE level <> 'python' AND in_step_window(ts_ns)
 )
 SELECT c.run, c.node_id, c.kind, c.name, c.pid, c.tid, c.device, c.stream, c.start_ns, c.end_ns,
        CASE WHEN c.start_ns <= i.end_ns THEN i.iteration END AS iteration
@@ -39,7 +48,7 @@ FROM cpu c ASOF LEFT JOIN iterations i ON i.run = c.run AND c.start_ns >= i.star
 UNION ALL
 SELECT k.run, k.kernel_id, k.kind, k.name, NULL, NULL, k.device, k.stream, k.ts_ns, k.ts_ns + k.dur_ns,
        coalesce(k.iteration, CASE WHEN k.ts_ns <= i.end_ns THEN i.iteration END)
-FROM (SELECT * FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL) k
+FROM (SELECT * FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL AND in_step_window(ts_ns)) k
 ASOF LEFT JOIN iterations i ON i.run = k.run AND k.ts_ns >= i.start_ns;
 
 -- The dependencies between the nodes of one run: the point dst_id (its start,
@@ -65,11 +74,11 @@ ASOF LEFT JOIN iterations i ON i.run = k.run AND k.ts_ns >= i.start_ns;
 --               and its stream predecessor's end, from the activity of another stream of its
 --               GPU that ended last before it started (after those two): the cross-stream
 --               wait (an event another thread recorded) that the trace does not show. Inferred
---   fork, join  a range on another thread of the process that encloses a top-level range of
---               a thread launching GPU work (the autograd engine's thread inside
---               loss.backward()): the enclosing thread's last point before the first such
---               range starts to that start; the last one's end to the range's end. Inferred
---               from times
+--   fork, join  a thread launching GPU work that shows nothing while another such thread of
+--               its process runs top-level ranges (the main thread inside loss.backward()
+--               while the autograd engine's thread runs the backward): its last point
+--               before the first such range to that range's start, the last one's end to
+--               its next point. Inferred from times
 --
 -- @column run      trace run
 -- @column src_id   the node waited for (step_graph_nodes.node_id)
@@ -93,7 +102,7 @@ WITH cpu AS (
 ), gpu AS (
     SELECT run, kernel_id, device, stream, ts_ns, ts_ns + dur_ns AS end_ns, launch_event_id, launch_ts_ns,
            launch_pid, launch_tid
-    FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL
+    FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL AND in_step_window(ts_ns)
 ), launch AS (
     SELECT g.run, g.launch_event_id, false, g.kernel_id, false, 'launch', g.ts_ns - g.launch_ts_ns
     FROM gpu g WHERE g.launch_event_id IS NOT NULL AND g.launch_ts_ns IS NOT NULL
@@ -152,21 +161,25 @@ WITH cpu AS (
                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
         FROM cpu c WHERE (run, pid, tid) IN (SELECT (run, pid, tid) FROM gthreads)
     ) c WHERE before_end IS NULL OR start_ns >= before_end
-), enclosing AS (  -- the innermost range of another such thread that encloses each top-level range
-    SELECT t.run, t.node_id AS t_id, t.start_ns AS t_start, t.end_ns AS t_end, e.node_id AS e_id,
-           e.start_ns AS e_start, e.end_ns AS e_end
-    FROM tops t JOIN cpu e ON e.run = t.run AND e.pid = t.pid AND e.tid <> t.tid
-         AND e.start_ns <= t.start_ns AND e.end_ns >= t.end_ns
-    WHERE (e.run, e.pid, e.tid) IN (SELECT (run, pid, tid) FROM gthreads)
-    QUALIFY row_number() OVER (PARTITION BY t.run, t.node_id ORDER BY e.start_ns DESC, e.end_ns, e.node_id) = 1
-), fork AS (       -- the enclosing thread's last point before the first enclosed range starts
-    SELECT f.run, p.node_id, p.at_end, f.t_id, false, 'fork', f.t_start - p.ts
-    FROM (SELECT en.*, c.pid, c.tid FROM enclosing en JOIN cpu c ON c.run = en.run AND c.node_id = en.e_id
-          QUALIFY row_number() OVER (PARTITION BY en.run, en.e_id ORDER BY en.t_start, en.t_id) = 1) f
-    ASOF JOIN pts p ON p.run = f.run AND p.pid = f.pid AND p.tid = f.tid AND f.t_start >= p.ts
+), gpts AS (       -- the points of those threads, numbered along each
+    SELECT p.*, row_number() OVER (PARTITION BY run, pid, tid ORDER BY ts, o, o2, node_id) AS k
+    FROM pts p WHERE (run, pid, tid) IN (SELECT (run, pid, tid) FROM gthreads)
+), other AS (      -- each top-level range with each other such thread of its process
+    SELECT t.run, t.pid, t.node_id AS t_id, t.start_ns AS t_start, t.end_ns AS t_end, g.tid AS a_tid
+    FROM tops t JOIN gthreads g ON g.run = t.run AND g.pid = t.pid AND g.tid <> t.tid
+), before AS (     -- that thread's last point before the range starts
+    SELECT o.*, p.node_id AS p_id, p.at_end AS p_end, p.ts AS p_ts, p.k AS p_k
+    FROM other o ASOF JOIN gpts p ON p.run = o.run AND p.pid = o.pid AND p.tid = o.a_tid AND o.t_start >= p.ts
+), waiting AS (    -- and its first point after the range ends, when none lies between: it waited
+    SELECT b.*, q.node_id AS q_id, q.at_end AS q_end, q.ts AS q_ts
+    FROM before b ASOF JOIN gpts q ON q.run = b.run AND q.pid = b.pid AND q.tid = b.a_tid AND b.t_end <= q.ts
+    WHERE q.k = b.p_k + 1
+), fork AS (
+    SELECT run, p_id, p_end, t_id, false, 'fork', t_start - p_ts FROM waiting
+    QUALIFY row_number() OVER (PARTITION BY run, pid, a_tid, p_k ORDER BY t_start, t_id) = 1
 ), joins AS (
-    SELECT run, t_id, true, e_id, true, 'join', e_end - t_end FROM enclosing
-    QUALIFY row_number() OVER (PARTITION BY run, e_id ORDER BY t_end DESC, t_id) = 1
+    SELECT run, t_id, true, q_id, q_end, 'join', q_ts - t_end FROM waiting
+    QUALIFY row_number() OVER (PARTITION BY run, pid, a_tid, p_k ORDER BY t_end DESC, t_id) = 1
 )
 SELECT * FROM thread
 UNION ALL SELECT * FROM launch
