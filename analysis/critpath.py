@@ -639,7 +639,7 @@ def path_rows(g, segs, run, job, iteration):
         n = g.nodes[s.node] if s.node is not None else None
         out.append({"run": n.run if n else s.run, "job": job, "iteration": iteration, "seq": k,
                     "rank": n.rank if n else g.runs.get(s.run),
-                    "what": n.name if n else ("(nothing ran)" if s.category == "idle" else "(unknown)"),
+                    "what": n.name if n else _unnamed(s.category),
                     "category": s.category,
                     "layer_type": n.layer if n is not None and s.category in GPU_CATEGORIES else None,
                     "node_id": n.node_id if n else None, "node_kind": n.kind if n else None,
@@ -647,6 +647,11 @@ def path_rows(g, segs, run, job, iteration):
                     "start_ns": s.start, "dur_ns": s.dur, "missing_edge": s.missing,
                     "step_ns": g.dur_ns})
     return out
+
+
+def _unnamed(category):
+    return {"idle": "(nothing ran)", "previous iteration": "(the previous iteration's work)"}.get(
+        category, "(unknown)")
 
 
 def _table(recs, types):
