@@ -327,8 +327,8 @@ def evaluate_every(con, run, iterations, thresholds=None, only=None):
                 out += _found(rule, t, run, None, got["other"])
     finally:
         inputs.close()
-    from . import critpath, pairing_flags
-    return _worst_first(critpath.predicted_savings(con, pairing_flags.flag(con, out)))
+    from . import pairing_flags
+    return _worst_first(pairing_flags.flag(con, out))
 
 
 def table(findings):

@@ -19,6 +19,9 @@ TRACEDB_PID = 2_000_000_000     # process id of tracedb's own tracks (iterations
 # The run's events are sorted and written this many event ids at a time: one sort of
 # all of them (a 10 GB trace's 25.5 M lines) held 9.8 GB.
 WINDOW_EVENTS = 1 << 20
+# The critical path track holds every iteration's path up to this many iterations, else
+# the steady iteration's.
+PATH_ITERATIONS = 20
 
 
 class ExportError(TracedbError, ValueError):
@@ -48,10 +51,14 @@ def _critical_path_events(con, run, base_ns):
     tracedb's track 'critical path': one per segment, named by its category and what
     ran, so the timeline shows what bounded each step."""
     from ..analysis import critpath
-    if not rows(con, "SELECT 1 FROM iterations WHERE run = ? LIMIT 1", [run]):
+    n = scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run])
+    if not n:
         return []
+    # every iteration's path where they are few; else the steady one's (a path costs
+    # about 0.7 s an iteration of a large trace)
+    which = "all" if n <= PATH_ITERATIONS else None
     out = []
-    for r in critpath.path_table(con, {"run": run, "iteration": "all"}).to_pylist():
+    for r in critpath.path_table(con, {"run": run, "iteration": which}).to_pylist():
         if r["dur_ns"] <= 0:
             continue
         args = {k: r[k] for k in ("iteration", "seq", "what", "category", "layer_type", "place", "edge",
