@@ -752,7 +752,7 @@ def predicted_savings(con, findings):
     saving (`saving_ns`, and a sentence at the end of its evidence); advise orders
     the findings of one severity by it. A finding without a run or iteration, or
     whose iteration has no graph, is left as it is."""
-    cache, graphs = {}, {}
+    graphs = {}
     for f in findings:
         params = RULE_WHAT_IF.get(f.get("rule"))
         if params is None or f.get("severity") not in FIRED or f.get("run") is None or f.get("iteration") is None:
@@ -760,7 +760,7 @@ def predicted_savings(con, findings):
         key = (f["run"], f["iteration"])
         if key not in graphs:
             try:
-                graphs[key] = load(con, f["run"], f["iteration"], None, cache)
+                graphs[key] = load(con, f["run"], f["iteration"])       # its window only
             except Exception:          # a database without the step graph's views: no prediction
                 graphs[key] = None
         g = graphs[key]
