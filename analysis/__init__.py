@@ -2,3 +2,4 @@
 (diff.py). The report engine reads what they register (query/reports.PREPARERS); it
 never imports them."""
 from . import advise  # noqa: F401 (registers the findings report's preparer)
+from . import critpath  # noqa: F401 (registers the critical path and what-if reports' preparers)

@@ -251,9 +251,11 @@ def _worst_first(out):
             return 0.0
         d = f["value"] - f["threshold"]
         return -abs(d) / (abs(f["threshold"]) or 1.0)
-    out.sort(key=lambda f: (ORDER[f["severity"]], excess(f), f["run"] or "", f["rule"]))
+    # within a severity, the larger saving a what-if predicts first (critpath.predicted_savings)
+    out.sort(key=lambda f: (ORDER[f["severity"]], -f.get("saving_ns", 0), excess(f), f["run"] or "", f["rule"]))
     for i, f in enumerate(out):
         f["ord"] = i
+        f.pop("saving_ns", None)
     return out
 
 
@@ -286,8 +288,8 @@ def evaluate(con, run=None, iteration=None, thresholds=None, only=None, resolve=
                           _rows_of(con, rule, {"run": run, "iteration": bound, "every": False}))
     finally:
         inputs.close()
-    from . import pairing_flags
-    return _worst_first(pairing_flags.flag(con, out, all_rules()))
+    from . import critpath, pairing_flags
+    return _worst_first(critpath.predicted_savings(con, pairing_flags.flag(con, out, all_rules())))
 
 
 def evaluate_every(con, run, iterations, thresholds=None, only=None):

@@ -16,6 +16,8 @@ from .chart_list import chart_for
 # (section id, title, report, params beyond run, columns to show or None = all); a section
 # draws the chart that chart_list.CHARTS puts on the page for its report
 SECTIONS = [
+    ("critical_path_summary", "Critical path", "critical_path_summary", {},
+     ["iteration", "category", "layer_type", "segments", "dur_ns", "share_pct", "energy_j"]),
     ("utilization_levels", "Utilization levels", "utilization_levels", {},
      ["iteration", "total_ns", "kernel_busy_ns", "gpu_util_pct", "smsp_active_pct_iter", "issue_slot_pct_iter",
       "tc_active_pct_iter", "tc_issue_pct_iter", "smsp_active_pct", "issue_slot_pct", "tc_active_pct",
@@ -248,7 +250,7 @@ def build(con, run, batch_size=None):
     passed = [f for f in found if f["severity"] == "ok"]
     if passed:
         fbody += "<h3>Rules that passed</h3>" + table_html(passed, ["rule", "value", "threshold", "unit", "evidence"])
-    parts.insert(1, ("findings", "Findings", fbody))
+    parts.insert(2 if "critical_path_summary" in present else 1, ("findings", "Findings", fbody))
     parts.append(("rules", "Rules", "<table>" + "".join(
         f'<tr id="rule-{r.name}"><td>{r.name}</td><td class="txt">{html.escape(r.description)} '
         f'(fires {r.fires} {r.threshold:g} {html.escape(r.unit)}; {r.severity}; '

@@ -19,6 +19,9 @@ TRACEDB_PID = 2_000_000_000     # process id of tracedb's own tracks (iterations
 # The run's events are sorted and written this many event ids at a time: one sort of
 # all of them (a 10 GB trace's 25.5 M lines) held 9.8 GB.
 WINDOW_EVENTS = 1 << 20
+# The critical path track holds every iteration's path up to this many iterations, else
+# the steady iteration's.
+PATH_ITERATIONS = 20
 
 
 class ExportError(TracedbError, ValueError):
@@ -41,6 +44,34 @@ def _finding_events(con, run, base_ns):
             "args": {"iteration": f["iteration"], "evidence": f["evidence"], "suggestion": f["suggestion"],
                      "next_report": f.get("next_report")}}))
     return out
+
+
+def _critical_path_events(con, run, base_ns):
+    """The critical path of each iteration (analysis/critpath.py), as slices on
+    tracedb's track 'critical path': one per segment, named by its category and what
+    ran, so the timeline shows what bounded each step."""
+    from ..analysis import critpath
+    n = scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run])
+    if not n:
+        return []
+    # every iteration's path where they are few; else the steady one's (a path costs
+    # about 0.7 s an iteration of a large trace)
+    which = "all" if n <= PATH_ITERATIONS else None
+    out = []
+    for r in critpath.path_table(con, {"run": run, "iteration": which}).to_pylist():
+        if r["dur_ns"] <= 0:
+            continue
+        args = {k: r[k] for k in ("iteration", "seq", "what", "category", "layer_type", "place", "edge",
+                                  "node_id", "missing_edge") if r[k] is not None}
+        out.append(json.dumps({"ph": "X", "cat": "tracedb", "name": f"{r['category']}: {r['what']}",
+                               "pid": TRACEDB_PID, "tid": 4})[:-1]
+                   + f', "ts": {_us(r["start_ns"] - base_ns)}, "dur": {_us(r["dur_ns"])}, "args": {json.dumps(args)}}}')
+    return out
+
+
+def _us(ns):
+    """µs text of an integer ns offset, exact (three decimals), as the export writes every ts."""
+    return f"{'-' if ns < 0 else ''}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
 
 
 def _append(f, lines, n):
@@ -88,6 +119,7 @@ def export(con, run, path, progress=False):
                     print(f"\rexporting {run}: {min(n, total)}/{total} events", end="", file=sys.stderr, flush=True)
             n = _write(f, con.sql(added, params=bind(added, params)), n)
             n = _append(f, _finding_events(con, run, base), n)
+            n = _append(f, _critical_path_events(con, run, base), n)
             f.write("\n]}\n")
     except OSError as e:
         raise ExportError(f"{path}: cannot write ({e.strerror})") from None

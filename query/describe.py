@@ -12,7 +12,7 @@ def method_path():
     return resources.files("tracedb").joinpath("docs", "method.md")
 
 
-TOPICS = ("single GPU", "ncu levels", "energy", "FLOPs", "distributed", "system", "TF queue")
+TOPICS = ("single GPU", "critical path", "ncu levels", "energy", "FLOPs", "distributed", "system", "TF queue")
 
 
 def first_sentence(text):

@@ -57,7 +57,7 @@ def no_external_resources(page):
 def test_report_sections_follow_the_data(rdb):
     con = db.connect(rdb, read_only=True)
     page, ids = html_report.build(con, AMP)
-    assert ids[:2] == ["overview", "findings"]                 # findings first
+    assert ids[:3] == ["overview", "critical_path_summary", "findings"]   # what bounds the step, then findings
     assert {"utilization_levels", "utilization_by_layer", "top_kernels", "launch_queue",
             "energy_summary"} <= set(ids)
     assert "memory_summary" not in ids and "comm_overlap" not in ids     # no such data (reports) here
@@ -131,7 +131,7 @@ def test_report_reads_like_a_report(rdb):
     worst = next(f for f in advise.evaluate(db.connect(rdb, read_only=True), AMP) if f["severity"] == "high")
     overview = page.split('<section id="overview">')[1].split("</section>")[0]
     assert f"<td>what bounds the step</td><td>{worst['rule']} (high): " in overview     # the worst finding, first
-    order = ["overview", "findings", "utilization_levels", "utilization_by_layer", "top_kernels", "launch_queue",
+    order = ["overview", "critical_path_summary", "findings", "utilization_levels", "utilization_by_layer", "top_kernels", "launch_queue",
              "energy_summary", "kernel_energy", "memory_summary", "comm_overlap", "rules"]
     assert [i for i in order if i in ids] == ids
     for section in re.findall(r'<section id="(\w+)">(.*?)</section>', page, re.S):

@@ -1,0 +1,775 @@
+"""The critical path of a step and what a change would buy (method.md, "Critical
+path and what-if").
+
+The step graph is SQL (schema/views/step_graph.sql: step_graph_nodes, _edges,
+_rank_edges). This module reads one iteration of it (one run, or every rank of a
+job) and
+
+- walks the critical path back from the step's last end, at each point taking the
+  dependency that finished last (with measured times this is the longest path of
+  the graph; HTA's networkx longest path gives the same on its test traces, see
+  tests/test_critical_path_hta.py), so the path's segments tile the step: their
+  durations add up to the step time;
+- replays the graph with changed durations (what_if): points in topological
+  order, each at the latest of (its predecessor's new time + the edge's weight);
+  an edge that bound a point keeps its measured gap, one that did not keeps at
+  most the typical binding gap of its kind (so nothing unchanged moves, and a
+  kernel queued behind a shortened one starts as soon as its stream lets it).
+
+It registers the preparers of the critical_path, critical_path_summary and
+what_if reports with the report engine.
+"""
+import contextlib
+import heapq
+import re
+import statistics
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ..query import reports
+from ..query.reports import ReportError
+from ..store.sql import rows
+
+# A kernel-to-kernel gap of a CUDA graph replay, ns: the median gap between
+# consecutive kernels of one stream inside one graph launch in
+# tests/data/graph_h200/h200_graph_train.json.gz (H200, 132 gaps; 416 ns in
+# tests/data/whatif/graph_b.json.gz too, 954 gaps; tests/test_critical_path.py
+# measures it).
+GRAPH_NODE_GAP_NS = 416
+
+# Synchronizing runtime calls (the sync edges of step_graph_edges; remove_syncs).
+SYNC_CALL = re.compile(r"^cu(da)?((Device|Stream|Event|Ctx)Synchronize|Memcpy(?!.*Async))|^cuMemcpy")
+ITEM_COPY = re.compile(r"^cu(da)?MemcpyAsync|^cuMemcpyDtoHAsync")
+# Runtime calls that launch GPU work (their CPU time: launch overhead).
+LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset", re.I)
+# A point with a dependency known to be missing costs more than this, ns, before its
+# segment is named 'unknown dependency' (a kernel launched long after its
+# predecessor, which no edge of the trace explains).
+UNKNOWN_GAP_NS = 50_000
+
+CATEGORIES = ("cpu op", "launch overhead", "kernel", "memcpy", "communication", "waiting for another rank",
+              "sync", "idle", "previous iteration", "unknown dependency")
+
+
+@dataclass
+class Node:
+    run: str
+    node_id: int
+    kind: str
+    name: str
+    thread: tuple         # (pid, tid) of CPU events, None for GPU activity
+    stream: object        # GPU: stream
+    start: int
+    end: int
+    layer: str = None     # GPU: layer type (kernel_layers)
+    rank: int = None
+    launch: int = None    # GPU: the launch call (node_id), None when the trace links none
+    op_name: str = None   # GPU: the innermost op around its launch
+    pg: str = None        # collective kernel: process group
+    arrival: int = None   # collective kernel: the last rank's arrival (its kernel start), ns
+    last_rank: int = None  # collective kernel: the rank that arrived last
+    parent: int = None    # CPU: innermost enclosing event on its thread (index), computed
+
+
+@dataclass
+class Graph:
+    nodes: list = field(default_factory=list)
+    # point (node index, is_end) -> list of (src point, kind, gap_ns)
+    preds: dict = field(default_factory=dict)
+    after_open: dict = field(default_factory=dict)   # CPU point -> innermost open node index after it
+    open_sets: dict = field(default_factory=dict)    # CPU point -> tuple of open node indexes after it
+    start_ns: int = 0       # the iteration's start (earliest over ranks for a job)
+    end_ns: int = 0         # the iteration's end as stored (latest over ranks)
+    dur_ns: int = 0
+    runs: dict = field(default_factory=dict)         # run -> rank
+
+    def ts(self, p):
+        n = self.nodes[p[0]]
+        return n.end if p[1] else n.start
+
+
+def _order_key(g, p):
+    """The order of a point among those with its time: as step_graph_edges orders a
+    thread (an end before a start, a parent's start first, a child's end first)."""
+    n = g.nodes[p[0]]
+    if p[1]:
+        return (n.end, 2 if n.end == n.start else 0, -n.start, p[0])
+    return (n.start, 1, -n.end, p[0])
+
+
+# ---- reading the graph ---------------------------------------------------------
+
+_NODES = """
+SELECT n.run, n.node_id, n.kind, n.name, n.pid, n.tid, n.stream, n.start_ns, n.end_ns,
+       l.layer_type, k.launch_event_id, k.op_name, c.process_group, n.iteration
+FROM step_graph_nodes n
+LEFT JOIN kernels k ON k.run = n.run AND k.kernel_id = n.node_id AND n.pid IS NULL
+LEFT JOIN kernel_layers l ON l.run = n.run AND l.kernel_id = n.node_id AND n.pid IS NULL
+LEFT JOIN collectives c ON c.run = n.run AND c.kernel_id = n.node_id AND n.pid IS NULL
+WHERE n.run = $run AND n.iteration IS NOT NULL
+"""
+
+_EDGES = """
+SELECT src_id, src_end, dst_id, dst_end, kind, gap_ns FROM step_graph_edges WHERE run = $run
+"""
+
+_RANK_EDGES = """
+SELECT e.src_run, e.src_id, e.dst_id, e.dst_run, r.rank, k.ts_ns
+FROM step_graph_rank_edges e JOIN kernels k ON k.run = e.src_run AND k.kernel_id = e.src_id
+JOIN runs r ON r.run = e.src_run
+WHERE e.dst_run IN (SELECT unnest($runs))
+"""
+
+
+@contextlib.contextmanager
+def step_window(con, lo, hi):
+    """The step graph's views read only events starting in [lo, hi] inside the block
+    (macro in_step_window): one iteration's graph without sweeping the whole run."""
+    con.execute("SET VARIABLE tracedb_step_window = {'lo': $lo::BIGINT, 'hi': $hi::BIGINT}", {"lo": lo, "hi": hi})
+    try:
+        yield
+    finally:
+        con.execute("RESET VARIABLE tracedb_step_window")
+
+
+def _window_of(con, runs, iteration):
+    """[lo, hi] that holds iteration's events and the iteration before it (the work an
+    iteration's first points wait for), over the runs; None when unknown."""
+    got = rows(con, "SELECT min(p.start_ns), max(i.end_ns) FROM iterations i "
+                    "LEFT JOIN iterations p ON p.run = i.run AND p.iteration = i.iteration - 1 "
+                    "WHERE i.run IN (SELECT unnest($runs)) AND i.iteration = $iteration",
+               {"runs": list(runs), "iteration": iteration})
+    lo_prev, hi = got[0] if got else (None, None)
+    if hi is None:
+        return None
+    lo = lo_prev if lo_prev is not None else rows(
+        con, "SELECT min(start_ns) FROM iterations WHERE run IN (SELECT unnest($runs)) AND iteration = $iteration",
+        {"runs": list(runs), "iteration": iteration})[0][0]
+    return lo, hi + 1_000_000_000     # CPU events that start in it may end a second later
+
+
+def _run_rows(con, run, cache):
+    """The run's nodes by iteration and its edges by the iteration of their dst
+    (read once per run: the edges' windows are computed over the whole run)."""
+    if run not in cache:
+        nodes, it_of = {}, {}
+        for r in rows(con, _NODES, {"run": run}):
+            nodes.setdefault(r[-1], []).append(r[:-1])
+            it_of[r[1]] = r[-1]
+        edges = {}
+        for e in rows(con, _EDGES, {"run": run}):
+            it = it_of.get(e[2])
+            if it is not None:
+                edges.setdefault(it, []).append(e)
+        cache[run] = (nodes, edges)
+    return cache[run]
+
+
+def _load_run(con, g, run, iteration, rank, cache):
+    idx = {}
+    nodes, edges = _run_rows(con, run, cache)
+    for (r, nid, kind, name, pid, tid, stream, s, e, layer, launch, op, pg) in nodes.get(iteration, ()):
+        idx[nid] = len(g.nodes)
+        g.nodes.append(Node(r, nid, kind, name, (pid, tid) if pid is not None else None, stream, s, e,
+                            layer, rank, launch, op, pg))
+    outside = {}
+    for (src, src_end, dst, dst_end, kind, gap) in edges.get(iteration, ()):
+        if dst not in idx:
+            continue
+        d = g.nodes[idx[dst]]
+        if src not in idx:         # work of another iteration: a point fixed at its measured time
+            t = (d.end if dst_end else d.start) - gap
+            key = (src, src_end)
+            if key not in outside:
+                outside[key] = len(g.nodes)
+                g.nodes.append(Node(run, src, "outside", None, None, None, t, t, rank=rank))
+            g.preds.setdefault((idx[dst], dst_end), []).append(((outside[key], True), kind, gap))
+            continue
+        g.preds.setdefault((idx[dst], dst_end), []).append(((idx[src], src_end), kind, gap))
+    for i in idx.values():        # a GPU activity's end waits for its start
+        n = g.nodes[i]
+        if n.thread is None:
+            g.preds.setdefault((i, True), []).append(((i, False), "duration", n.end - n.start))
+    return idx
+
+
+def load(con, run=None, iteration=None, job=None, cache=None):
+    """The step graph of one iteration: of one run, or of every rank of a job (with
+    the collectives' edges across ranks). None when the iteration has no nodes."""
+    g = Graph()
+    if job is not None:
+        runs = rows(con, "SELECT run, rank FROM job_runs WHERE job = $job ORDER BY rank, run", {"job": job})
+    else:
+        runs = rows(con, "SELECT r.run, r.rank FROM runs r WHERE r.run = $run", {"run": run})
+    if cache is None:        # one iteration: read the views in its window only
+        win = _window_of(con, [r for r, _ in runs], iteration)
+        if win is not None:
+            with step_window(con, *win):
+                return _load(con, g, runs, iteration, job, {})
+    return _load(con, g, runs, iteration, job, cache)
+
+
+def _load(con, g, runs, iteration, job, cache):
+    spans = []
+    index = {}
+    for r, rank in runs:
+        it = rows(con, "SELECT start_ns, end_ns FROM iterations WHERE run = $run AND iteration = $iteration",
+                  {"run": r, "iteration": iteration})
+        if not it:
+            continue
+        spans.append(it[0])
+        g.runs[r] = rank
+        index[r] = _load_run(con, g, r, iteration, rank, cache)
+    if not spans or not g.nodes:
+        return None
+    g.start_ns = min(s for s, _ in spans)
+    g.end_ns = max(e for _, e in spans)
+    g.dur_ns = g.end_ns - g.start_ns
+    # collectives: the rank that arrived last (per run: its arrival; in a job: an edge)
+    for (src_run, src_id, dst_id, dst_run, src_rank, src_ts) in rows(con, _RANK_EDGES, {"runs": list(g.runs)}):
+        di = index.get(dst_run, {}).get(dst_id)
+        if di is None:
+            continue
+        n = g.nodes[di]
+        n.last_rank = src_rank
+        if src_run != dst_run and src_ts > n.start:
+            n.arrival = src_ts
+            si = index.get(src_run, {}).get(src_id) if job is not None else None
+            if si is not None:
+                g.preds.setdefault((di, True), []).append(((si, False), "collective", n.end - src_ts))
+    _threads(g)
+    return g
+
+
+def _threads(g):
+    """Each CPU point's innermost open event after it, and the events open there."""
+    by_thread = {}
+    for i, n in enumerate(g.nodes):
+        if n.thread is not None:
+            by_thread.setdefault((n.run, n.thread), []).extend(((i, False), (i, True)))
+    for pts in by_thread.values():
+        pts.sort(key=lambda p: _order_key(g, p))
+        stack = []
+        for p in pts:
+            if p[1]:
+                if p[0] in stack:
+                    while stack and stack[-1] != p[0]:
+                        stack.pop()
+                    stack.pop()
+            else:
+                if stack:
+                    g.nodes[p[0]].parent = stack[-1]
+                stack.append(p[0])
+            g.after_open[p] = stack[-1] if stack else None
+            g.open_sets[p] = tuple(stack)
+
+
+# ---- the critical path ---------------------------------------------------------
+
+_PRIORITY = {"collective": 0, "sync": 1, "join": 2, "event_wait": 3, "gpu_wait": 3, "stream": 4, "launch": 5, "fork": 6,
+             "thread": 7, "duration": 8}
+
+
+def binding(g, p):
+    """The dependency of point p that finished last (its measured time at most p's):
+    (src point, kind, gap) or None."""
+    t = g.ts(p)
+    best = None
+    for pred in g.preds.get(p, ()):
+        st = g.ts(pred[0])
+        if st > t:
+            continue
+        key = (st, -_PRIORITY.get(pred[1], 9))
+        if best is None or key > best[0]:
+            best = (key, pred)
+    return best[1] if best else None
+
+
+def _sink(g):
+    return max(((i, True) for i, n in enumerate(g.nodes) if n.kind != "outside"), key=lambda p: (g.ts(p), -_order_key(g, p)[1]))
+
+
+@dataclass
+class Segment:
+    node: int            # node index the time is attributed to (None: nothing ran)
+    category: str
+    edge: str            # the edge kind that bound the later point (duration: the node's own time)
+    start: int
+    dur: int
+    missing: str = None  # the edge kind a trace lacked where the category is 'unknown dependency'
+    run: str = None
+
+
+def _gpu_category(n):
+    if n.pg is not None:
+        return "communication"
+    return "memcpy" if n.kind in ("memcpy", "memset") else "kernel"
+
+
+def _cpu_category(g, i):
+    if i is None:
+        return "idle"
+    n = g.nodes[i]
+    if n.kind == "runtime":
+        return "sync" if SYNC_CALL.search(n.name or "") else "launch overhead"
+    return "cpu op"
+
+
+def critical_path(g, per_rank_waits=True):
+    """The path's segments, earliest first, from the step's last end back to its
+    start; their durations add up to the time from the path's first point to the
+    step's last end (the iteration's start to end when the first point is its start)."""
+    segs = []
+    p = _sink(g)
+    while True:
+        n = g.nodes[p[0]]
+        t = g.ts(p)
+        if p[1] and n.thread is None and n.arrival is not None and per_rank_waits and \
+                not any(k == "collective" for _, k, _ in g.preds.get(p, ())):
+            # one rank's view: the collective ended after the last rank arrived
+            segs.append(Segment(p[0], "communication", "collective", n.arrival, n.end - n.arrival, run=n.run))
+            segs.append(Segment(p[0], "waiting for another rank", "collective", n.start, n.arrival - n.start,
+                                run=n.run))
+            p = (p[0], False)
+            continue
+        b = binding(g, p)
+        if b is None:
+            if n.kind == "outside" and t > g.start_ns:
+                segs.append(Segment(None, "previous iteration", "none", g.start_ns, t - g.start_ns, run=n.run))
+            elif t > g.start_ns:
+                missing = "launch" if (n.thread is None and not p[1] and n.launch is None) else None
+                segs.append(Segment(None, "unknown dependency" if missing else "idle", "none", g.start_ns,
+                                    t - g.start_ns, missing, n.run))
+            break
+        src, kind, _ = b
+        st = g.ts(src)
+        seg = _segment(g, src, p, kind, st, t)
+        if seg.dur > 0 or kind == "duration":
+            segs.append(seg)
+        if st <= g.start_ns and t > g.start_ns:
+            seg.dur, seg.start = t - g.start_ns, g.start_ns
+            break
+        p = src
+    segs.reverse()
+    return segs
+
+
+def _segment(g, src, p, kind, st, t):
+    n = g.nodes[p[0]]
+    dur = t - st
+    if kind == "duration":
+        return Segment(p[0], _gpu_category(n), kind, st, dur, run=n.run)
+    if kind == "collective":
+        return Segment(p[0], "communication", kind, st, dur, run=n.run)
+    if kind == "thread":
+        owner = g.after_open.get(src)
+        cat = _cpu_category(g, owner)
+        missing = None
+        if owner is not None and cat == "sync" and dur > UNKNOWN_GAP_NS and src == (owner, False) and p == (owner, True):
+            cat, missing = "unknown dependency", "sync"     # a call that blocked on nothing the trace shows
+        return Segment(owner, cat, kind, st, dur, missing, n.run)
+    if kind == "launch":
+        return Segment(p[0], "launch overhead", kind, st, dur, run=n.run)
+    if kind == "sync":
+        return Segment(p[0], "sync", kind, st, dur, run=n.run)
+    if kind == "launch" and n.kind == "kernel" and dur > UNKNOWN_GAP_NS:
+        # the stream was free and the launch long made: a wait the trace does not show
+        return Segment(p[0], "unknown dependency", kind, st, dur, "event_wait", n.run)
+    if kind == "stream" and n.launch is None and dur > UNKNOWN_GAP_NS:
+        return Segment(p[0], "unknown dependency", kind, st, dur, "launch", n.run)
+    return Segment(None, "idle", kind, st, dur, run=n.run)
+
+
+# ---- what-if -------------------------------------------------------------------
+
+def like(pattern):
+    """A SQL LIKE pattern (% any text, _ one character, case-sensitive) as a
+    compiled regular expression for fullmatch; None stays None."""
+    if pattern is None:
+        return None
+    return re.compile("".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern), re.S)
+
+
+@dataclass
+class Change:
+    scale: float = 1.0
+    kernel_layer: str = None
+    kernel_like: str = None
+    op_like: str = None
+    remove_cpu_like: str = None
+    remove_syncs: bool = False
+    zero_launch_overhead: bool = False
+    remove_rank_lateness: str = None
+    overlap_comm: str = None
+
+    def selects_kernels(self):
+        return self.kernel_layer is not None or self.kernel_like is not None or self.op_like is not None
+
+    def __post_init__(self):
+        self.kernel_re = like(self.kernel_like)
+        self.op_re = like(self.op_like)
+        self.cpu_re = like(self.remove_cpu_like)
+
+    def selected(self, n):
+        if n.thread is not None or n.kind == "outside" or not self.selects_kernels():
+            return False
+        if self.kernel_layer is not None and n.layer != self.kernel_layer:
+            return False
+        if self.kernel_re is not None and not self.kernel_re.fullmatch(n.name or ""):
+            return False
+        if self.op_re is not None and not self.op_re.fullmatch(n.op_name or ""):
+            return False
+        return True
+
+    def late(self, n):
+        if self.remove_rank_lateness is None or n.arrival is None:
+            return False
+        v = str(self.remove_rank_lateness).strip().lower()
+        return v == "all" or (n.last_rank is not None and v == str(n.last_rank))
+
+    def overlapped(self, n):
+        if self.overlap_comm is None or n.pg is None:
+            return False
+        v = str(self.overlap_comm).strip()
+        return v.lower() == "all" or v == n.pg
+
+
+def _launching(g):
+    """CPU nodes under which GPU work was launched: the runtime call and every range
+    open around it (ops and user ranges: ProfilerStep#N, record_function)."""
+    out = set()
+    for i, n in enumerate(g.nodes):
+        if n.thread is not None and n.kind == "runtime" and LAUNCH_CALL.search(n.name or ""):
+            out.update(g.open_sets.get((i, False), ()))
+    return out
+
+
+def _launch_time(g, src, launching):
+    """Whether the thread's time after point src is the launching's: inside an op
+    that launches GPU work, or in the own time of a range that does (the Python
+    between the ops of a step). Ranges that launch nothing (a data loader) keep
+    their time."""
+    owner = g.after_open.get(src)
+    if owner is None:
+        return False
+    if owner in launching:
+        return True
+    return any(j in launching and g.nodes[j].kind != "user" for j in g.open_sets.get(src, ()))
+
+
+def replay(g, change):
+    """The step's predicted duration under change, and the replayed point times
+    (point -> ns). Unchanged, every point keeps its measured time."""
+    removed = set()
+    if change.cpu_re is not None:
+        removed = {i for i, n in enumerate(g.nodes) if n.thread is not None and change.cpu_re.fullmatch(n.name or "")}
+    launching = _launching(g) if change.zero_launch_overhead else set()
+    # the typical binding gap of each edge kind: the most a non-binding edge keeps
+    bound = {}
+    binds = {}
+    for p in g.preds:
+        b = binding(g, p)
+        binds[p] = b
+        if b is not None:
+            bound.setdefault(b[1], []).append(g.ts(p) - g.ts(b[0]))
+    floor = {k: statistics.median(v) for k, v in bound.items()}
+
+    def weight(src, p, kind, is_binding):
+        gap = g.ts(p) - g.ts(src)
+        n = g.nodes[p[0]]
+        if kind == "duration":
+            if change.overlapped(n):
+                return 0
+            if n.arrival is not None:       # a collective: the transfer after the last arrival
+                job_view = any(k == "collective" for _, k, _ in g.preds.get(p, ()))
+                return n.end - n.arrival if (job_view or change.late(n)) else gap
+            return round(gap * change.scale) if change.selected(n) else gap
+        if kind == "collective" and (change.overlapped(n) or change.late(n)):
+            return None
+        if kind == "sync" and change.remove_syncs:
+            return None
+        if kind == "thread":
+            opened = g.open_sets.get(src, ())
+            owner = g.after_open.get(src)
+            if removed and any(j in removed for j in opened):
+                return 0
+            if change.remove_syncs and owner is not None and (
+                    SYNC_CALL.search(g.nodes[owner].name or "") or _item_copy(g, owner)):
+                return 0
+            if change.zero_launch_overhead and _launch_time(g, src, launching):
+                return 0
+        if kind == "launch" and change.zero_launch_overhead:
+            return 0
+        if kind == "stream" and change.zero_launch_overhead:
+            return min(gap, GRAPH_NODE_GAP_NS) if is_binding else min(gap, 0)
+        if is_binding:
+            return gap
+        return min(gap, floor.get(kind, 0))
+
+    order = _topological(g)
+    new = {}
+    for p in order:
+        preds = g.preds.get(p, ())
+        b = binds.get(p)
+        best = None
+        for pred in preds:
+            src, kind, _ = pred
+            if src not in new:
+                continue
+            w = weight(src, p, kind, b is not None and pred is b)
+            if w is None:
+                continue
+            v = new[src] + w
+            best = v if best is None or v > best else best
+        new[p] = g.ts(p) if best is None else best
+    end_old = max(g.ts(p) for p in new)
+    kept = _kept_ranks(g, change)
+    end_new = max(v for p, v in new.items() if kept is None or g.nodes[p[0]].run in kept)
+    return g.dur_ns - (end_old - end_new), new
+
+
+def _kept_ranks(g, change):
+    """A job's runs whose end makes the predicted step: all of them, but the rank
+    whose lateness is removed (taken to keep pace with the others, who no longer
+    wait for it). None: every run (one run's graph, or no such change)."""
+    if len(g.runs) < 2 or change.remove_rank_lateness is None:
+        return None
+    v = str(change.remove_rank_lateness).strip().lower()
+    if v == "all":
+        return None
+    kept = {r for r, rank in g.runs.items() if str(rank) != v}
+    return kept or None
+
+
+def _item_copy(g, i):
+    """A cudaMemcpyAsync whose copy the call itself waited for (`.item()`, `.cpu()`):
+    a sync edge enters its end."""
+    n = g.nodes[i]
+    return bool(ITEM_COPY.search(n.name or "")) and any(k == "sync" for _, k, _ in g.preds.get((i, True), ()))
+
+
+def _topological(g):
+    """Every point, each after its predecessors (Kahn's algorithm, earliest measured
+    time first); an edge whose source comes later in time than its end is ignored,
+    as the walk ignores it."""
+    points = [(i, False) for i in range(len(g.nodes))] + [(i, True) for i in range(len(g.nodes))]
+    succ, indeg = {}, dict.fromkeys(points, 0)
+    for p, preds in g.preds.items():
+        for src, _, _ in preds:
+            if _order_key(g, src) < _order_key(g, p):
+                succ.setdefault(src, []).append(p)
+                indeg[p] += 1
+    heap = [(_order_key(g, p), p) for p in points if indeg[p] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, p = heapq.heappop(heap)
+        out.append(p)
+        for q in succ.get(p, ()):
+            indeg[q] -= 1
+            if indeg[q] == 0:
+                heapq.heappush(heap, (_order_key(g, q), q))
+    return out
+
+
+def replayed_graph(g, new):
+    """A copy of g with the replayed times as measured ones (the new critical path)."""
+    h = Graph(preds=g.preds, after_open=g.after_open, open_sets=g.open_sets, start_ns=g.start_ns, runs=g.runs)
+    for i, n in enumerate(g.nodes):
+        m = Node(**{**n.__dict__})
+        m.start, m.end = new.get((i, False), n.start), new.get((i, True), n.end)
+        if m.arrival is not None:
+            m.arrival = None if m.end - m.start <= n.end - n.arrival else m.end - (n.end - n.arrival)
+        h.nodes.append(m)
+    h.end_ns = max(new.values())
+    h.dur_ns = h.end_ns - h.start_ns
+    return h
+
+
+# ---- reports' input ------------------------------------------------------------
+
+def iterations(con, run, job, iteration):
+    """[(run, job, iteration)] the parameters name: a run's (or job's) steady
+    iteration by default, iteration N, or every iteration (all)."""
+    text = None if iteration is None else str(iteration).strip().lower()
+    if job is not None:
+        if text in (None, "", "steady"):
+            its = rows(con, "SELECT iteration FROM job_iterations WHERE job = $job AND steady", {"job": job})
+        elif text == "all":
+            its = rows(con, "SELECT iteration FROM job_iterations WHERE job = $job ORDER BY iteration", {"job": job})
+        elif reports._is_step(text):
+            its = [(int(text),)]
+        else:
+            raise ReportError(f"parameter iteration must be an iteration number, steady or all, got {iteration!r}")
+        return [(None, job, i) for (i,) in its]
+    runs = [r for (r,) in rows(con, "SELECT run FROM runs WHERE kind = 'trace' AND ($run IS NULL OR run = $run) "
+                                    "ORDER BY run", {"run": run})]
+    out = []
+    for r in runs:
+        if text in (None, "", "steady"):
+            its = rows(con, "SELECT iteration FROM iteration_steadiness WHERE run = $run AND steady", {"run": r})
+        elif text == "all":
+            its = rows(con, "SELECT iteration FROM iterations WHERE run = $run ORDER BY iteration", {"run": r})
+        elif reports._is_step(text):
+            its = [(int(text),)]
+        else:
+            raise ReportError(f"parameter iteration must be an iteration number, steady or all, got {iteration!r}")
+        out += [(r, None, i) for (i,) in its]
+    return out
+
+
+GPU_CATEGORIES = ("kernel", "memcpy", "communication", "waiting for another rank")
+PATH_TYPES = {"run": pa.string(), "job": pa.string(), "iteration": pa.int32(), "seq": pa.int32(),
+              "rank": pa.int32(), "what": pa.string(), "category": pa.string(), "layer_type": pa.string(),
+              "node_id": pa.int64(), "node_kind": pa.string(), "place": pa.string(), "edge": pa.string(),
+              "start_ns": pa.int64(), "dur_ns": pa.int64(), "missing_edge": pa.string(),
+              "step_ns": pa.int64()}
+
+
+def _place(n):
+    if n.thread is not None:
+        return f"thread {n.thread[0]}/{n.thread[1]}"
+    return f"stream {n.stream}"
+
+
+def path_rows(g, segs, run, job, iteration):
+    out = []
+    for k, s in enumerate(segs):
+        n = g.nodes[s.node] if s.node is not None else None
+        out.append({"run": n.run if n else s.run, "job": job, "iteration": iteration, "seq": k,
+                    "rank": n.rank if n else g.runs.get(s.run),
+                    "what": n.name if n else _unnamed(s.category),
+                    "category": s.category,
+                    "layer_type": n.layer if n is not None and s.category in GPU_CATEGORIES else None,
+                    "node_id": n.node_id if n else None, "node_kind": n.kind if n else None,
+                    "place": _place(n) if n else None, "edge": s.edge,
+                    "start_ns": s.start, "dur_ns": s.dur, "missing_edge": s.missing,
+                    "step_ns": g.dur_ns})
+    return out
+
+
+def _unnamed(category):
+    return {"idle": "(nothing ran)", "previous iteration": "(the previous iteration's work)"}.get(
+        category, "(unknown)")
+
+
+def _table(recs, types):
+    return pa.table({c: pa.array([r[c] for r in recs], t) for c, t in types.items()})
+
+
+def path_table(con, values):
+    its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
+    recs, cache = [], ({} if len(its) > 1 else None)     # several: each run read whole once
+    for run, job, it in its:
+        g = load(con, run, it, job, cache)
+        if g is None:
+            continue
+        recs += path_rows(g, critical_path(g, per_rank_waits=job is None), run, job, it)
+    return _table(recs, PATH_TYPES)
+
+
+def change_of(values):
+    def flag(v):
+        return str(v).strip().lower() in ("true", "1") if v is not None else False
+    scale = values.get("scale")
+    return Change(scale=1.0 if scale is None else float(scale), kernel_layer=values.get("kernel_layer"),
+                  kernel_like=values.get("kernel_like"), op_like=values.get("op_like"),
+                  remove_cpu_like=values.get("remove_cpu_like"), remove_syncs=flag(values.get("remove_syncs")),
+                  zero_launch_overhead=flag(values.get("zero_launch_overhead")),
+                  remove_rank_lateness=values.get("remove_rank_lateness"), overlap_comm=values.get("overlap_comm"))
+
+
+WHATIF_TYPES = {"run": pa.string(), "job": pa.string(), "iteration": pa.int32(), "step_ns": pa.int64(),
+                "predicted_step_ns": pa.int64(), "saving_ns": pa.int64(), "saving_pct": pa.float64(),
+                "changed_nodes": pa.int64()}
+
+
+def what_if(con, values):
+    """(rows of what_if, rows of the new critical path)."""
+    change = change_of(values)
+    its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
+    recs, paths, cache = [], [], ({} if len(its) > 1 else None)
+    for run, job, it in its:
+        g = load(con, run, it, job, cache)
+        if g is None:
+            continue
+        pred, new = replay(g, change)
+        changed = sum(1 for n in g.nodes if change.selected(n))
+        recs.append({"run": run, "job": job, "iteration": it, "step_ns": g.dur_ns, "predicted_step_ns": pred,
+                     "saving_ns": g.dur_ns - pred, "saving_pct": round(100.0 * (g.dur_ns - pred) / g.dur_ns, 3)
+                     if g.dur_ns else None, "changed_nodes": changed})
+        h = replayed_graph(g, new)
+        paths += path_rows(h, critical_path(h, per_rank_waits=job is None), run, job, it)
+    return _table(recs, WHATIF_TYPES), _table(paths, PATH_TYPES)
+
+
+PATH_PARAMS = ("run", "job", "iteration")
+WHATIF_PARAMS = PATH_PARAMS + ("scale", "kernel_layer", "kernel_like", "op_like", "remove_cpu_like",
+                               "remove_syncs", "zero_launch_overhead", "remove_rank_lateness", "overlap_comm")
+
+
+@contextlib.contextmanager
+def _registered(con, tables):
+    for name, t in tables.items():
+        con.register(name, t)
+    try:
+        yield
+    finally:
+        for name in tables:
+            con.unregister(name)
+
+
+def prepared_path(con, values):
+    return _registered(con, {"_critical_path": path_table(con, values)})
+
+
+def prepared_what_if(con, values):
+    t, p = what_if(con, values)
+    return _registered(con, {"_what_if": t, "_critical_path": p})
+
+
+reports.register_preparer("critical_path", PATH_PARAMS, prepared_path)
+reports.register_preparer("what_if", WHATIF_PARAMS, prepared_what_if)
+
+
+# ---- the findings' predicted savings (advise) ----------------------------------
+
+# The what-if that models a finding rule's suggestion: its parameters.
+RULE_WHAT_IF = {
+    "data_loader_wait": {"remove_cpu_like": "enumerate(DataLoader)%"},
+    "sync_in_step": {"remove_syncs": "true"},
+    "host_bound": {"zero_launch_overhead": "true"},
+    "tiny_kernels": {"zero_launch_overhead": "true"},
+    "low_comm_overlap": {"overlap_comm": "all"},
+    "straggler_rank": {"remove_rank_lateness": "all"},
+}
+FIRED = ("high", "medium", "low")
+
+
+def predicted_savings(con, findings):
+    """Add to each fired finding whose suggestion a what-if models its predicted
+    saving (`saving_ns`, and a sentence at the end of its evidence); advise orders
+    the findings of one severity by it. A finding without a run or iteration, or
+    whose iteration has no graph, is left as it is."""
+    graphs = {}
+    for f in findings:
+        params = RULE_WHAT_IF.get(f.get("rule"))
+        if params is None or f.get("severity") not in FIRED or f.get("run") is None or f.get("iteration") is None:
+            continue
+        key = (f["run"], f["iteration"])
+        if key not in graphs:
+            try:
+                graphs[key] = load(con, f["run"], f["iteration"])       # its window only
+            except Exception:          # a database without the step graph's views: no prediction
+                graphs[key] = None
+        g = graphs[key]
+        if g is None or not g.dur_ns:
+            continue
+        pred, _ = replay(g, change_of(params))
+        saving = g.dur_ns - pred
+        f["saving_ns"] = saving
+        args = ", ".join(f"{k}={v}" for k, v in params.items())
+        f["evidence"] = (f"{f['evidence']}; what_if ({args}) predicts {saving / 1e6:.2f} ms saved a step "
+                         f"({100.0 * saving / g.dur_ns:.1f}% of {g.dur_ns / 1e6:.2f} ms)")
+    return findings

@@ -1,0 +1,59 @@
+"""The step graph, the critical path and a what-if on a large trace database, timed
+in-process (the bar: one iteration's graph and path in under 10 s on the 2-core
+machine; docs/benchmarks.md).
+
+usage: python benchmarks/bench_critical_path.py DB [RUN] [--all]
+DB: e.g. the 1 GB trace (benchmarks/make_big_trace.py
+tests/data/torch/h100_resnet50_bs64_amp.json.gz 300 big.json; tracedb ingest big.json --db DB).
+--all: also every iteration at once (the whole run's graph read once).
+"""
+import os
+import resource
+import sys
+import time
+
+from tracedb.analysis import critpath
+from tracedb.query import reports
+from tracedb.store import db, sql
+
+
+def timed(label, fn):
+    t0 = time.perf_counter()
+    out = fn()
+    dt = time.perf_counter() - t0
+    print(f"{label:<52} {dt:8.2f} s")
+    return out
+
+
+def main(path, run=None, every=False):
+    if not os.path.isfile(path):
+        sys.exit(f"no such database: {path}")
+    con = db.connect(path, read_only=True)
+    run = run or sql.scalar(con, "SELECT run FROM runs WHERE kind = 'trace' ORDER BY n_events DESC LIMIT 1")
+    n = sql.scalar(con, "SELECT n_events FROM runs WHERE run = ?", [run])
+    it = sql.scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
+    print(f"{path}: run {run}, {n:,} events, steady iteration {it}")
+    g = timed("graph of the steady iteration (nodes, edges)", lambda: critpath.load(con, run, it))
+    edges = sum(len(v) for v in g.preds.values())
+    print(f"{'':<52} {len(g.nodes):,} nodes, {edges:,} edges")
+    segs = timed("critical path walk", lambda: critpath.critical_path(g))
+    print(f"{'':<52} {len(segs):,} segments")
+    timed("replay (what_if, kernels x 0.5)", lambda: critpath.replay(g, critpath.Change(scale=0.5, kernel_like="%")))
+    for name, params in (("critical_path", {}), ("critical_path_summary", {}),
+                         ("what_if", {"zero_launch_overhead": "true"})):
+        r = timed(f"report {name} (steady)", lambda: reports.run(con, name, {"run": run, **params}))
+        del r
+    timed("the whole run's edges (SQL, no window)",
+          lambda: con.execute("SELECT count(*) FROM step_graph_edges WHERE run = ?", [run]).fetchall())
+    if every:
+        r = timed("report critical_path_summary iteration=all",
+                  lambda: reports.run(con, "critical_path_summary", {"run": run, "iteration": "all"}))
+        print(f"{'':<52} {r.num_rows:,} rows")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if not args:
+        sys.exit(__doc__)
+    main(args[0], args[1] if len(args) > 1 else None, "--all" in sys.argv)
