@@ -385,7 +385,15 @@ def test_perfetto_export_is_chrome_trace_json_that_tracedb_reingests(full, tmp_p
     assert len(matched) == 852
     assert all(e["args"]["tracedb"]["issue_slot_pct"] == pytest.approx(levels[str(e["args"]["correlation"])])
                for e in matched)
-    assert [e["name"] for e in added if e["ph"] == "X"] == ["iteration 2 (steady)"]
+    assert [e["name"] for e in added if e["ph"] == "X" and e["tid"] != 4] == ["iteration 2 (steady)"]
+    # the critical path track (tid 4): the critical_path report's segments of every iteration
+    from tracedb.analysis import critpath
+    segs = [r for r in critpath.path_table(db.connect(path, read_only=True), {"run": AMP, "iteration": "all"}).to_pylist()
+            if r["dur_ns"] > 0]
+    on_path = [e for e in added if e["ph"] == "X" and e["tid"] == 4]
+    assert segs and {r["iteration"] for r in segs} == {2}
+    assert [e["name"] for e in on_path] == [f"{r['category']}: {r['what']}" for r in segs]
+    assert [e["dur"] for e in on_path] == pytest.approx([r["dur_ns"] / 1e3 for r in segs])
     assert power > 0 and Counter(e["name"].split(" (")[0] for e in added if e["ph"] == "C") == \
         {"GPU 0 power": power, "GPU 0 clocks": power, "GPU 0 temperature": power}
     # the findings of tracedb advise, as annotations at their iteration's start
@@ -394,7 +402,7 @@ def test_perfetto_export_is_chrome_trace_json_that_tracedb_reingests(full, tmp_p
              if f["severity"] not in ("ok", "skipped")]
     marks = [e for e in added if e["ph"] == "i"]
     assert fired and sorted(e["name"] for e in marks) == sorted(f"{f['rule']} ({f['severity']})" for f in fired)
-    step = next(e for e in added if e["ph"] == "X")
+    step = next(e for e in added if e["ph"] == "X" and e["tid"] != 4)
     assert all(e["ts"] == pytest.approx(step["ts"]) and e["args"]["evidence"] for e in marks)
     # tracedb reads its own export: the same kernels, iterations and per-op table
     again = tmp_path / "again.duckdb"
