@@ -752,7 +752,7 @@ def predicted_savings(con, findings):
     saving (`saving_ns`, and a sentence at the end of its evidence); advise orders
     the findings of one severity by it. A finding without a run or iteration, or
     whose iteration has no graph, is left as it is."""
-    graphs = {}
+    graphs, on_gpu = {}, {}
     for f in findings:
         params = RULE_WHAT_IF.get(f.get("rule"))
         if params is None or f.get("severity") not in FIRED or f.get("run") is None or f.get("iteration") is None:
@@ -765,6 +765,14 @@ def predicted_savings(con, findings):
                 graphs[key] = None
         g = graphs[key]
         if g is None or not g.dur_ns:
+            continue
+        if key not in on_gpu:
+            on_gpu[key] = any(s.category in GPU_CATEGORIES for s in critical_path(g))
+        if not on_gpu[key]:
+            # a step whose path never reaches the GPU although its end waits for it (an XLA
+            # trace shows no synchronize call): a replay would call every GPU change free
+            f["evidence"] = (f"{f['evidence']}; no what_if prediction: the step's critical path holds no GPU "
+                             f"work (the trace shows no host wait on the GPU to join them)")
             continue
         pred, _ = replay(g, change_of(params))
         saving = g.dur_ns - pred

@@ -18,8 +18,8 @@
 --   parallelism blocks by design (sequence parallelism, async TP); the evidence says which kind
 --   the communication is (process_group_kinds). Check straggler_ranks for a late rank.
 SELECT run, iteration, 100.0 * exposed_ns / i.dur_ns AS value,
-       format('{:.2f} ms of communication on rank {} runs with no compute beside it, {:.2f}% of the {:.2f} ms iteration ({:.1f}% of the {:.2f} ms of communication overlaps compute)',
-              exposed_ns / 1e6, rank, 100.0 * exposed_ns / i.dur_ns, i.dur_ns / 1e6, overlap_pct,
+       format('{:.2f} ms of communication {} runs with no compute beside it, {:.2f}% of the {:.2f} ms iteration ({:.1f}% of the {:.2f} ms of communication overlaps compute)',
+              exposed_ns / 1e6, coalesce('on rank ' || rank, 'on the run''s GPUs'), 100.0 * exposed_ns / i.dur_ns, i.dur_ns / 1e6, overlap_pct,
               communication_ns / 1e6)
        -- a rank of a job with a straggler: its communication is (mostly) the wait for it
        || coalesce(format('; {:.2f} ms of it is this rank waiting for rank {}, the job''s straggler (straggler_ranks): fix that rank first',
