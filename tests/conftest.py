@@ -88,3 +88,41 @@ def matched_db(tmp_path_factory):
     ingest_file(con, AMP_NCU, pair_with="h100_resnet50_bs64_amp")
     yield con
     con.close()
+
+
+# --- Spark: one session for the whole run, cheap to start ----------------------------------
+# engines.spark_session() makes one session per process; every test that runs a report on
+# Spark asks for the `spark` fixture, so that (under pytest-xdist) all of them run on one
+# worker (pytest_collection_modifyitems below) and the JVM starts once. The JVM compiles
+# with C1 only and collects with one thread (these tests run small queries: the C2 compiler
+# and parallel GC cost more CPU than they save), shuffles into 2 partitions, not 200, and
+# plans each query once (no adaptive re-planning: on these lakes of kilobytes it costs more
+# than it saves; the rows do not depend on it). Ten report runs on the 2-rank lake,
+# JVM included, measured at one load: 100 CPU-s with AQE, 75 without; 167 before it all.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                                           "-Dspark.sql.shuffle.partitions=2 -Dspark.sql.adaptive.enabled=false")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The process's Spark session (engines.spark_session), started once for the run."""
+    pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'tracedb[spark]')")
+    from tracedb.query import engines
+    session = engines.spark_session()
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    return session
+
+
+@pytest.hookimpl(tryfirst=True)        # before xdist's own hook reads the group marks
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist with `--dist loadgroup`: each test file is one group (as with
+    loadfile), except that every file with a test using the `spark` fixture joins one
+    group "spark", run first on one worker, so the JVM starts once and the longest group
+    does not start last while the other worker idles."""
+    if not hasattr(config, "workerinput"):
+        return
+    spark_files = {i.path for i in items if "spark" in getattr(i, "fixturenames", ())}
+    for i in items:
+        i.add_marker(pytest.mark.xdist_group("spark" if i.path in spark_files else i.path.stem))
+    items.sort(key=lambda i: i.path not in spark_files)      # stable: file order kept otherwise
