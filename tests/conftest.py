@@ -1,7 +1,9 @@
 import atexit
+import functools
 import gzip
 import json
 import os
+import re
 import shutil
 import tempfile
 from decimal import Decimal
@@ -93,7 +95,7 @@ def matched_db(tmp_path_factory):
 # --- Spark: one session for the whole run, cheap to start ----------------------------------
 # engines.spark_session() makes one session per process; every test that runs a report on
 # Spark asks for the `spark` fixture, so that (under pytest-xdist) all of them run on one
-# worker (pytest_collection_modifyitems below) and the JVM starts once. The JVM compiles
+# worker (pytest_xdist_make_scheduler below) and the JVM starts once. The JVM compiles
 # with C1 only and collects with one thread (these tests run small queries: the C2 compiler
 # and parallel GC cost more CPU than they save), shuffles into 2 partitions, not 200, and
 # plans each query once (no adaptive re-planning: on these lakes of kilobytes it costs more
@@ -114,15 +116,40 @@ def spark():
     return session
 
 
-@pytest.hookimpl(tryfirst=True)        # before xdist's own hook reads the group marks
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist with `--dist loadgroup`: each test file is one group (as with
-    loadfile), except that every file with a test using the `spark` fixture joins one
-    group "spark", run first on one worker, so the JVM starts once and the longest group
-    does not start last while the other worker idles."""
-    if not hasattr(config, "workerinput"):
-        return
-    spark_files = {i.path for i in items if "spark" in getattr(i, "fixturenames", ())}
-    for i in items:
-        i.add_marker(pytest.mark.xdist_group("spark" if i.path in spark_files else i.path.stem))
-    items.sort(key=lambda i: i.path not in spark_files)      # stable: file order kept otherwise
+_SPARK_USE = re.compile(r"^def \w+\((?:[^)]*\W)?spark\b", re.M)    # a test or fixture asking for `spark`
+
+
+@functools.cache
+def _runs_spark(path):
+    try:
+        return bool(_SPARK_USE.search(Path(path).read_text()))
+    except OSError:
+        return False
+
+
+@pytest.hookimpl(optionalhook=True)     # a hook of pytest-xdist: unknown without it (-p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N --dist loadfile` (the README's command): each test file on one worker, except
+    that every file asking for the `spark` fixture goes into one unit, "spark", handed out
+    first: the JVM starts once, and the longest unit does not start last while the other
+    worker idles. (xdist's own `--dist loadgroup` does not group under pytest 9: it renames
+    a node id attribute pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SparkFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            return "spark" if _runs_spark(Path(config.rootpath) / path) else path
+
+        _spark_first = False
+
+        def _assign_work_unit(self, node):
+            if not self._spark_first:           # the first unit handed out
+                self._spark_first = True
+                if "spark" in self.workqueue:
+                    self.workqueue.move_to_end("spark", last=False)
+            super()._assign_work_unit(node)
+
+    return SparkFilesTogether(config, log)
