@@ -48,7 +48,7 @@ def make_job(d):
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory):
+def job(spark, tmp_path_factory):
     base = tmp_path_factory.mktemp("ranks64")
     d = make_job(base / "job64")
     # (the lake filled file by file, --lake --jobs, is tested with 4 ranks in test_lake_spark.py;
@@ -113,7 +113,7 @@ def test_64_ranks_skew_and_straggler(job):
 
 
 
-def test_a_lake_filled_file_by_file_joins_the_job(tmp_path):
+def test_a_lake_filled_file_by_file_joins_the_job(spark, tmp_path):
     """`tracedb ingest DIR --lake` writes each rank from its own scratch database; the
     job's views (collective_calls, job_iterations) are then defined by Spark over the
     whole lake, and give the rows of a database that holds both ranks."""
@@ -131,7 +131,7 @@ def test_a_lake_filled_file_by_file_joins_the_job(tmp_path):
     con.close()
 
 
-def test_the_same_straggler_answer_on_spark(tmp_path):
+def test_the_same_straggler_answer_on_spark(spark, tmp_path):
     """Issue 49: the straggler views (schema/views/stragglers.sql) are defined by Spark
     over the lake from the same SQL: ddp_straggler's rank 1 and its cost, and no
     straggler in ddp, the same rows as DuckDB's."""

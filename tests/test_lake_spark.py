@@ -20,7 +20,7 @@ AMP = "h100_resnet50_bs64_amp"
 
 
 @pytest.fixture(scope="module")
-def duck_and_lake(tmp_path_factory):
+def duck_and_lake(spark, tmp_path_factory):
     d = tmp_path_factory.mktemp("lake")
     con = db.connect(d / "f.duckdb")
     for p in TORCH + TF:
@@ -145,7 +145,7 @@ def rank_files(tmp_path, n=4, slow_rank=2):
     return paths
 
 
-def test_parallel_ingest_into_the_lake_and_rank_summary(tmp_path, capsys):
+def test_parallel_ingest_into_the_lake_and_rank_summary(spark, tmp_path, capsys):
     paths = rank_files(tmp_path)
     lk = tmp_path / "lake"
     assert main(["ingest", *map(str, paths), "--lake", str(lk), "--jobs", "2"]) == 0

@@ -73,7 +73,7 @@ def test_the_same_json_without_the_duplicate_loads(fresh_db, tmp_path):
     assert fresh_db.execute("SELECT rank, n_events FROM runs WHERE run = ?", [r.run]).fetchone() == (1, 1)
 
 
-def test_spark_on_a_lake_of_cpu_only_traces_gives_duckdbs_rows(tmp_path, capsys):
+def test_spark_on_a_lake_of_cpu_only_traces_gives_duckdbs_rows(spark, tmp_path, capsys):
     """A lake of CPU-only traces has no kernels dataset: Spark reads the tables it lacks
     as empty ones (it failed with an AnalysisException traceback), so a report gives
     the rows DuckDB gives on the database."""
