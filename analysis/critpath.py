@@ -19,6 +19,7 @@ job) and
 It registers the preparers of the critical_path, critical_path_summary and
 what_if reports with the report engine.
 """
+import concurrent.futures
 import contextlib
 import dataclasses
 import gc
@@ -32,6 +33,7 @@ import pyarrow as pa
 
 from ..query import reports
 from ..query.reports import ReportError
+from ..store import db, tuning
 from ..store.sql import rows
 
 # A kernel-to-kernel gap of a CUDA graph replay, ns: the median gap between
@@ -162,24 +164,41 @@ def _run_rows(con, run, cache):
     (read once per run, or per chunk of iterations: in the step window the views
     are read in then)."""
     if run not in cache:
-        nodes, it_of = {}, {}
-        for r in rows(con, _NODES, {"run": run}):
-            nodes.setdefault(r[-1], []).append(r[:-1])
-            it_of[r[1]] = r[-1]
-        edges = {}
-        for e in rows(con, _EDGES, {"run": run}):
-            it = it_of.get(e[2])
-            if it is not None:
-                edges.setdefault(it, []).append(e)
-        cache[run] = (nodes, edges)
+        cache[run] = _grouped(rows(con, _NODES, {"run": run}), rows(con, _EDGES, {"run": run}))
     return cache[run]
+
+
+def _grouped(node_rows, edge_rows):
+    nodes, it_of = {}, {}
+    for r in node_rows:
+        got = nodes.get(r[-1])
+        if got is None:
+            nodes[r[-1]] = [r]
+        else:
+            got.append(r)
+        it_of[r[1]] = r[-1]
+    edges = {}
+    for e in edge_rows:
+        it = it_of.get(e[2])
+        if it is not None:
+            got = edges.get(it)
+            if got is None:
+                edges[it] = [e]
+            else:
+                got.append(e)
+    return nodes, edges
+
+
+def _arrow_rows(table):
+    """An Arrow table's rows as tuples (what fetchall gives)."""
+    return zip(*(c.to_pylist() for c in table.columns))
 
 
 def _load_run(con, g, run, iteration, rank, cache):
     idx = {}
     nodes, edges = _run_rows(con, run, cache)
     gn = g.nodes
-    for (r, nid, kind, name, pid, tid, stream, s, e, layer, launch, op, pg) in nodes.get(iteration, ()):
+    for (r, nid, kind, name, pid, tid, stream, s, e, layer, launch, op, pg, _) in nodes.get(iteration, ()):
         idx[nid] = len(gn)
         gn.append(Node(r, nid, kind, name, (pid, tid) if pid is not None else None, stream, s, e,
                        layer, rank, launch, op, pg))
@@ -261,28 +280,71 @@ def graphs(con, its):
     (iterations()); the same graphs load() gives one at a time. Several
     iterations of one run or job are read a chunk of consecutive ones at a time: the
     views once per chunk, in the window that holds the chunk and the iteration
-    before it (each iteration's graph sees at least what its own window holds)."""
+    before it (each iteration's graph sees at least what its own window holds),
+    the next chunk's SQL on a second connection while this chunk's graphs are
+    built (DuckDB runs without Python's lock: the two overlap on two cores)."""
     if len(its) == 1:
         run, job, it = its[0]
         yield run, job, it, load(con, run, it, job)
         return
-    for (run, job), group in itertools.groupby(its, key=lambda x: (x[0], x[1])):
-        runs = _runs_of(con, run, job)
-        names = [r for r, _ in runs]
-        group = [it for _, _, it in group]
-        shared = {}             # the runs' iterations and the job's edges across ranks
-        for k in range(0, len(group), CHUNK_ITERATIONS):
-            chunk = group[k:k + CHUNK_ITERATIONS]
-            cache = dict(shared)
-            win = _window_of(con, names, chunk[0], max(chunk))
-            with step_window(con, *win) if win is not None else contextlib.nullcontext():
-                for r in names:
-                    _run_rows(con, r, cache)
-                    _spans(con, r, cache)
-                _rank_edges(con, names, cache)
-            shared.update((key, v) for key, v in cache.items() if isinstance(key, tuple))
-            for it in chunk:          # from the rows read (no SQL)
-                yield run, job, it, _load(con, Graph(), runs, it, job, cache)
+    with _reader(con) as read:
+        for (run, job), group in itertools.groupby(its, key=lambda x: (x[0], x[1])):
+            runs = _runs_of(con, run, job)
+            names = [r for r, _ in runs]
+            group = [it for _, _, it in group]
+            shared = {}             # the runs' iterations and the job's edges across ranks
+            for r in names:
+                _spans(con, r, shared)
+            _rank_edges(con, names, shared)
+            chunks = [group[k:k + CHUNK_ITERATIONS] for k in range(0, len(group), CHUNK_ITERATIONS)]
+            ahead = read(names, chunks[0])
+            for k, chunk in enumerate(chunks):
+                tables = ahead.result()
+                if k + 1 < len(chunks):
+                    ahead = read(names, chunks[k + 1])
+                cache = dict(shared)
+                for r, (n, e) in tables.items():
+                    cache[r] = _grouped(_arrow_rows(n), _arrow_rows(e))
+                del tables
+                for it in chunk:          # from the rows read (no SQL)
+                    yield run, job, it, _load(con, Graph(), runs, it, job, cache)
+
+
+def _chunk_tables(con, names, chunk):
+    """The runs' nodes and edges (Arrow) read in the window of a chunk of iterations."""
+    win = _window_of(con, names, chunk[0], max(chunk))
+    out = {}
+    with step_window(con, *win) if win is not None else contextlib.nullcontext():
+        for r in names:
+            out[r] = (con.sql(_NODES, params={"run": r}).to_arrow_table(),
+                      con.sql(_EDGES, params={"run": r}).to_arrow_table())
+    return out
+
+
+@contextlib.contextmanager
+def _reader(con):
+    """read(names, chunk) -> a future of _chunk_tables: on a worker thread with a
+    second connection (a cursor: the same database, with this version's views and
+    the connection's settings), or, where one cannot be made, here."""
+    try:
+        cur = con.cursor()
+        tuning.asof_by_sort(cur)
+        db.shadow_stale_views(cur)
+    except Exception:            # (a sandboxed connection's locked settings): read here
+        cur = None
+    if cur is None:
+        def here(names, chunk):
+            f = concurrent.futures.Future()
+            f.set_result(_chunk_tables(con, names, chunk))
+            return f
+        yield here
+        return
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            yield lambda names, chunk: pool.submit(_chunk_tables, cur, names, chunk)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            cur.close()
 
 
 def _spans(con, run, cache):
