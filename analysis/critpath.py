@@ -30,6 +30,7 @@ import statistics
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..query import reports
 from ..query.reports import ReportError
@@ -311,13 +312,18 @@ def graphs(con, its):
 
 
 def _chunk_tables(con, names, chunk):
-    """The runs' nodes and edges (Arrow) read in the window of a chunk of iterations."""
+    """The runs' nodes and edges (Arrow) read in the window of a chunk of iterations,
+    only the chunk's: the iteration before it and the window's tail are left here,
+    before they are made Python rows (a third of the window's)."""
     win = _window_of(con, names, chunk[0], max(chunk))
     out = {}
     with step_window(con, *win) if win is not None else contextlib.nullcontext():
         for r in names:
-            out[r] = (con.sql(_NODES, params={"run": r}).to_arrow_table(),
-                      con.sql(_EDGES, params={"run": r}).to_arrow_table())
+            n = con.sql(_NODES, params={"run": r}).to_arrow_table()
+            e = con.sql(_EDGES, params={"run": r}).to_arrow_table()
+            n = n.filter(pc.is_in(n.column("iteration"), value_set=pa.array(chunk, n.schema.field("iteration").type)))
+            e = e.filter(pc.is_in(e.column("dst_id"), value_set=n.column("node_id").combine_chunks()))
+            out[r] = (n, e)
     return out
 
 
