@@ -259,7 +259,7 @@ def load(con, run=None, iteration=None, job=None, cache=None):
 # chunk of this many iterations (and the one before it), so the rows held in
 # Python stay a chunk's, not the run's (a 1 GB trace: 9,000 nodes and 19,000 edges
 # an iteration).
-CHUNK_ITERATIONS = 20
+CHUNK_ITERATIONS = 50
 
 
 @contextlib.contextmanager
@@ -304,8 +304,7 @@ def graphs(con, its):
                 if k + 1 < len(chunks):
                     ahead = read(names, chunks[k + 1])
                 cache = dict(shared)
-                for r, (n, e) in tables.items():
-                    cache[r] = _grouped(_arrow_rows(n), _arrow_rows(e))
+                cache.update(tables)
                 del tables
                 for it in chunk:          # from the rows read (no SQL)
                     yield run, job, it, _load(con, Graph(), runs, it, job, cache)
@@ -322,9 +321,32 @@ def _chunk_tables(con, names, chunk):
             n = con.sql(_NODES, params={"run": r}).to_arrow_table()
             e = con.sql(_EDGES, params={"run": r}).to_arrow_table()
             n = n.filter(pc.is_in(n.column("iteration"), value_set=pa.array(chunk, n.schema.field("iteration").type)))
-            e = e.filter(pc.is_in(e.column("dst_id"), value_set=n.column("node_id").combine_chunks()))
-            out[r] = (n, e)
+            ids = n.column("node_id").combine_chunks()
+            e = e.filter(pc.is_in(e.column("dst_id"), value_set=ids))
+            # each edge under its dst's iteration (as _grouped), both sorted by it (stable: in
+            # the order read)
+            e = e.append_column("_it", pc.take(n.column("iteration"), pc.index_in(e.column("dst_id"), value_set=ids)))
+            out[r] = (_Slices(n.sort_by("iteration"), "iteration"), _Slices(e.sort_by("_it"), "_it"))
     return out
+
+
+class _Slices:
+    """A chunk's rows (Arrow, sorted by iteration), made Python rows one iteration at
+    a time (what _grouped gives for it): Python holds one iteration's rows, not the
+    chunk's."""
+
+    def __init__(self, table, by):
+        self.table = table.drop_columns([by]) if by.startswith("_") else table
+        self.at, k = {}, 0
+        for v in pc.value_counts(table.column(by).combine_chunks()).to_pylist():
+            self.at[v["values"]] = (k, v["counts"])
+            k += v["counts"]
+
+    def get(self, iteration, default=()):
+        got = self.at.get(iteration)
+        if got is None:
+            return default
+        return list(_arrow_rows(self.table.slice(*got)))
 
 
 @contextlib.contextmanager
