@@ -921,7 +921,7 @@ def path_table(con, values):
         for k, (run, job, it, g) in enumerate(graphs(con, its)):
             if g is not None:
                 out.add(g, critical_path(g, per_rank_waits=job is None), run, job, it)
-            if k % CHUNK_ITERATIONS == CHUNK_ITERATIONS - 1:
+            if k % 10 == 9:            # into Arrow: Python holds 10 iterations' segments
                 out.flush()
     return out.table()
 
@@ -948,9 +948,11 @@ def what_if(con, values):
     its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
     recs, paths = [], PathColumns()
     with _gc_paused():
-        for run, job, it, g in graphs(con, its):
+        for k, (run, job, it, g) in enumerate(graphs(con, its)):
             if g is not None:
                 recs.append(_what_if_one(g, change, run, job, it, paths))
+            if k % 10 == 9:
+                paths.flush()
     return _table(recs, WHATIF_TYPES), paths.table()
 
 
