@@ -19,16 +19,22 @@ job) and
 It registers the preparers of the critical_path, critical_path_summary and
 what_if reports with the report engine.
 """
+import concurrent.futures
 import contextlib
+import dataclasses
+import gc
 import heapq
+import itertools
 import re
 import statistics
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..query import reports
 from ..query.reports import ReportError
+from ..store import db, tuning
 from ..store.sql import rows
 
 # A kernel-to-kernel gap of a CUDA graph replay, ns: the median gap between
@@ -52,7 +58,7 @@ CATEGORIES = ("cpu op", "launch overhead", "kernel", "memcpy", "communication", 
               "sync", "idle", "previous iteration", "unknown dependency")
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     run: str
     node_id: int
@@ -133,92 +139,272 @@ def step_window(con, lo, hi):
         con.execute("RESET VARIABLE tracedb_step_window")
 
 
-def _window_of(con, runs, iteration):
-    """[lo, hi] that holds iteration's events and the iteration before it (the work an
-    iteration's first points wait for), over the runs; None when unknown."""
-    got = rows(con, "SELECT min(p.start_ns), max(i.end_ns) FROM iterations i "
+def _window_of(con, runs, iteration, last=None):
+    """[lo, hi] that holds iteration's events (through iteration last's, a chunk of
+    iterations) and the iteration before it (the work an iteration's first points
+    wait for), over the runs; None when unknown."""
+    got = rows(con, "SELECT min(p.start_ns) FROM iterations i "
                     "LEFT JOIN iterations p ON p.run = i.run AND p.iteration = i.iteration - 1 "
                     "WHERE i.run IN (SELECT unnest($runs)) AND i.iteration = $iteration",
                {"runs": list(runs), "iteration": iteration})
-    lo_prev, hi = got[0] if got else (None, None)
+    lo_prev = got[0][0] if got else None
+    lo, hi = rows(con, "SELECT min(start_ns) FILTER (WHERE iteration = $iteration), max(end_ns) FROM iterations "
+                       "WHERE run IN (SELECT unnest($runs)) AND iteration BETWEEN $iteration AND $last",
+                  {"runs": list(runs), "iteration": iteration,
+                   "last": iteration if last is None else last})[0]
     if hi is None:
         return None
-    lo = lo_prev if lo_prev is not None else rows(
-        con, "SELECT min(start_ns) FROM iterations WHERE run IN (SELECT unnest($runs)) AND iteration = $iteration",
-        {"runs": list(runs), "iteration": iteration})[0][0]
+    lo = lo_prev if lo_prev is not None else lo
+    if lo is None:
+        return None
     return lo, hi + 1_000_000_000     # CPU events that start in it may end a second later
 
 
 def _run_rows(con, run, cache):
     """The run's nodes by iteration and its edges by the iteration of their dst
-    (read once per run: the edges' windows are computed over the whole run)."""
+    (read once per run, or per chunk of iterations: in the step window the views
+    are read in then)."""
     if run not in cache:
-        nodes, it_of = {}, {}
-        for r in rows(con, _NODES, {"run": run}):
-            nodes.setdefault(r[-1], []).append(r[:-1])
-            it_of[r[1]] = r[-1]
-        edges = {}
-        for e in rows(con, _EDGES, {"run": run}):
-            it = it_of.get(e[2])
-            if it is not None:
-                edges.setdefault(it, []).append(e)
-        cache[run] = (nodes, edges)
+        cache[run] = _grouped(rows(con, _NODES, {"run": run}), rows(con, _EDGES, {"run": run}))
     return cache[run]
+
+
+def _grouped(node_rows, edge_rows):
+    nodes, it_of = {}, {}
+    for r in node_rows:
+        got = nodes.get(r[-1])
+        if got is None:
+            nodes[r[-1]] = [r]
+        else:
+            got.append(r)
+        it_of[r[1]] = r[-1]
+    edges = {}
+    for e in edge_rows:
+        it = it_of.get(e[2])
+        if it is not None:
+            got = edges.get(it)
+            if got is None:
+                edges[it] = [e]
+            else:
+                got.append(e)
+    return nodes, edges
+
+
+def _arrow_rows(table):
+    """An Arrow table's rows as tuples (what fetchall gives)."""
+    return zip(*(c.to_pylist() for c in table.columns))
 
 
 def _load_run(con, g, run, iteration, rank, cache):
     idx = {}
     nodes, edges = _run_rows(con, run, cache)
-    for (r, nid, kind, name, pid, tid, stream, s, e, layer, launch, op, pg) in nodes.get(iteration, ()):
-        idx[nid] = len(g.nodes)
-        g.nodes.append(Node(r, nid, kind, name, (pid, tid) if pid is not None else None, stream, s, e,
-                            layer, rank, launch, op, pg))
+    gn = g.nodes
+    for (r, nid, kind, name, pid, tid, stream, s, e, layer, launch, op, pg, _) in nodes.get(iteration, ()):
+        idx[nid] = len(gn)
+        gn.append(Node(r, nid, kind, name, (pid, tid) if pid is not None else None, stream, s, e,
+                       layer, rank, launch, op, pg))
     outside = {}
+    preds = g.preds
     for (src, src_end, dst, dst_end, kind, gap) in edges.get(iteration, ()):
-        if dst not in idx:
+        di = idx.get(dst)
+        if di is None:
             continue
-        d = g.nodes[idx[dst]]
-        if src not in idx:         # work of another iteration: a point fixed at its measured time
+        si = idx.get(src)
+        if si is None:             # work of another iteration: a point fixed at its measured time
+            d = gn[di]
             t = (d.end if dst_end else d.start) - gap
             key = (src, src_end)
             if key not in outside:
-                outside[key] = len(g.nodes)
-                g.nodes.append(Node(run, src, "outside", None, None, None, t, t, rank=rank))
-            g.preds.setdefault((idx[dst], dst_end), []).append(((outside[key], True), kind, gap))
-            continue
-        g.preds.setdefault((idx[dst], dst_end), []).append(((idx[src], src_end), kind, gap))
+                outside[key] = len(gn)
+                gn.append(Node(run, src, "outside", None, None, None, t, t, rank=rank))
+            src_p = (outside[key], True)
+        else:
+            src_p = (si, src_end)
+        p = (di, dst_end)
+        got = preds.get(p)
+        if got is None:
+            preds[p] = [(src_p, kind, gap)]
+        else:
+            got.append((src_p, kind, gap))
     for i in idx.values():        # a GPU activity's end waits for its start
-        n = g.nodes[i]
+        n = gn[i]
         if n.thread is None:
-            g.preds.setdefault((i, True), []).append(((i, False), "duration", n.end - n.start))
+            preds.setdefault((i, True), []).append(((i, False), "duration", n.end - n.start))
     return idx
+
+
+def _runs_of(con, run, job):
+    if job is not None:
+        return rows(con, "SELECT run, rank FROM job_runs WHERE job = $job ORDER BY rank, run", {"job": job})
+    return rows(con, "SELECT r.run, r.rank FROM runs r WHERE r.run = $run", {"run": run})
 
 
 def load(con, run=None, iteration=None, job=None, cache=None):
     """The step graph of one iteration: of one run, or of every rank of a job (with
-    the collectives' edges across ranks). None when the iteration has no nodes."""
+    the collectives' edges across ranks). None when the iteration has no nodes.
+    cache: the run's rows read before (graphs(): a chunk of iterations), else the
+    views are read in the iteration's window."""
     g = Graph()
-    if job is not None:
-        runs = rows(con, "SELECT run, rank FROM job_runs WHERE job = $job ORDER BY rank, run", {"job": job})
-    else:
-        runs = rows(con, "SELECT r.run, r.rank FROM runs r WHERE r.run = $run", {"run": run})
+    runs = _runs_of(con, run, job)
     if cache is None:        # one iteration: read the views in its window only
         win = _window_of(con, [r for r, _ in runs], iteration)
         if win is not None:
             with step_window(con, *win):
                 return _load(con, g, runs, iteration, job, {})
+        cache = {}
     return _load(con, g, runs, iteration, job, cache)
+
+
+# Iterations read at once by graphs(): the views are read in the window of each
+# chunk of this many iterations (and the one before it, and the second after it a
+# one-iteration window reads too), so the rows held stay a chunk's (as Arrow), not
+# the run's. The 1 GB trace (6,000 nodes and 12,700 edges an iteration): the SQL
+# 14.9 CPU s for 300 iterations in chunks of 50, 22.3 s in chunks of 20 (a window's
+# tail is ~10 iterations); peak RSS 1.41 GB (docs/benchmarks.md).
+CHUNK_ITERATIONS = 50
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """The cyclic garbage collector off while graphs are built: they hold no cycles,
+    and with it on each of the many small objects they are made of triggers passes
+    over all of them (half the time of iteration=all on a 1 GB trace)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def graphs(con, its):
+    """(run, job, iteration, graph or None) for each (run, job, iteration) of its
+    (iterations()); the same graphs load() gives one at a time. Several
+    iterations of one run or job are read a chunk of consecutive ones at a time: the
+    views once per chunk, in the window that holds the chunk and the iteration
+    before it (each iteration's graph sees at least what its own window holds),
+    the next chunk's SQL on a second connection while this chunk's graphs are
+    built (DuckDB runs without Python's lock: the two overlap on two cores)."""
+    if len(its) == 1:
+        run, job, it = its[0]
+        yield run, job, it, load(con, run, it, job)
+        return
+    with _reader(con) as read:
+        for (run, job), group in itertools.groupby(its, key=lambda x: (x[0], x[1])):
+            runs = _runs_of(con, run, job)
+            names = [r for r, _ in runs]
+            group = [it for _, _, it in group]
+            shared = {}             # the runs' iterations and the job's edges across ranks
+            for r in names:
+                _spans(con, r, shared)
+            _rank_edges(con, names, shared)
+            chunks = [group[k:k + CHUNK_ITERATIONS] for k in range(0, len(group), CHUNK_ITERATIONS)]
+            ahead = read(names, chunks[0])
+            for k, chunk in enumerate(chunks):
+                tables = ahead.result()
+                if k + 1 < len(chunks):
+                    ahead = read(names, chunks[k + 1])
+                cache = dict(shared)
+                cache.update(tables)
+                del tables
+                for it in chunk:          # from the rows read (no SQL)
+                    yield run, job, it, _load(con, Graph(), runs, it, job, cache)
+
+
+def _chunk_tables(con, names, chunk):
+    """The runs' nodes and edges (Arrow) read in the window of a chunk of iterations,
+    only the chunk's: the iteration before it and the window's tail are left here,
+    before they are made Python rows (a third of the window's)."""
+    win = _window_of(con, names, chunk[0], max(chunk))
+    out = {}
+    with step_window(con, *win) if win is not None else contextlib.nullcontext():
+        for r in names:
+            n = con.sql(_NODES, params={"run": r}).to_arrow_table()
+            e = con.sql(_EDGES, params={"run": r}).to_arrow_table()
+            n = n.filter(pc.is_in(n.column("iteration"), value_set=pa.array(chunk, n.schema.field("iteration").type)))
+            ids = n.column("node_id").combine_chunks()
+            e = e.filter(pc.is_in(e.column("dst_id"), value_set=ids))
+            # each edge under its dst's iteration (as _grouped), both sorted by it (stable: in
+            # the order read)
+            e = e.append_column("_it", pc.take(n.column("iteration"), pc.index_in(e.column("dst_id"), value_set=ids)))
+            out[r] = (_Slices(n.sort_by("iteration"), "iteration"), _Slices(e.sort_by("_it"), "_it"))
+    return out
+
+
+class _Slices:
+    """A chunk's rows (Arrow, sorted by iteration), made Python rows one iteration at
+    a time (what _grouped gives for it): Python holds one iteration's rows, not the
+    chunk's."""
+
+    def __init__(self, table, by):
+        self.table = table.drop_columns([by]) if by.startswith("_") else table
+        self.at, k = {}, 0
+        for v in pc.value_counts(table.column(by).combine_chunks()).to_pylist():
+            self.at[v["values"]] = (k, v["counts"])
+            k += v["counts"]
+
+    def get(self, iteration, default=()):
+        got = self.at.get(iteration)
+        if got is None:
+            return default
+        return list(_arrow_rows(self.table.slice(*got)))
+
+
+@contextlib.contextmanager
+def _reader(con):
+    """read(names, chunk) -> a future of _chunk_tables: on a worker thread with a
+    second connection (a cursor: the same database, with this version's views and
+    the connection's settings), or, where one cannot be made, here."""
+    try:
+        cur = con.cursor()
+        tuning.asof_by_sort(cur)
+        db.shadow_stale_views(cur)
+    except Exception:            # (a sandboxed connection's locked settings): read here
+        cur = None
+    if cur is None:
+        def here(names, chunk):
+            f = concurrent.futures.Future()
+            f.set_result(_chunk_tables(con, names, chunk))
+            return f
+        yield here
+        return
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            yield lambda names, chunk: pool.submit(_chunk_tables, cur, names, chunk)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            cur.close()
+
+
+def _spans(con, run, cache):
+    """The run's iterations: iteration -> (start_ns, end_ns)."""
+    key = ("spans", run)
+    if key not in cache:
+        cache[key] = {i: (s, e) for i, s, e in rows(
+            con, "SELECT iteration, start_ns, end_ns FROM iterations WHERE run = $run", {"run": run})}
+    return cache[key]
+
+
+def _rank_edges(con, runs, cache):
+    """The edges across ranks into the runs' collectives: (dst_run, dst_id) -> rows."""
+    key = ("rank_edges", tuple(runs))
+    if key not in cache:
+        by_dst = {}
+        for r in rows(con, _RANK_EDGES, {"runs": list(runs)}):
+            by_dst.setdefault((r[3], r[2]), []).append(r)
+        cache[key] = by_dst
+    return cache[key]
 
 
 def _load(con, g, runs, iteration, job, cache):
     spans = []
     index = {}
     for r, rank in runs:
-        it = rows(con, "SELECT start_ns, end_ns FROM iterations WHERE run = $run AND iteration = $iteration",
-                  {"run": r, "iteration": iteration})
-        if not it:
+        it = _spans(con, r, cache).get(iteration)
+        if it is None:
             continue
-        spans.append(it[0])
+        spans.append(it)
         g.runs[r] = rank
         index[r] = _load_run(con, g, r, iteration, rank, cache)
     if not spans or not g.nodes:
@@ -227,17 +413,20 @@ def _load(con, g, runs, iteration, job, cache):
     g.end_ns = max(e for _, e in spans)
     g.dur_ns = g.end_ns - g.start_ns
     # collectives: the rank that arrived last (per run: its arrival; in a job: an edge)
-    for (src_run, src_id, dst_id, dst_run, src_rank, src_ts) in rows(con, _RANK_EDGES, {"runs": list(g.runs)}):
-        di = index.get(dst_run, {}).get(dst_id)
-        if di is None:
-            continue
-        n = g.nodes[di]
-        n.last_rank = src_rank
-        if src_run != dst_run and src_ts > n.start:
-            n.arrival = src_ts
-            si = index.get(src_run, {}).get(src_id) if job is not None else None
-            if si is not None:
-                g.preds.setdefault((di, True), []).append(((si, False), "collective", n.end - src_ts))
+    by_dst = _rank_edges(con, [r for r, _ in runs], cache)
+    if by_dst:
+        for dst_run, idx in index.items():
+            for dst_id, di in idx.items():
+                n = g.nodes[di]
+                if n.thread is not None:
+                    continue
+                for (src_run, src_id, _, _, src_rank, src_ts) in by_dst.get((dst_run, dst_id), ()):
+                    n.last_rank = src_rank
+                    if src_run != dst_run and src_ts > n.start:
+                        n.arrival = src_ts
+                        si = index.get(src_run, {}).get(src_id) if job is not None else None
+                        if si is not None:
+                            g.preds.setdefault((di, True), []).append(((si, False), "collective", n.end - src_ts))
     _threads(g)
     return g
 
@@ -247,22 +436,30 @@ def _threads(g):
     by_thread = {}
     for i, n in enumerate(g.nodes):
         if n.thread is not None:
-            by_thread.setdefault((n.run, n.thread), []).extend(((i, False), (i, True)))
+            s, e = n.start, n.end
+            pts = by_thread.get((n.run, n.thread))
+            if pts is None:
+                pts = by_thread[(n.run, n.thread)] = []
+            # _order_key's, the point last (the keys differ in their second item)
+            pts.append((s, 1, -e, i, False))
+            pts.append((e, 2 if e == s else 0, -s, i, True))
+    after_open, open_sets, nodes = g.after_open, g.open_sets, g.nodes
     for pts in by_thread.values():
-        pts.sort(key=lambda p: _order_key(g, p))
+        pts.sort()
         stack = []
-        for p in pts:
-            if p[1]:
-                if p[0] in stack:
-                    while stack and stack[-1] != p[0]:
+        for (_, _, _, i, at_end) in pts:
+            if at_end:
+                if i in stack:
+                    while stack[-1] != i:
                         stack.pop()
                     stack.pop()
             else:
                 if stack:
-                    g.nodes[p[0]].parent = stack[-1]
-                stack.append(p[0])
-            g.after_open[p] = stack[-1] if stack else None
-            g.open_sets[p] = tuple(stack)
+                    nodes[i].parent = stack[-1]
+                stack.append(i)
+            p = (i, at_end)
+            after_open[p] = stack[-1] if stack else None
+            open_sets[p] = tuple(stack)
 
 
 # ---- the critical path ---------------------------------------------------------
@@ -274,16 +471,20 @@ _PRIORITY = {"collective": 0, "sync": 1, "join": 2, "event_wait": 3, "gpu_wait":
 def binding(g, p):
     """The dependency of point p that finished last (its measured time at most p's):
     (src point, kind, gap) or None."""
-    t = g.ts(p)
-    best = None
+    nodes = g.nodes
+    n = nodes[p[0]]
+    t = n.end if p[1] else n.start
+    best = best_key = None
     for pred in g.preds.get(p, ()):
-        st = g.ts(pred[0])
+        src = pred[0]
+        m = nodes[src[0]]
+        st = m.end if src[1] else m.start
         if st > t:
             continue
         key = (st, -_PRIORITY.get(pred[1], 9))
-        if best is None or key > best[0]:
-            best = (key, pred)
-    return best[1] if best else None
+        if best is None or key > best_key:
+            best, best_key = pred, key
+    return best
 
 
 def _sink(g):
@@ -577,7 +778,7 @@ def replayed_graph(g, new):
     """A copy of g with the replayed times as measured ones (the new critical path)."""
     h = Graph(preds=g.preds, after_open=g.after_open, open_sets=g.open_sets, start_ns=g.start_ns, runs=g.runs)
     for i, n in enumerate(g.nodes):
-        m = Node(**{**n.__dict__})
+        m = dataclasses.replace(n)
         m.start, m.end = new.get((i, False), n.start), new.get((i, True), n.end)
         if m.arrival is not None:
             m.arrival = None if m.end - m.start <= n.end - n.arrival else m.end - (n.end - n.arrival)
@@ -658,15 +859,71 @@ def _table(recs, types):
     return pa.table({c: pa.array([r[c] for r in recs], t) for c, t in types.items()})
 
 
+class PathColumns:
+    """The critical_path table built column by column (the rows of path_rows), a
+    chunk of iterations at a time into Arrow: iteration=all of a 1 GB trace is 3 M
+    segments."""
+
+    def __init__(self):
+        self.cols = {c: [] for c in PATH_TYPES}
+        self.tables = []
+
+    def add(self, g, segs, run, job, iteration):
+        c = self.cols
+        nodes, runs, step = g.nodes, g.runs, g.dur_ns
+        n_segs = len(segs)
+        c["job"] += [job] * n_segs
+        c["iteration"] += [iteration] * n_segs
+        c["seq"] += range(n_segs)
+        c["step_ns"] += [step] * n_segs
+        c["category"] += [s.category for s in segs]
+        c["edge"] += [s.edge for s in segs]
+        c["start_ns"] += [s.start for s in segs]
+        c["dur_ns"] += [s.dur for s in segs]
+        c["missing_edge"] += [s.missing for s in segs]
+        run_, rank, what, layer, node_id, kind, place = (c[k] for k in (
+            "run", "rank", "what", "layer_type", "node_id", "node_kind", "place"))
+        for s in segs:
+            if s.node is None:
+                run_.append(s.run)
+                rank.append(runs.get(s.run))
+                what.append(_unnamed(s.category))
+                layer.append(None)
+                node_id.append(None)
+                kind.append(None)
+                place.append(None)
+            else:
+                n = nodes[s.node]
+                run_.append(n.run)
+                rank.append(n.rank)
+                what.append(n.name)
+                layer.append(n.layer if s.category in GPU_CATEGORIES else None)
+                node_id.append(n.node_id)
+                kind.append(n.kind)
+                place.append(_place(n))
+
+    def flush(self):
+        if self.cols["seq"]:
+            self.tables.append(pa.table({c: pa.array(v, PATH_TYPES[c]) for c, v in self.cols.items()}))
+            self.cols = {c: [] for c in PATH_TYPES}
+
+    def table(self):
+        self.flush()
+        if not self.tables:
+            return _table([], PATH_TYPES)
+        return pa.concat_tables(self.tables) if len(self.tables) > 1 else self.tables[0]
+
+
 def path_table(con, values):
     its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
-    recs, cache = [], ({} if len(its) > 1 else None)     # several: each run read whole once
-    for run, job, it in its:
-        g = load(con, run, it, job, cache)
-        if g is None:
-            continue
-        recs += path_rows(g, critical_path(g, per_rank_waits=job is None), run, job, it)
-    return _table(recs, PATH_TYPES)
+    out = PathColumns()
+    with _gc_paused():
+        for k, (run, job, it, g) in enumerate(graphs(con, its)):
+            if g is not None:
+                out.add(g, critical_path(g, per_rank_waits=job is None), run, job, it)
+            if k % 10 == 9:            # into Arrow: Python holds 10 iterations' segments
+                out.flush()
+    return out.table()
 
 
 def change_of(values):
@@ -689,19 +946,25 @@ def what_if(con, values):
     """(rows of what_if, rows of the new critical path)."""
     change = change_of(values)
     its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
-    recs, paths, cache = [], [], ({} if len(its) > 1 else None)
-    for run, job, it in its:
-        g = load(con, run, it, job, cache)
-        if g is None:
-            continue
-        pred, new = replay(g, change)
-        changed = sum(1 for n in g.nodes if change.selected(n))
-        recs.append({"run": run, "job": job, "iteration": it, "step_ns": g.dur_ns, "predicted_step_ns": pred,
-                     "saving_ns": g.dur_ns - pred, "saving_pct": round(100.0 * (g.dur_ns - pred) / g.dur_ns, 3)
-                     if g.dur_ns else None, "changed_nodes": changed})
-        h = replayed_graph(g, new)
-        paths += path_rows(h, critical_path(h, per_rank_waits=job is None), run, job, it)
-    return _table(recs, WHATIF_TYPES), _table(paths, PATH_TYPES)
+    recs, paths = [], PathColumns()
+    with _gc_paused():
+        for k, (run, job, it, g) in enumerate(graphs(con, its)):
+            if g is not None:
+                recs.append(_what_if_one(g, change, run, job, it, paths))
+            if k % 10 == 9:
+                paths.flush()
+    return _table(recs, WHATIF_TYPES), paths.table()
+
+
+def _what_if_one(g, change, run, job, it, paths):
+    """One iteration's what_if row; its new critical path added to paths."""
+    pred, new = replay(g, change)
+    changed = sum(1 for n in g.nodes if change.selected(n))
+    h = replayed_graph(g, new)
+    paths.add(h, critical_path(h, per_rank_waits=job is None), run, job, it)
+    return {"run": run, "job": job, "iteration": it, "step_ns": g.dur_ns, "predicted_step_ns": pred,
+            "saving_ns": g.dur_ns - pred, "saving_pct": round(100.0 * (g.dur_ns - pred) / g.dur_ns, 3)
+            if g.dur_ns else None, "changed_nodes": changed}
 
 
 PATH_PARAMS = ("run", "job", "iteration")

@@ -2,10 +2,12 @@
 in-process (the bar: one iteration's graph and path in under 10 s on the 2-core
 machine; docs/benchmarks.md).
 
-usage: python benchmarks/bench_critical_path.py DB [RUN] [--all]
+usage: python benchmarks/bench_critical_path.py DB [RUN] [--all | --all-only]
 DB: e.g. the 1 GB trace (benchmarks/make_big_trace.py
 tests/data/torch/h100_resnet50_bs64_amp.json.gz 300 big.json; tracedb ingest big.json --db DB).
---all: also every iteration at once (the whole run's graph read once).
+--all: also every iteration at once (critical_path_summary iteration=all: the graph read
+a chunk of iterations at a time). --all-only: that alone, so the peak RSS printed is its
+own (run it with PYTHONPATH at another checkout to compare two versions in one run).
 """
 import os
 import resource
@@ -25,7 +27,7 @@ def timed(label, fn):
     return out
 
 
-def main(path, run=None, every=False):
+def main(path, run=None, every=False, only_all=False):
     if not os.path.isfile(path):
         sys.exit(f"no such database: {path}")
     con = db.connect(path, read_only=True)
@@ -33,6 +35,8 @@ def main(path, run=None, every=False):
     n = sql.scalar(con, "SELECT n_events FROM runs WHERE run = ?", [run])
     it = sql.scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
     print(f"{path}: run {run}, {n:,} events, steady iteration {it}")
+    if only_all:
+        return every_iteration(con, run)
     g = timed("graph of the steady iteration (nodes, edges)", lambda: critpath.load(con, run, it))
     edges = sum(len(v) for v in g.preds.values())
     print(f"{'':<52} {len(g.nodes):,} nodes, {edges:,} edges")
@@ -46,9 +50,15 @@ def main(path, run=None, every=False):
     timed("the whole run's edges (SQL, no window)",
           lambda: con.execute("SELECT count(*) FROM step_graph_edges WHERE run = ?", [run]).fetchall())
     if every:
-        r = timed("report critical_path_summary iteration=all",
-                  lambda: reports.run(con, "critical_path_summary", {"run": run, "iteration": "all"}))
-        print(f"{'':<52} {r.num_rows:,} rows")
+        return every_iteration(con, run)
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+def every_iteration(con, run):
+    cpu = time.process_time()
+    r = timed("report critical_path_summary iteration=all",
+              lambda: reports.run(con, "critical_path_summary", {"run": run, "iteration": "all"}))
+    print(f"{'':<52} {r.num_rows:,} rows, {time.process_time() - cpu:.1f} CPU s (all threads)")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
@@ -56,4 +66,5 @@ if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if not args:
         sys.exit(__doc__)
-    main(args[0], args[1] if len(args) > 1 else None, "--all" in sys.argv)
+    main(args[0], args[1] if len(args) > 1 else None, "--all" in sys.argv or "--all-only" in sys.argv,
+         "--all-only" in sys.argv)
