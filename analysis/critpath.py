@@ -553,7 +553,30 @@ def critical_path(g, per_rank_waits=True):
             break
         p = src
     segs.reverse()
-    return segs
+    return _unseen_host_wait(g, segs)
+
+
+def _unseen_host_wait(g, segs):
+    """Name the wait a trace does not show: a step whose path never reaches the GPU,
+    in a trace with no synchronize call (XLA's host waits for the GPU in
+    block_until_ready, which no runtime call marks), ends on a host range inside which
+    the step's last GPU work ended. Up to that end the range waited on the GPU
+    through an edge the trace lacks: an 'unknown dependency' with missing_edge 'sync',
+    never CPU time."""
+    if not segs or any(s.category in GPU_CATEGORIES for s in segs):
+        return segs
+    last = segs[-1]
+    if last.node is None or g.nodes[last.node].thread is None:
+        return segs
+    if any(n.thread is not None and n.kind == "runtime" and SYNC_CALL.search(n.name or "") for n in g.nodes):
+        return segs                     # the trace shows its syncs: the walk saw them
+    gpu_end = max((n.end for n in g.nodes if n.thread is None and n.kind != "outside"
+                   and n.end <= last.start + last.dur), default=None)
+    if gpu_end is None or gpu_end - last.start <= UNKNOWN_GAP_NS:
+        return segs
+    wait = Segment(last.node, "unknown dependency", "none", last.start, gpu_end - last.start, "sync", last.run)
+    last.start, last.dur = gpu_end, last.start + last.dur - gpu_end
+    return segs[:-1] + [wait] + ([last] if last.dur > 0 else [])
 
 
 def _segment(g, src, p, kind, st, t):

@@ -70,3 +70,17 @@ def test_findings_on_the_xla_step_state_what_they_measure(xdb):
     # the host's wait on the GPU has no call in an XLA trace: the path stays on the host,
     # so no replay may price the communication (it would call any GPU change free)
     assert "saving_ns" not in comm and "no what_if prediction" in comm["evidence"]
+
+
+def test_the_critical_path_names_the_host_wait_the_trace_does_not_show(xdb):
+    """No synchronize call marks XLA's wait for the GPU: the path's last host range
+    is split where the step's last GPU work ended, and the part before is a named gap
+    (unknown dependency, missing_edge sync), not CPU time."""
+    rows = reports.run(xdb, "critical_path", {"run": "jax2", "iteration": "1"}).to_pylist()
+    gaps = [r for r in rows if r["category"] == "unknown dependency"]
+    assert [g["missing_edge"] for g in gaps] == ["sync"]
+    last_gpu_end = xdb.execute(
+        "SELECT max(k.ts_ns + k.dur_ns) FROM kernels k JOIN iterations i USING (run, iteration) "
+        "WHERE k.run = 'jax2' AND k.iteration = 1 AND k.ts_ns + k.dur_ns <= i.end_ns").fetchone()[0]
+    assert gaps[0]["start_ns"] + gaps[0]["dur_ns"] == last_gpu_end
+    assert sum(r["dur_ns"] for r in rows) == rows[0]["step_ns"]
