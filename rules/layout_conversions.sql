@@ -20,7 +20,7 @@ WITH it AS (
     SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
 ), k AS (
     SELECT k.run, k.iteration, k.name, k.dur_ns,
-           regexp_matches(k.name, '(?i)nchw_?to_?nhwc|nhwc_?to_?nchw|nchw2nhwc|nhwc2nchw') AS conversion
+           is_layout_conversion(k.name) AS conversion
     FROM kernels k JOIN it USING (run, iteration)
     WHERE k.kind = 'kernel' AND k.dur_ns IS NOT NULL
 ), by_name AS (     -- each kernel name's time, to say where the conversions rank

@@ -2,8 +2,9 @@
 -- description: GEMM and convolution time (layer types convolution and
 --   matmul/linear, by layer_rules) spent in kernels whose tensor pipes are
 --   active in less than 0.5% of the cycles: fp32 math with TF32 off, layouts the
---   tensor-core kernels do not take (NCHW transposes around cuDNN calls), shapes
---   not multiple of 8. Value: that time as a share of the iteration (the GPU time
+--   tensor-core kernels do not take, shapes not multiple of 8. The NCHW<->NHWC
+--   conversion kernels typed with the convolutions are left out: they are copies
+--   that no tensor core would run, and layout_conversions values them. Value: that time as a share of the iteration (the GPU time
 --   that tensor cores would shorten; a step starved by its host or loader loses
 --   little to it, however slow its GEMMs). Graded by it: high from 10%, medium from
 --   3%, low below.
@@ -15,12 +16,13 @@
 -- requires:
 --   report_kernel_utilization.tc_active_pct: ncu counters matched to the run (tracedb ingest REPORT --pair-with RUN)
 -- suggestion: Use mixed precision (torch.autocast with bf16/fp16) or TF32
---   (torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True), channels_last for
---   convolutions, and dimensions that are multiples of 8.
+--   (torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True) and dimensions that
+--   are multiples of 8.
 WITH k AS (
     SELECT run, iteration, name, dur_ns, tc_active_pct < 0.5 AS no_tc
     FROM report_kernel_utilization
     WHERE layer_type IN ('convolution', 'matmul/linear') AND tc_active_pct IS NOT NULL
+      AND NOT is_layout_conversion(name)
       AND ($run IS NULL OR run = $run) AND ($iteration IS NULL OR iteration = $iteration)
 ), by_name AS (
     SELECT run, iteration, name, sum(dur_ns) AS ns FROM k WHERE no_tc GROUP BY ALL

@@ -222,7 +222,10 @@ def test_no_tensor_cores_against_ncu_counters(fdb, found):
     """The GPU time of GEMM/convolution kernels whose ncu tensor-pipe counter is below
     0.5% of the elapsed cycles, as a share of the iteration, from the ncu CSV parsed
     independently (it was their share of the GEMM/convolution time: 82% for the
-    DataLoader run, high, although they take 5.7% of a step the loader starves)."""
+    DataLoader run, high, although they take 5.7% of a step the loader starves). cuDNN's
+    NCHW<->NHWC conversion kernels, typed convolution by their op, are copies, not GEMMs:
+    left out (they made AMP ResNet-50's finding, 3.53 of its 3.67 ms, and its advice to use
+    mixed precision on a run that does; layout_conversions values them)."""
     f = found["no_tensor_cores"]
     for run in (SLOW, FIXED, AMP):
         path = AMP_NCU_BASE if run == AMP else LOADER / f"{run}_ncu_raw_baseunits.csv.gz"
@@ -230,14 +233,18 @@ def test_no_tensor_cores_against_ncu_counters(fdb, found):
         tc = ref.ncu_counters(header, data, "smsp__pipe_tensor_cycles_active.sum")
         el = ref.ncu_counters(header, data, "smsp__cycles_elapsed.sum")
         rows = reports.run(fdb, "kernel_utilization", {"run": run}).to_pylist()
-        gc = [r for r in rows if r["layer_type"] in ("convolution", "matmul/linear")]
+        gc = [r for r in rows if r["layer_type"] in ("convolution", "matmul/linear")
+              and not any(t in r["name"] for t in ("nchwToNhwc", "nhwcToNchw"))]
         no_tc = sum(r["dur_ns"] for r in gc if 100.0 * tc[r["ncu_id"]] / el[r["ncu_id"]] < 0.5)
         _, (s, _, end) = activities(doc_of(run), f[run]["iteration"])
         assert f[run]["value"] == pytest.approx(100.0 * no_tc / (end - s), abs=1e-3), run
         assert f"({100.0 * no_tc / sum(r['dur_ns'] for r in gc):.1f}%," in f[run]["evidence"]
     # fp32 with TF32 off: 82% of its GEMM time without tensor cores, 5.7% of the starved step
-    assert f[SLOW]["severity"] == "medium" and 3 < f[SLOW]["value"] < 10 and "(82.5%," in f[SLOW]["evidence"]
-    assert f[AMP]["severity"] == "medium" and "nchwToNhwc" in f[AMP]["evidence"]   # NCHW layout transposes
+    assert f[SLOW]["severity"] == "medium" and 3 < f[SLOW]["value"] < 10 and "(82.4%," in f[SLOW]["evidence"]
+    # AMP: its tensor cores run; what ran without them was the layout transposes (6.3% of the
+    # step), which layout_conversions reports, with channels_last as the fix
+    assert f[AMP]["severity"] == "ok" and f[AMP]["value"] < 0.5 and "Nhwc" not in f[AMP]["evidence"]
+    assert found["layout_conversions"][AMP]["severity"] == "medium" and found["layout_conversions"][AMP]["value"] > 6
     assert f[FIXED]["severity"] == "ok" and f[FIXED]["value"] < 1       # AMP + channels_last
     assert f[FP32]["severity"] != "skipped" or "ncu" in f[FP32]["evidence"]
 

@@ -43,6 +43,12 @@ CREATE OR REPLACE MACRO id_unusable(t, n) AS
          THEN coalesce(TRY_CAST(t AS DOUBLE) <> n, false)
          ELSE false END;
 
+-- A kernel that converts tensors between the NCHW and NHWC memory layouts
+-- (cuDNN's nchwToNhwc / nhwcToNchw): a copy around a convolution, not the
+-- convolution's math (layout_conversions counts it; no_tensor_cores leaves it out).
+CREATE OR REPLACE MACRO is_layout_conversion(name) AS
+    regexp_matches(name, '(?i)nchw_?to_?nhwc|nhwc_?to_?nchw|nchw2nhwc|nhwc2nchw');
+
 -- Runtime or driver API call (the launch side of a correlation id).
 CREATE OR REPLACE MACRO is_launch_category(cat) AS
     lower(cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'driver');
