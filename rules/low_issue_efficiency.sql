@@ -23,9 +23,7 @@ WITH k AS (
 ), by_name AS (
     SELECT run, iteration, name, sum(dur_ns) AS ns FROM k WHERE low GROUP BY ALL
 ), top AS (
-    SELECT run, iteration, string_agg(coalesce(nullif(regexp_extract(name, '(\w+)[<(]', 1), ''), left(name, 60)) || ' (' || round(ns / 1e6, 2) || ' ms)', '; ' ORDER BY ns DESC) AS names
-    FROM (SELECT *, row_number() OVER (PARTITION BY run, iteration ORDER BY ns DESC) AS r FROM by_name)
-    WHERE r <= 3 GROUP BY ALL
+    SELECT run, iteration, top_names_text(list({'name': name, 'ns': ns})) AS names FROM by_name GROUP BY ALL
 ), g AS (
     SELECT run, iteration, coalesce(sum(dur_ns) FILTER (low), 0) AS low_ns, count(*) FILTER (low) AS n_low,
            count(*) AS n, sum(dur_ns) AS all_ns

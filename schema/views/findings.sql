@@ -12,3 +12,12 @@ SELECT i.run, i.iteration, i.start_ns, i.marker_end_ns, i.end_ns, i.dur_ns,
        g.kernel_busy_ns, g.idle_ns, g.gpu_util_pct
 FROM iterations i JOIN iteration_gpu_time g USING (run, iteration)
 WHERE (run_p IS NULL OR i.run = run_p) AND (i.iteration = it_p OR (it_p IS NULL AND (g.steady OR every_p)));
+
+-- The evidence's "most:" text: the three names of the largest time in a list of
+-- {name, ns} (kernel names cut to the function before its template or arguments),
+-- each with its time in ms, largest first; NULL for an empty list.
+CREATE OR REPLACE MACRO top_names_text(l) AS
+    nullif(array_to_string(list_transform(
+        list_slice(list_sort(list_transform(l, lambda x: {'ns': x.ns, 'name': x.name}), 'DESC'), 1, 3),
+        lambda x: coalesce(nullif(regexp_extract(x.name, '(\w+)[<(]', 1), ''), left(x.name, 60))
+             || ' (' || round(x.ns / 1e6, 2) || ' ms)'), '; '), '');
