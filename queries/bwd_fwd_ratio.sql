@@ -30,11 +30,17 @@ WITH o AS (         -- the windows asked for (op_flops_windows); iteration NULL 
     WHERE ($run IS NULL OR run = $run)
       AND (($iteration IS NULL AND (steady OR no_iterations)) OR $iteration = 'all'
            OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))
+), layers AS (    -- the layer type of each op name asked for: op_layers' rule (whose names, those
+                  -- of every window, would sweep each run's ops again)
+    SELECT n.run, n.op_name, coalesce(arg_min(r.layer_type, r.priority), 'other') AS layer_type
+    FROM (SELECT DISTINCT run, op_name FROM o) n
+    LEFT JOIN layer_rules r ON r.field = 'op' AND regexp_matches(n.op_name, r.pattern)
+    GROUP BY n.run, n.op_name
 ), f AS (
     SELECT o.run, o.iteration, coalesce(l.layer_type, 'other') AS layer_type, o.source,
            sum(CASE WHEN o.pass = 'forward' THEN o.flops END) AS fwd,
            sum(CASE WHEN o.pass = 'backward' THEN o.flops END) AS bwd
-    FROM o LEFT JOIN op_layers l ON l.run = o.run AND l.op_name = o.op_name
+    FROM o LEFT JOIN layers l ON l.run = o.run AND l.op_name = o.op_name
     WHERE o.pass IN ('forward', 'backward')
     GROUP BY o.run, o.iteration, coalesce(l.layer_type, 'other'), o.source
 )

@@ -59,6 +59,29 @@ CREATE OR REPLACE MACRO flop_kernel_in_window(run, kernel_id, launch_ts_ns, ts_n
         AND coalesce(launch_ts_ns, ts_ns) BETWEEN getvariable('tracedb_op_windows').runs[run].lo_ns
                                               AND getvariable('tracedb_op_windows').runs[run].hi_ns);
 
+-- The runs the FLOP views sweep: every run, or (paired_only) the trace runs whose kernels
+-- are matched to counters (match_runs). kernel_flop_ops needs flop_ops of those only: a
+-- run without counters is then not swept twice by op_flops (analytic and hardware rows);
+-- filtered at the events scan, where DuckDB skips an unasked run's row groups.
+CREATE OR REPLACE MACRO flop_runs(paired_only) AS TABLE
+    SELECT run FROM runs WHERE NOT paired_only
+    UNION ALL
+    SELECT DISTINCT trace_run FROM match_runs WHERE paired_only;
+
+-- flop_op_candidates (below) of the runs of flop_runs(paired_only).
+CREATE OR REPLACE MACRO flop_op_candidates_of(paired_only) AS TABLE
+SELECT run, event_id, name, pid, tid, ts_ns, end_ns, formula, category, flops_per_element,
+       TRY_CAST(a[1] AS BIGINT[][]) AS dims, TRY_CAST(a[2] AS VARCHAR[]) AS types, TRY_CAST(a[3] AS VARCHAR[]) AS ci
+FROM (
+    -- the args parsed once for the three members (three -> took three parses)
+    SELECT e.run, e.event_id, e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
+           f.formula, f.category, f.flops_per_element,
+           json_extract(e.args, ['$."Input Dims"', '$."Input type"', '$."Concrete Inputs"']) AS a
+    FROM events e
+    JOIN flop_formulas f ON f.op = e.name
+    WHERE e.ph = 'X' AND e.dur_ns IS NOT NULL AND is_framework_op_category(e.cat)
+      AND flop_event_in_window(e.run, e.event_id, e.ts_ns) AND e.run IN (SELECT run FROM flop_runs(paired_only)));
+
 -- Framework ops with a row in flop_formulas, their shapes and arguments parsed.
 --
 -- @column run       trace run
@@ -73,18 +96,17 @@ CREATE OR REPLACE MACRO flop_kernel_in_window(run, kernel_id, launch_ts_ns, ts_n
 -- @column ci        the op's `Concrete Inputs`: one text per input, the scalar arguments as
 --                   written (NULL without record_shapes)
 -- @columns_from flop_formulas
-CREATE OR REPLACE VIEW flop_op_candidates AS
-SELECT run, event_id, name, pid, tid, ts_ns, end_ns, formula, category, flops_per_element,
-       TRY_CAST(a[1] AS BIGINT[][]) AS dims, TRY_CAST(a[2] AS VARCHAR[]) AS types, TRY_CAST(a[3] AS VARCHAR[]) AS ci
-FROM (
-    -- the args parsed once for the three members (three -> took three parses)
-    SELECT e.run, e.event_id, e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
-           f.formula, f.category, f.flops_per_element,
-           json_extract(e.args, ['$."Input Dims"', '$."Input type"', '$."Concrete Inputs"']) AS a
-    FROM events e
-    JOIN flop_formulas f ON f.op = e.name
-    WHERE e.ph = 'X' AND e.dur_ns IS NOT NULL AND is_framework_op_category(e.cat)
-      AND flop_event_in_window(e.run, e.event_id, e.ts_ns));
+CREATE OR REPLACE VIEW flop_op_candidates AS SELECT * FROM flop_op_candidates_of(false);
+
+-- flop_pass_spans (below) of the runs of flop_runs(paired_only).
+CREATE OR REPLACE MACRO flop_pass_spans_of(paired_only) AS TABLE
+SELECT run, event_id, pid, tid, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns,
+       CASE WHEN name LIKE 'autograd::engine::evaluate_function:%' THEN 'backward' ELSE 'optimizer' END AS pass
+FROM events
+WHERE ph = 'X' AND dur_ns IS NOT NULL AND flop_event_in_window(run, event_id, ts_ns)
+  AND run IN (SELECT run FROM flop_runs(paired_only))
+  AND (name LIKE 'autograd::engine::evaluate_function:%' OR name LIKE 'Optimizer.step#%'
+       OR name LIKE 'Optimizer.zero_grad#%');
 
 -- Spans that give an op its pass: autograd's backward nodes
 -- (autograd::engine::evaluate_function: ...) and the optimizer's
@@ -98,43 +120,14 @@ FROM (
 -- @column end_ns    end of the span, ns
 -- @column pass      backward (autograd::engine::evaluate_function: ...) | optimizer
 --                   (Optimizer.step#..., Optimizer.zero_grad#...)
-CREATE OR REPLACE VIEW flop_pass_spans AS
-SELECT run, event_id, pid, tid, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns,
-       CASE WHEN name LIKE 'autograd::engine::evaluate_function:%' THEN 'backward' ELSE 'optimizer' END AS pass
-FROM events
-WHERE ph = 'X' AND dur_ns IS NOT NULL AND flop_event_in_window(run, event_id, ts_ns)
-  AND (name LIKE 'autograd::engine::evaluate_function:%' OR name LIKE 'Optimizer.step#%'
-       OR name LIKE 'Optimizer.zero_grad#%');
+CREATE OR REPLACE VIEW flop_pass_spans AS SELECT * FROM flop_pass_spans_of(false);
 
--- The counted ops: candidates not nested in another candidate on their thread
--- (aten::convolution counts, its aten::_convolution does not), with their
--- FLOPs, pass, iteration and data type. flops is NULL where the shapes are
--- missing (a trace without record_shapes). Sweeps over each thread's events
--- sorted by start (ops on a thread nest), never range joins: linear in the trace.
---
--- @column run        trace run
--- @column event_id   the op event (events.event_id)
--- @column name       op name (flop_formulas.op)
--- @column pid        process of the op, as written
--- @column tid        thread of the op, as written
--- @column ts_ns      start of the op, ns
--- @column end_ns     end of the op, ns
--- @column pass       forward | backward | optimizer: optimizer for aten::_amp_* ops, else the
---                    pass of a flop_pass_spans span on the op's thread that holds the op
---                    (optimizer when spans of both passes do), else forward
--- @column iteration  iteration whose step marker (iterations.start_ns to marker_end_ns)
---                    holds the op's start; NULL when none does
--- @column dtype      fp8 | fp16 | bf16 | fp32 | fp64: type of the first floating-point input; the
---                    narrowest (first in this list) among the candidates of the same formula
---                    nested in the op (under autocast, the op it redispatches to), else the op's own
--- @column flops      FLOPs of the op by its formula (FMA = 2), rounded; NULL where its shapes
---                    are missing
--- @columns_from flop_formulas
-CREATE OR REPLACE VIEW flop_ops AS
+-- flop_ops (below) of the runs of flop_runs(paired_only).
+CREATE OR REPLACE MACRO flop_ops_of(paired_only) AS TABLE
 WITH ordered AS (
     -- nested: a candidate before it in (start, longer first, id) order ends at or after its end
     SELECT *, coalesce(max(end_ns) OVER w_before >= end_ns, false) AS nested
-    FROM flop_op_candidates
+    FROM flop_op_candidates_of(paired_only)
     WINDOW w_before AS (PARTITION BY run, pid, tid ORDER BY ts_ns, end_ns DESC, event_id
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ), owned AS (
@@ -158,7 +151,7 @@ WITH ordered AS (
     SELECT run, event_id,
            max(CASE WHEN pass = 'optimizer' THEN end_ns END) OVER w AS optimizer_end_ns,
            max(CASE WHEN pass = 'backward' THEN end_ns END) OVER w AS backward_end_ns
-    FROM (SELECT run, pid, tid, start_ns AS ts_ns, end_ns, pass, CAST(NULL AS BIGINT) AS event_id FROM flop_pass_spans
+    FROM (SELECT run, pid, tid, start_ns AS ts_ns, end_ns, pass, CAST(NULL AS BIGINT) AS event_id FROM flop_pass_spans_of(paired_only)
           WHERE run IN (SELECT run FROM outer_ops)
           UNION ALL
           SELECT run, pid, tid, ts_ns, end_ns, NULL, event_id FROM outer_ops)
@@ -201,6 +194,32 @@ FROM counted c
 JOIN passes p ON p.run = c.run AND p.event_id = c.event_id
 ASOF LEFT JOIN iterations i ON i.run = c.run AND c.ts_ns >= i.start_ns
 LEFT JOIN inner_dtype d ON d.run = c.run AND d.owner = c.event_id;
+
+-- The counted ops: candidates not nested in another candidate on their thread
+-- (aten::convolution counts, its aten::_convolution does not), with their
+-- FLOPs, pass, iteration and data type. flops is NULL where the shapes are
+-- missing (a trace without record_shapes). Sweeps over each thread's events
+-- sorted by start (ops on a thread nest), never range joins: linear in the trace.
+--
+-- @column run        trace run
+-- @column event_id   the op event (events.event_id)
+-- @column name       op name (flop_formulas.op)
+-- @column pid        process of the op, as written
+-- @column tid        thread of the op, as written
+-- @column ts_ns      start of the op, ns
+-- @column end_ns     end of the op, ns
+-- @column pass       forward | backward | optimizer: optimizer for aten::_amp_* ops, else the
+--                    pass of a flop_pass_spans span on the op's thread that holds the op
+--                    (optimizer when spans of both passes do), else forward
+-- @column iteration  iteration whose step marker (iterations.start_ns to marker_end_ns)
+--                    holds the op's start; NULL when none does
+-- @column dtype      fp8 | fp16 | bf16 | fp32 | fp64: type of the first floating-point input; the
+--                    narrowest (first in this list) among the candidates of the same formula
+--                    nested in the op (under autocast, the op it redispatches to), else the op's own
+-- @column flops      FLOPs of the op by its formula (FMA = 2), rounded; NULL where its shapes
+--                    are missing
+-- @columns_from flop_formulas
+CREATE OR REPLACE VIEW flop_ops AS SELECT * FROM flop_ops_of(false);
 
 -- Hardware FLOP counters of each kernel (ncu runs, and trace runs with CUPTI
 -- range-profiler counters), by the quantities flop_* of metric_sources (FMA
@@ -281,13 +300,13 @@ WITH k AS (
 ), in_op AS (
     -- counted ops of a thread do not overlap: the last one started at or before the launch
     SELECT k.*, CASE WHEN k.launch_ts_ns <= o.end_ns THEN o.event_id END AS flop_event_id
-    FROM k ASOF LEFT JOIN flop_ops o
+    FROM k ASOF LEFT JOIN flop_ops_of(true) o
       ON o.run = k.run AND o.pid = k.launch_pid AND o.tid = k.launch_tid AND k.launch_ts_ns >= o.ts_ns
 ), spans AS (
     SELECT kernel_id, run,
            max(CASE WHEN pass = 'optimizer' THEN end_ns END) OVER w AS optimizer_end_ns,
            max(CASE WHEN pass = 'backward' THEN end_ns END) OVER w AS backward_end_ns, ts_ns
-    FROM (SELECT run, pid, tid, start_ns AS ts_ns, end_ns, pass, CAST(NULL AS BIGINT) AS kernel_id FROM flop_pass_spans
+    FROM (SELECT run, pid, tid, start_ns AS ts_ns, end_ns, pass, CAST(NULL AS BIGINT) AS kernel_id FROM flop_pass_spans_of(true)
           WHERE run IN (SELECT run FROM k)
           UNION ALL
           SELECT run, launch_pid, launch_tid, launch_ts_ns, NULL, NULL, kernel_id FROM in_op
@@ -302,7 +321,7 @@ SELECT k.run, k.kernel_id, k.iteration, k.dur_ns,
            CASE WHEN k.op_name LIKE 'aten::_amp_%' OR s.optimizer_end_ns >= s.ts_ns THEN 'optimizer'
                 WHEN s.backward_end_ns >= s.ts_ns THEN 'backward' ELSE 'forward' END) AS pass
 FROM in_op k
-LEFT JOIN flop_ops o ON o.run = k.run AND o.event_id = k.flop_event_id
+LEFT JOIN flop_ops_of(true) o ON o.run = k.run AND o.event_id = k.flop_event_id
 LEFT JOIN spans s ON s.run = k.run AND s.kernel_id = k.kernel_id AND k.flop_event_id IS NULL;
 
 -- FLOPs per op event and source, one row each: analytic (flop_ops), and the
