@@ -35,10 +35,10 @@ from . import critpath
 # The lake's datasets a task loads into its scratch database: what the step graph's
 # views (and critpath._NODES) read for one rank.
 TASK_TABLES = ("runs", "events", "threads", "kernels", "iterations", "collectives")
-# What the driver reads on Spark: the job views' inputs, the iterations and the
-# collectives' edges across ranks.
-DRIVER_READS = ("job_runs", "job_iterations", "runs", "iterations", "iteration_steadiness", "collectives", "kernels")
-READS = frozenset(TASK_TABLES + DRIVER_READS) - {"job_runs", "job_iterations"}
+# What the driver reads on Spark: the job views and their inputs, the iterations and
+# the collectives (their edges across ranks); iteration_steadiness for one run's.
+DRIVER_READS = ("job_runs", "job_iterations", "runs", "iterations", "collectives")
+READS = frozenset(TASK_TABLES + DRIVER_READS + ("iteration_steadiness",)) - {"job_runs", "job_iterations"}
 
 # ---- in a Spark task: one rank's step graph, by DuckDB ------------------------
 
@@ -195,10 +195,11 @@ def graphs(spark, lake_dir, its):
     spans = {}
     for r, i, s, e in _rows(spark, f"SELECT run, iteration, start_ns, end_ns FROM iterations WHERE run IN {_in(names)}"):
         spans.setdefault(r, []).append((i, s, e))
-    # the collectives' edges across ranks into these runs (critpath._RANK_EDGES)
+    # the collectives' edges across ranks into these runs (critpath._RANK_EDGES; the source
+    # kernel's start from its collectives row, where ingest copied it from kernels)
     spark.sql(_view_sql("step_graph_rank_edges")).createOrReplaceTempView("step_graph_rank_edges")
-    edges = _rows(spark, "SELECT e.src_run, e.src_id, e.dst_id, e.dst_run, r.rank, k.ts_ns "
-                         "FROM step_graph_rank_edges e JOIN kernels k ON k.run = e.src_run AND k.kernel_id = e.src_id "
+    edges = _rows(spark, "SELECT e.src_run, e.src_id, e.dst_id, e.dst_run, r.rank, c.ts_ns "
+                         "FROM step_graph_rank_edges e JOIN collectives c ON c.run = e.src_run AND c.kernel_id = e.src_id "
                          f"JOIN runs r ON r.run = e.src_run WHERE e.dst_run IN {_in(names)}")
     # the plan: each group's iterations in chunks (one iteration alone: its own window, as load())
     work, plans = [], []
@@ -252,7 +253,8 @@ def run_spark(name, params, lake_dir, master=None):
                           "step graph to build on Spark")
     from ..query import engines
     spark = engines.spark_session(master)
-    engines.register(spark, datasets, set(DRIVER_READS))
+    engines.register(spark, datasets, set(DRIVER_READS) | ({"iteration_steadiness"} if values.get("job") is None
+                                                           else set()))
     its = _iterations(spark, values.get("run"), values.get("job"), values.get("iteration"))
     gs = graphs(spark, lake_dir, its)
     if report.prepared_by == "what_if":
