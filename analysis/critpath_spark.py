@@ -70,7 +70,10 @@ def _load_rank(con, lake_dir, run, part):
                    f"hive_types = {{'run': VARCHAR}})")
             con.execute(f"INSERT INTO runs BY NAME SELECT * FROM {src} WHERE run = $run", {"run": run})
             continue
-        src = (f"read_parquet({sql_literal(folder + '/*/*/*.parquet')}, hive_partitioning = true, "
+        folder = os.path.join(folder, f"rank={part}")     # the rank's partitions only
+        if not os.path.isdir(folder):
+            continue
+        src = (f"read_parquet({sql_literal(folder + '/*/*.parquet')}, hive_partitioning = true, "
                f"hive_types = {{'rank': VARCHAR, 'run': VARCHAR}})")
         con.execute(f"INSERT INTO {t} BY NAME SELECT * EXCLUDE (rank) FROM {src} WHERE rank = $part AND run = $run",
                     {"run": run, "part": str(part)})
