@@ -247,9 +247,9 @@ def run_spark(name, params, lake_dir, master=None):
     values = reports.bound_params(report, params or {})
     datasets = lake.datasets(lake_dir)          # not a lake: said before Spark starts
     if name == "critical_path_summary" and values.get("job") is None and "power" in datasets:
-        raise ReportError("report critical_path_summary on Spark: the energy on one run's path is integrated "
-                          "over its power log on DuckDB only; give job=NAME (a job's path has no energy), "
-                          "or run it on the database")
+        raise ReportError(f"report critical_path_summary on Spark: the lake {lake_dir} holds power logs, and the "
+                          "energy on one run's path is integrated over them on DuckDB only; give job=NAME (a job's "
+                          "path has no energy), or run it on the database")
     missing = [t for t in ("runs", "events", "kernels", "iterations") if t not in datasets]
     if missing:
         raise ReportError(f"report {name}: the lake {lake_dir} has no {', '.join(missing)}, so there is no "

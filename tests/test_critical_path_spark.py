@@ -126,3 +126,19 @@ def test_cli_spark_engine_for_a_job(job_lake, tmp_path):
     assert len(got) == len(d) > 2 and got == d
     steps = [r for r in got if r["category"] is None]
     assert [r["iteration"] for r in steps] == [2, 3] and all(r["saving_ns"] > 5e6 for r in steps)
+
+
+def test_one_runs_summary_with_power_refused_on_spark(job_lake, tmp_path, capsys):
+    """One run's critical_path_summary integrates its power log (DuckDB only): on a lake
+    that holds power logs `--engine spark` without job= is one line on stderr naming the
+    lake, exit 1, before Spark is asked for anything (the lake's manifest is read)."""
+    _, lk = job_lake
+    other = tmp_path / "lake"
+    other.mkdir()
+    m = json.loads((lk / "manifest.json").read_text())
+    m["datasets"].append("power")
+    (other / "manifest.json").write_text(json.dumps(m))
+    assert main(["query", "critical_path_summary", "--engine", "spark", "--lake", str(other),
+                 "--param", "run=ddp_shifted.rank0"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(other) in err[0] and "job=NAME" in err[0]
