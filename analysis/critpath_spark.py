@@ -4,12 +4,13 @@ and what-if", "On Spark").
 
 The step graph is DuckDB SQL (schema/views/step_graph.sql: window functions and
 ASOF joins over one run's events, which sqlglot cannot write for Spark). On Spark
-it is built where it is local, per rank: a Spark task per rank opens a scratch
-DuckDB with the schema (a copy of the template, one per Python worker, emptied
-between ranks), loads that rank's rows from the lake's Parquet partitions
-(runs, events, threads, kernels, iterations, collectives) and reads the SAME
-views, in the same windows, as critpath.graphs() does (critpath.chunk_rows); the
-rows come back as Arrow (mapInArrow). What joins the ranks is Spark SQL over the
+it is built where it is local, per rank: a Spark task (a few ranks each) opens a
+scratch DuckDB with the schema (a copy of the template, emptied between its
+ranks), loads each rank's rows from the lake's Parquet partitions (runs, events,
+threads, kernels, iterations, collectives) and reads the SAME views, in the same
+windows, as critpath.graphs() does (critpath.chunk_rows); the rows come back as
+Arrow IPC (RDD mapPartitions: DataFrame.mapInArrow would do, but pyspark 4 asks for
+pandas, not a dependency, before it runs one). What joins the ranks is Spark SQL over the
 lake: the job's runs and iterations (the job views of jobs.sql), the iterations'
 spans, and the collectives' edges across ranks (step_graph_rank_edges, the view's
 own SQL written for Spark by sqlglot). The driver then builds each iteration's
@@ -42,18 +43,17 @@ READS = frozenset(TASK_TABLES + DRIVER_READS + ("iteration_steadiness",)) - {"jo
 
 # ---- in a Spark task: one rank's step graph, by DuckDB ------------------------
 
-_SCRATCH = {}
-
-
+@contextlib.contextmanager
 def _scratch():
-    """The Python worker's scratch database (Spark reuses its workers): the schema's
-    tables, views and macros, made once from the template (a few ms) in a folder
-    removed when the worker exits."""
-    got = _SCRATCH.get(os.getpid())
-    if got is None:
-        d = tempfile.TemporaryDirectory(prefix="tracedb-critpath-")
-        got = _SCRATCH[os.getpid()] = (d, db.connect(os.path.join(d.name, "rank.duckdb")))
-    return got[1]
+    """A scratch database with the schema's tables, views and macros (a copy of the
+    template: a few ms), in a folder removed after the block (Spark ends its Python
+    workers with os._exit: nothing left to an exit handler)."""
+    with tempfile.TemporaryDirectory(prefix="tracedb-critpath-") as d:
+        con = db.connect(os.path.join(d, "rank.duckdb"))
+        try:
+            yield con
+        finally:
+            con.close()
 
 
 def _load_rank(con, lake_dir, run, part):
@@ -97,14 +97,14 @@ def _rank_graphs(lake_dir, work):
     the tables as Arrow IPC. (DataFrame.mapInArrow would say the same, but pyspark 4
     asks for pandas before it runs one.)"""
     def fn(indexes):
-        for i in indexes:
-            run, part, plan = work[i]
-            con = _scratch()
-            _load_rank(con, lake_dir, run, part)
-            for k, (chunk, win) in enumerate(plan):
-                with critpath.step_window(con, *win) if win is not None else contextlib.nullcontext():
-                    n, e = critpath.chunk_rows(con, run, chunk)
-                yield i, k, _ipc(n), _ipc(e)
+        with _scratch() as con:           # one per task, emptied between its ranks
+            for i in indexes:
+                run, part, plan = work[i]
+                _load_rank(con, lake_dir, run, part)
+                for k, (chunk, win) in enumerate(plan):
+                    with critpath.step_window(con, *win) if win is not None else contextlib.nullcontext():
+                        n, e = critpath.chunk_rows(con, run, chunk)
+                    yield i, k, _ipc(n), _ipc(e)
     return fn
 
 
