@@ -3,3 +3,4 @@
 never imports them."""
 from . import advise  # noqa: F401 (registers the findings report's preparer)
 from . import critpath  # noqa: F401 (registers the critical path and what-if reports' preparers)
+from . import critpath_spark  # noqa: F401 (and their form on Spark: query/engines.SPARK_FORMS)

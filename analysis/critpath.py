@@ -320,16 +320,23 @@ def _chunk_tables(con, names, chunk):
     out = {}
     with step_window(con, *win) if win is not None else contextlib.nullcontext():
         for r in names:
-            n = con.sql(_NODES, params={"run": r}).to_arrow_table()
-            e = con.sql(_EDGES, params={"run": r}).to_arrow_table()
-            n = n.filter(pc.is_in(n.column("iteration"), value_set=pa.array(chunk, n.schema.field("iteration").type)))
-            ids = n.column("node_id").combine_chunks()
-            e = e.filter(pc.is_in(e.column("dst_id"), value_set=ids))
-            # each edge under its dst's iteration (as _grouped), both sorted by it (stable: in
-            # the order read)
-            e = e.append_column("_it", pc.take(n.column("iteration"), pc.index_in(e.column("dst_id"), value_set=ids)))
-            out[r] = (_Slices(n.sort_by("iteration"), "iteration"), _Slices(e.sort_by("_it"), "_it"))
+            n, e = chunk_rows(con, r, chunk)
+            out[r] = (_Slices(n, "iteration"), _Slices(e, "_it"))
     return out
+
+
+def chunk_rows(con, run, chunk):
+    """The run's nodes of the chunk's iterations and the edges into them (Arrow), as
+    the views give them in the window set (step_window): nodes sorted by iteration,
+    edges by their dst's (column _it), each stable, in the order read."""
+    n = con.sql(_NODES, params={"run": run}).to_arrow_table()
+    e = con.sql(_EDGES, params={"run": run}).to_arrow_table()
+    n = n.filter(pc.is_in(n.column("iteration"), value_set=pa.array(chunk, n.schema.field("iteration").type)))
+    ids = n.column("node_id").combine_chunks()
+    e = e.filter(pc.is_in(e.column("dst_id"), value_set=ids))
+    # each edge under its dst's iteration (as _grouped)
+    e = e.append_column("_it", pc.take(n.column("iteration"), pc.index_in(e.column("dst_id"), value_set=ids)))
+    return n.sort_by("iteration"), e.sort_by("_it")
 
 
 class _Slices:
@@ -945,9 +952,15 @@ class PathColumns:
 
 def path_table(con, values):
     its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
+    return paths_of(graphs(con, its))
+
+
+def paths_of(gs):
+    """The critical_path table of the graphs gs ((run, job, iteration, graph or None),
+    as graphs() gives them; critpath_spark.py: built from a lake on Spark)."""
     out = PathColumns()
     with _gc_paused():
-        for k, (run, job, it, g) in enumerate(graphs(con, its)):
+        for k, (run, job, it, g) in enumerate(gs):
             if g is not None:
                 out.add(g, critical_path(g, per_rank_waits=job is None), run, job, it)
             if k % 10 == 9:            # into Arrow: Python holds 10 iterations' segments
@@ -973,11 +986,15 @@ WHATIF_TYPES = {"run": pa.string(), "job": pa.string(), "iteration": pa.int32(),
 
 def what_if(con, values):
     """(rows of what_if, rows of the new critical path)."""
-    change = change_of(values)
     its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
+    return what_ifs_of(graphs(con, its), change_of(values))
+
+
+def what_ifs_of(gs, change):
+    """(rows of what_if, rows of the new critical path) of the graphs gs (paths_of)."""
     recs, paths = [], PathColumns()
     with _gc_paused():
-        for k, (run, job, it, g) in enumerate(graphs(con, its)):
+        for k, (run, job, it, g) in enumerate(gs):
             if g is not None:
                 recs.append(_what_if_one(g, change, run, job, it, paths))
             if k % 10 == 9:

@@ -3,16 +3,26 @@ in-process (the bar: one iteration's graph and path in under 10 s on the 2-core
 machine; docs/benchmarks.md).
 
 usage: python benchmarks/bench_critical_path.py DB [RUN] [--all | --all-only]
+       python benchmarks/bench_critical_path.py --spark WORKDIR [RANKS]
 DB: e.g. the 1 GB trace (benchmarks/make_big_trace.py
 tests/data/torch/h100_resnet50_bs64_amp.json.gz 300 big.json; tracedb ingest big.json --db DB).
 --all: also every iteration at once (critical_path_summary iteration=all: the graph read
 a chunk of iterations at a time). --all-only: that alone, so the peak RSS printed is its
 own (run it with PYTHONPATH at another checkout to compare two versions in one run).
+--spark: a RANKS-rank job (64 by default) made from the real 2-rank straggler capture
+(tests/data/dist/ddp_straggler; rank k a copy of rank k % 2, world size RANKS, its clock k us
+later, as tests/test_distributed_spark.py makes it), ingested into WORKDIR/job.duckdb and
+exported to the lake WORKDIR/lake (kept for the next run); then the job's critical_path,
+critical_path_summary and what_if on DuckDB (the database) and on Spark local[*] (the lake:
+analysis/critpath_spark.py), each timed, the rows compared.
 """
+import gzip
+import json
 import os
 import resource
 import sys
 import time
+from pathlib import Path
 
 from tracedb.analysis import critpath
 from tracedb.query import reports
@@ -62,9 +72,66 @@ def every_iteration(con, run):
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
+STRAGGLER = Path(__file__).resolve().parent.parent / "tests/data/dist/ddp_straggler"
+
+
+def make_job(d, ranks):
+    """ranks rank traces in d (tests/test_distributed_spark.py's make_job)."""
+    d.mkdir(parents=True, exist_ok=True)
+    text = {}
+    for r in (0, 1):
+        with gzip.open(STRAGGLER / f"rank{r}.json.gz", "rt") as f:
+            doc = json.load(f)
+        doc["distributedInfo"].update(rank="@RANK@", world_size=ranks)
+        base = doc.get("baseTimeNanoseconds") or 0
+        doc["baseTimeNanoseconds"] = "@BASE@"
+        for e in doc["traceEvents"]:
+            a = e.get("args")
+            if a and "Group size" in a:
+                a["Group size"] = ranks
+        text[r] = (json.dumps(doc), base)
+    for k in range(ranks):
+        src, base = text[k % 2]
+        out = src.replace('"@RANK@"', str(k), 1).replace('"@BASE@"', str(base + 1000 * k), 1)
+        with gzip.open(d / f"rank{k}.json.gz", "wt", compresslevel=1) as f:
+            f.write(out)
+
+
+def spark_job(workdir, ranks=64):
+    from tracedb.cli import main as cli
+    from tracedb.query import engines, lake
+    w = Path(workdir)
+    job = f"job{ranks}"
+    dbp, lk = w / f"{job}.duckdb", w / "lake"
+    if not (lk / "manifest.json").exists():
+        make_job(w / job, ranks)
+        timed(f"ingest {ranks} ranks into a database", lambda: cli(["ingest", str(w / job), "--db", str(dbp)]))
+        con = db.connect(dbp)
+        timed("export the lake", lambda: lake.export(con, lk))
+        con.close()
+    con = db.connect(dbp, read_only=True)
+    n = sql.scalar(con, "SELECT sum(n_events) FROM runs r JOIN job_runs j USING (run) WHERE j.job = ?", [job])
+    print(f"job {job}: {ranks} ranks, {n:,} events")
+    timed("Spark session start (not in the times below)", lambda: engines.spark_session().sql("SELECT 1").collect())
+    cases = [("critical_path", {"job": job}), ("critical_path", {"job": job}),
+             ("critical_path", {"job": job, "iteration": "all"}), ("critical_path_summary", {"job": job}),
+             ("what_if", {"job": job, "remove_rank_lateness": "1", "path": "true"})]
+    for name, params in cases:
+        label = f"{name} {' '.join(f'{k}={v}' for k, v in params.items() if k != 'job')}".strip()
+        cpu = time.process_time()
+        d = timed(f"{label}: DuckDB", lambda: reports.run(con, name, params))
+        d_cpu = time.process_time() - cpu
+        s = timed(f"{label}: Spark over the lake", lambda: engines.run_spark(name, params, lk))
+        print(f"{'':<52} {d.num_rows:,} rows, {'the same' if s.to_pylist() == d.to_pylist() else 'DIFFERENT'}; "
+              f"DuckDB {d_cpu:.1f} CPU s")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (driver)")
+
+
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if not args:
         sys.exit(__doc__)
+    if "--spark" in sys.argv:
+        sys.exit(spark_job(args[0], int(args[1]) if len(args) > 1 else 64))
     main(args[0], args[1] if len(args) > 1 else None, "--all" in sys.argv or "--all-only" in sys.argv,
          "--all-only" in sys.argv)

@@ -13,6 +13,7 @@
 --   dependency' and missing_edge names the edge. Method: docs/method.md
 --   ("Critical path and what-if").
 -- iteration_all: sql
+-- engines: duckdb, spark
 -- parameters:
 --   run RUN = NULL: trace run (all when absent and no job is given)
 --   job VARCHAR = NULL: a job: one path across its ranks (run is then not read)

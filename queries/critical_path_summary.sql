@@ -8,6 +8,7 @@
 --   path's kernels; waiting, sync and idle: the joules spent waiting). One row
 --   per iteration and category (and layer type for kernels), largest first.
 -- iteration_all: sql
+-- engines: duckdb, spark
 -- parameters:
 --   run RUN = NULL: trace run (all when absent and no job is given)
 --   job VARCHAR = NULL: a job: its path across ranks (run is then not read)

@@ -14,6 +14,7 @@
 --   Nothing selected changes nothing: the prediction is the measured step.
 --   Method and validation against measured runs: docs/method.md.
 -- iteration_all: sql
+-- engines: duckdb, spark
 -- parameters:
 --   run RUN = NULL: trace run (all when absent and no job is given)
 --   job VARCHAR = NULL: a job: replayed across its ranks (run is then not read)

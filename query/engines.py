@@ -44,6 +44,10 @@ def _quiet_spark(master):
     import tempfile
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python tasks (mapInArrow: the critical path) run in this interpreter, where
+        # tracedb and its dependencies are, not in the first python3 on PATH
+        import sys
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     path = os.path.join(tempfile.gettempdir(), f"tracedb-spark-log4j2-{os.getuid()}.properties")
     try:
         with open(path) as f:
@@ -90,6 +94,8 @@ def run_spark(name, params, lake_dir, master=None):
     report = reports.get(name)
     if "spark" not in report.engines:
         raise reports.ReportError(f"report {name} runs on DuckDB only (see docs/reports.md, 'Engines')")
+    if report.prepared_by in reports.SPARK_FORMS:       # an analysis's own form on Spark
+        return reports.SPARK_FORMS[report.prepared_by](name, params, lake_dir, master)
     sql = _spark_sql(transpile(name, "spark", params, pretty=False))
     datasets = lake.datasets(lake_dir)          # not a lake: said before Spark takes seconds to start
     jobs = lake.job_views()
@@ -101,6 +107,16 @@ def run_spark(name, params, lake_dir, master=None):
         raise reports.ReportError(f"report {name}: the lake {lake_dir} has no {', '.join(missing)} (no run in it "
                                   "has such rows), so the report has nothing to read on Spark")
     spark = spark_session(master)
+    register(spark, datasets, need, jobs)
+    return spark.sql(sql).toArrow()
+
+
+def register(spark, datasets, need, jobs=None):
+    """The relations in need as the session's temporary views: the lake's datasets
+    (datasets: lake.datasets), an empty view of a table the lake lacks, and the job
+    views (jobs: lake.job_views(), with their own view definitions), from their SQL."""
+    jobs = lake.job_views() if jobs is None else jobs
+    need = _relations_needed(need, jobs)
     have = set()
     # only what the report reads: each dataset's registration lists its files and reads
     # their footers (mergeSchema), about 0.2 s each on 2 cores, seconds for a whole lake
@@ -113,11 +129,16 @@ def run_spark(name, params, lake_dir, master=None):
             have.add(ds)
     for view, select in jobs:                  # the views that join a job's runs, from their own SQL
         if view in need and relations_of(select) <= have:   # (a lake without collectives has no collective_calls)
-            spark.sql(_spark_sql(sqlglot.transpile(select, read="duckdb", write="spark")[0])).createOrReplaceTempView(view)
+            spark.sql(spark_sql(select)).createOrReplaceTempView(view)
             have.add(view)
     for ds in need - have:                     # not in this lake: no view of an earlier lake of the session stands in
         spark.catalog.dropTempView(ds)
-    return spark.sql(sql).toArrow()
+    return have
+
+
+def spark_sql(select):
+    """A DuckDB SELECT as Spark SQL (sqlglot)."""
+    return _spark_sql(sqlglot.transpile(select, read="duckdb", write="spark")[0])
 
 
 _SPARK_TYPES = {"BIGINT": "bigint", "INTEGER": "int", "DOUBLE": "double", "BOOLEAN": "boolean", "VARCHAR": "string",

@@ -91,8 +91,10 @@ def _read_on_spark():
     from .transpile import relations_of, relations_read
     read = set()
     for r in reports.all_reports().values():
-        if "spark" in r.engines and not r.problems:
+        if "spark" in r.engines and not r.problems and r.prepared_by not in reports.SPARK_FORMS:
             read |= relations_read(r)
+    for form in reports.SPARK_FORMS.values():      # an analysis's form on Spark: what it reads
+        read |= set(getattr(form, "reads", ()))
     jobs = dict(job_views())          # join the runs of a job: the engine defines them (engines.py)
     for _, select in jobs.items():
         read |= relations_of(select)

@@ -64,6 +64,16 @@ def register_preparer(name, params, prepared):
     PREPARERS[name] = Preparer(frozenset(params), prepared)
 
 
+# Reports prepared by an analysis that has a form of its own on Spark (the critical
+# path: per rank in Spark tasks, the walk on the driver): prepared_by name ->
+# run(name, params, lake_dir, master) -> pyarrow Table, which engines.run_spark calls.
+SPARK_FORMS = {}
+
+
+def register_spark_form(prepared_by, run):
+    SPARK_FORMS[prepared_by] = run
+
+
 def preparer(name):
     return PREPARERS.get(name)
 
