@@ -103,7 +103,7 @@ def _rank_graphs(lake_dir, work):
                 _load_rank(con, lake_dir, run, part)
                 for k, (chunk, win) in enumerate(plan):
                     with critpath.step_window(con, *win) if win is not None else contextlib.nullcontext():
-                        n, e = critpath.chunk_rows(con, run, chunk)
+                        n, e = critpath.chunk_rows(con, [run], chunk)[run]
                     yield i, k, _ipc(n), _ipc(e)
     return fn
 
