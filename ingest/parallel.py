@@ -4,22 +4,35 @@ DuckDB has one writer per database file, so each trace is read, parsed and
 derived by a worker process into a scratch database of its own (the same
 ingest_file as always); the parent then copies each finished run into the
 target database, one transaction per file (duplicates skipped, names made
-unique there), while the workers go on with the next files. A file that fails
-is reported and leaves nothing behind. Files that pair with a trace (ncu
-reports, power logs) are not handled here: the caller loads them after.
+unique there), while the workers go on with the next files. The copies run
+several at once, each on a cursor of its own (a transaction each: DuckDB appends
+from concurrent transactions), without keeping the insertion order (event_id
+keeps it): a rank's 136 MB trace is under 3 row groups of events, so one copy
+in order, or even out of order, keeps 1-3 of 16 threads busy, and 8 copies one
+after another took most of the folder's time (docs/benchmarks.md). Whether a run
+is a duplicate or clashes with a rank of its job is decided again just before its
+commit, one copy at a time, against every run committed so far. A file that fails
+is reported and leaves nothing behind. Files that pair with a trace (ncu reports,
+power logs) are not handled here: the caller loads them after.
 """
 import os
 import tempfile
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import duckdb
 
-from ..progress import file_bar
+from ..progress import file_bar, phase
 from .workers import each_in_workers
 from ..store.catalog import run_column_of, table_run_columns
 from ..store.sql import rows, scalar, sql_literal
 from ..store.tuning import pool_blocks
 from ..store.files import remove
 from .errors import IngestError, database_error
+
+# Copies of finished runs into the target at once (each its own transaction and
+# cursor); the DuckDB threads are shared among them.
+COPIES_AT_ONCE = 4
 
 
 def _work(args):
@@ -39,36 +52,93 @@ def _work(args):
         return path, scratch, None, str(e), 0
 
 
-def _copy_run(con, scratch, run, path):
-    """Copy one run of a scratch database into the target (one transaction)."""
-    from . import IngestResult, _rollback, _unique_run
-    con.execute(f"ATTACH {sql_literal(scratch)} AS _scratch (READ_ONLY)")
-    try:
-        digest = scalar(con, "SELECT content_hash FROM _scratch.runs WHERE run = ?", [run])
-        old = scalar(con, "SELECT run FROM runs WHERE content_hash = ?", [digest])
-        if old is not None:
-            return IngestResult(path, old, "trace", "skipped", f"already ingested as run {old}")
-        job, rank, world = rows(con, "SELECT job, rank, world_size FROM _scratch.runs WHERE run = ?", [run])[0]
-        if job is not None:                  # the rank check of jobs.assign, against what landed before
-            from .jobs import clash
-            if why := clash(con, job, rank, world, path):
-                return path, f"{path}: {why}; nothing was loaded"
+def _identity(con, alias, run):
+    """(content_hash, job, rank, world_size) of the scratch database's run."""
+    return rows(con, f"SELECT content_hash, job, rank, world_size FROM {alias}.runs WHERE run = ?", [run])[0]
+
+
+def _refused(con, identity, path):
+    """Why a run of that identity (_identity) cannot land, as a result (a duplicate:
+    skipped) or a (path, error) pair (its rank is taken), judged against the runs
+    committed in the target; None when it can."""
+    from . import IngestResult
+    digest, job, rank, world = identity
+    old = scalar(con, "SELECT run FROM runs WHERE content_hash = ?", [digest])
+    if old is not None:
+        return IngestResult(path, old, "trace", "skipped", f"already ingested as run {old}")
+    if job is not None:                  # the rank check of jobs.assign, against what landed before
+        from .jobs import clash
+        if why := clash(con, job, rank, world, path):
+            return path, f"{path}: {why}; nothing was loaded"
+    return None
+
+
+class _Copies:
+    """The runs of finished workers copied into the target, COPIES_AT_ONCE at a time."""
+
+    def __init__(self, con, at_once):
+        self.con = con
+        self.pool = ThreadPoolExecutor(max(1, at_once), thread_name_prefix="tracedb-copy")
+        self.decide = threading.Lock()     # the checks before a commit, and the commit, one copy at a time
+        self.names = set()                 # names given to copies under way (not yet committed)
+        self.count = 0
+
+    def submit(self, scratch, run, path):
+        taken = self.names | {r for (r,) in rows(self.con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
+                                                  [run, run + "~%"])}
+        name, i = run, 2            # unique among the target's runs and the copies under way (_unique_run)
+        while name in taken:
+            name, i = f"{run}~{i}", i + 1
+        self.names.add(name)
+        self.count += 1
+        return self.pool.submit(self._copy, scratch, run, path, name, f"_scratch{self.count}")
+
+    def _copy(self, scratch, run, path, name, alias):
+        """Copy one run of a scratch database into the target (one transaction) as name."""
+        con = self.con.cursor()
+        try:
+            con.execute(f"ATTACH {sql_literal(scratch)} AS {alias} (READ_ONLY)")
+            try:
+                identity = _identity(con, alias, run)
+                if (no := _refused(con, identity, path)) is not None:     # known before the copy
+                    return no
+                with phase("folder: copy a run in (threads summed)"):
+                    return self._insert(con, alias, run, path, name, identity)
+            finally:
+                con.execute(f"DETACH {alias}")
+        finally:
+            con.close()
+
+    def _insert(self, con, alias, run, path, name, identity):
+        from . import IngestResult, _rollback
+        con.execute("SET SESSION preserve_insertion_order = false")   # event_id keeps the order
         con.begin()
         try:
-            name = _unique_run(con, run)
             for table, named in {"runs": ["run"], **table_run_columns(con)}.items():
                 if (col := run_column_of(named)) is None:
                     continue
                 cols = [c for (c,) in rows(con, "SELECT column_name FROM duckdb_columns() WHERE "
-                                                "database_name = '_scratch' AND table_name = ?", [table])]
+                                                "database_name = ? AND table_name = ?", [alias, table])]
                 if not cols:
                     continue
                 # every column naming a run (run, trace_run, ncu_run, paired_run ...) gets the new name
                 sel = ", ".join(f'CASE WHEN "{c}" = $old THEN $new ELSE "{c}" END' if c == "run" or c.endswith("_run")
                                 else f'"{c}"' for c in cols)
                 con.execute(f"INSERT INTO {table} ({', '.join(chr(34) + c + chr(34) for c in cols)}) "
-                            f"SELECT {sel} FROM _scratch.{table} WHERE {col} = $old", {"old": run, "new": name})
-            con.commit()
+                            f"SELECT {sel} FROM {alias}.{table} WHERE {col} = $old", {"old": run, "new": name})
+            with self.decide:
+                # again, against the runs committed since this transaction began (a
+                # fresh connection sees them): the same content, or the same rank,
+                # copied by another thread meanwhile
+                check = self.con.cursor()
+                try:
+                    no = _refused(check, identity, path)
+                finally:
+                    check.close()
+                if no is not None:
+                    _rollback(con)
+                    return no
+                con.commit()
         except duckdb.Error as e:
             _rollback(con)
             return path, f"{path}: {database_error(e)}; nothing was loaded"
@@ -76,8 +146,9 @@ def _copy_run(con, scratch, run, path):
             _rollback(con)
             raise
         return IngestResult(path, name, "trace", "loaded")
-    finally:
-        con.execute("DETACH _scratch")
+
+    def close(self):
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _cores():
@@ -105,12 +176,39 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
     with tempfile.TemporaryDirectory(prefix="tracedb-many-") as d, file_bar(len(paths)) as at:
         work = [(p, os.path.join(d, f"{i}.duckdb"), None, {**(options or {}), **o}, threads)
                 for i, (p, o) in enumerate(items)]
-        for path, scratch, run, error, events in each_in_workers(_work, work, jobs):
-            if error:
-                failed += 1
-                report((path, error))
-            else:
-                report(_copy_run(con, scratch, run, path))
-            remove(scratch)
-            at(sizes[path], events)
+        copies = _Copies(con, min(COPIES_AT_ONCE, len(items)))
+        under_way = {}        # future -> (path, scratch, events)
+
+        def landed(futures):
+            nonlocal failed
+            for fut in futures:
+                path, scratch, events = under_way.pop(fut)
+                result = fut.result()
+                failed += isinstance(result, tuple)
+                report(result)
+                remove(scratch)
+                at(sizes[path], events)
+        try:
+            with phase("folder: workers (parse, derive) waited for"):
+                results = iter(each_in_workers(_work, work, jobs))
+            while True:
+                with phase("folder: workers (parse, derive) waited for"):
+                    got = next(results, None)
+                if got is None:
+                    break
+                path, scratch, run, error, events = got
+                if error:
+                    failed += 1
+                    report((path, error))
+                    remove(scratch)
+                    at(sizes[path], events)
+                else:
+                    under_way[copies.submit(scratch, run, path)] = (path, scratch, events)
+                landed([f for f in list(under_way) if f.done()])
+            with phase("folder: last copies waited for"):
+                while under_way:
+                    done, _ = wait(list(under_way), return_when=FIRST_COMPLETED)
+                    landed(done)
+        finally:
+            copies.close()
     return failed
