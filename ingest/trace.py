@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from ..store.db import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, sql_literal
+from ..store import tuning
 from ..store.tuning import memory_cap
 from . import trace_json
 from .errors import IngestError, database_error
@@ -34,6 +35,9 @@ EXACT_DOUBLE_US = 2 ** 43
 # longer leave part-filled row groups: the insert is cut into whole ones (_aligned).
 BATCH_BYTES = 256 << 20
 BATCH_ROWS = 1 << 20
+# The first batch of an uncompressed trace: nothing overlaps its parse (the insert of
+# one batch runs beside the parse of the next), so it is cut smaller, in as many pieces.
+FIRST_BATCH_BYTES = 64 << 20
 # A gzip trace inflated while it loads holds in memory at most the pieces of the
 # batch being parsed and this many of the next (trace_json._MemoryPieces: 512 MB;
 # one more made no difference at 1 GB: docs/benchmarks.md).
@@ -416,8 +420,9 @@ def load(con, tf, run):
     con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
     mended = {}
     try:
-        n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS) if tf.truncated
-                           else _parsed_ahead(con, tf), mended)
+        with tuning.lower_cap(con, tuning.EVENTS_MEMORY_CAP):
+            n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS) if tf.truncated
+                               else _parsed_ahead(con, tf), mended)
     except NeedsExact:          # timestamps the doubles cannot hold: as text, then exactly
         n = None
         if tf.numbers == "double":
@@ -599,9 +604,12 @@ class TraceReader(Reader):
 
     def prepare(self, con, path, fmt, work, options):
         threads = scalar(con, "SELECT current_setting('threads')")
+        per_batch = _pieces_per_batch(threads)
+        piece_bytes = _piece_bytes(threads)
+        first = (per_batch, min(piece_bytes, FIRST_BATCH_BYTES // per_batch)) if FIRST_BATCH_BYTES else (0, 0)
         with phase("pieces (split: prologue, cuts)"):
-            tf = trace_json.split(path, work, hashlib.sha256(), piece_bytes=_piece_bytes(threads),
-                                  memory_pieces=_pieces_per_batch(threads) + PIECES_AHEAD)
+            tf = trace_json.split(path, work, hashlib.sha256(), piece_bytes=piece_bytes,
+                                  memory_pieces=per_batch + PIECES_AHEAD, first=first)
         tf.per_batch = _pieces_per_batch(threads)
         # A duplicate has the same size: only then wait for the hash before loading;
         # otherwise hashing an uncompressed file overlaps the parse. A compressed one
