@@ -1,19 +1,21 @@
 """Many traces at once (a directory of rank traces): every core works across files.
 
 DuckDB has one writer per database file, so each trace is read, parsed and
-derived by a worker process into a scratch database of its own (the same
-ingest_file as always); the parent then copies each finished run into the
-target database, one transaction per file (duplicates skipped, names made
-unique there), while the workers go on with the next files. The copies run
-several at once, each on a cursor of its own (a transaction each: DuckDB appends
-from concurrent transactions), without keeping the insertion order (event_id
-keeps it): a rank's 136 MB trace is under 3 row groups of events, so one copy
-in order, or even out of order, keeps 1-3 of 16 threads busy, and 8 copies one
-after another took most of the folder's time (docs/benchmarks.md). Whether a run
-is a duplicate or clashes with a rank of its job is decided again just before its
-commit, one copy at a time, against every run committed so far. A file that fails
-is reported and leaves nothing behind. Files that pair with a trace (ncu reports,
-power logs) are not handled here: the caller loads them after.
+derived by a worker process (the same ingest_file as always) into a database of
+its own in memory, which writes the run's rows of every table to Arrow IPC files
+on local disk; the parent inserts them into the target, one transaction per file
+(duplicates skipped, names made unique there), while the workers go on with the
+next files. Arrow files, not scratch databases: a scratch database compressed
+every row in the worker and the parent decompressed it again (1.1 GB of rank
+traces: 27 CPU-s of copies, docs/benchmarks.md). The inserts run several at once,
+each on a cursor of its own (a transaction each: DuckDB appends from concurrent
+transactions), without keeping the insertion order (event_id keeps it): a rank's
+136 MB trace is under 3 row groups of events, so one insert, even unordered, keeps
+1-3 of 16 threads busy. Whether a run is a duplicate or clashes with a rank of its
+job is decided again just before its commit, one at a time, against every run
+committed so far. A file that fails is reported and leaves nothing behind. Files
+that pair with a trace (ncu reports, power logs) are not handled here: the caller
+loads them after.
 """
 import os
 import tempfile
@@ -35,26 +37,50 @@ from .errors import IngestError, database_error
 COPIES_AT_ONCE = 4
 
 
+# Rows per Arrow batch a worker writes: one of DuckDB's row groups, so the parent's
+# unordered insert gives each thread whole row groups.
+IPC_BATCH_ROWS = 122880
+
+
 def _work(args):
-    """Worker: one trace into its own scratch database; returns what the parent needs."""
+    """Worker: one trace into a database in memory, its run's rows of each table to
+    Arrow IPC files (prefix + table); returns what the parent needs."""
+    import pyarrow as pa
     from ..store import db
     from . import ingest_file
-    path, scratch, run, options, threads = args
+    path, prefix, run, options, threads = args
     try:
-        con = db.connect(scratch)
+        con = db.connect(":memory:")
         con.execute(f"SET threads = {threads}")   # the cores shared out among the files at work
+        con.execute(f"SET temp_directory = {sql_literal(prefix + 'spill')}")   # beyond the memory cap
         pool_blocks(con)
         r = ingest_file(con, path, run=run, options=options)
         n = scalar(con, "SELECT n_events FROM runs WHERE run = ?", [r.run]) or 0
+        tables = []
+        for table, named in {"runs": ["run"], **table_run_columns(con)}.items():
+            if (col := run_column_of(named)) is None:
+                continue
+            reader = con.sql(f'SELECT * FROM {table} WHERE "{col}" = {sql_literal(r.run)}').to_arrow_reader(IPC_BATCH_ROWS)
+            out = prefix + table + ".arrow"
+            wrote = 0
+            with pa.OSFile(out, "wb") as f, pa.ipc.new_file(f, reader.schema) as w:
+                for batch in reader:
+                    w.write_batch(batch)
+                    wrote += batch.num_rows
+            if wrote:
+                tables.append((table, out))
+            else:
+                os.remove(out)
         con.close()
-        return path, scratch, r.run, None, n
+        return path, tables, r.run, None, n
     except IngestError as e:
-        return path, scratch, None, str(e), 0
+        return path, [], None, str(e), 0
 
 
-def _identity(con, alias, run):
-    """(content_hash, job, rank, world_size) of the scratch database's run."""
-    return rows(con, f"SELECT content_hash, job, rank, world_size FROM {alias}.runs WHERE run = ?", [run])[0]
+def _identity(runs):
+    """(content_hash, job, rank, world_size) of a worker's run (its runs row, Arrow)."""
+    row = runs.select(["content_hash", "job", "rank", "world_size"]).to_pylist()[0]
+    return row["content_hash"], row["job"], row["rank"], row["world_size"]
 
 
 def _refused(con, identity, path):
@@ -83,49 +109,49 @@ class _Copies:
         self.names = set()                 # names given to copies under way (not yet committed)
         self.count = 0
 
-    def submit(self, scratch, run, path):
+    def submit(self, tables, run, path):
         taken = self.names | {r for (r,) in rows(self.con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
                                                   [run, run + "~%"])}
         name, i = run, 2            # unique among the target's runs and the copies under way (_unique_run)
         while name in taken:
             name, i = f"{run}~{i}", i + 1
         self.names.add(name)
-        self.count += 1
-        return self.pool.submit(self._copy, scratch, run, path, name, f"_scratch{self.count}")
+        return self.pool.submit(self._copy, tables, run, path, name)
 
-    def _copy(self, scratch, run, path, name, alias):
-        """Copy one run of a scratch database into the target (one transaction) as name."""
+    def _copy(self, tables, run, path, name):
+        """Insert one worker's run (its Arrow files) into the target (one transaction) as name."""
+        import pyarrow as pa
         con = self.con.cursor()
         try:
-            con.execute(f"ATTACH {sql_literal(scratch)} AS {alias} (READ_ONLY)")
-            try:
-                identity = _identity(con, alias, run)
-                if (no := _refused(con, identity, path)) is not None:     # known before the copy
-                    return no
-                with phase("folder: copy a run in (threads summed)"):
-                    return self._insert(con, alias, run, path, name, identity)
-            finally:
-                con.execute(f"DETACH {alias}")
+            # memory-mapped: the pages are the files' own (in the page cache), not copies
+            arrow = {t: pa.ipc.open_file(pa.memory_map(f)).read_all() for t, f in tables}
+            identity = _identity(arrow["runs"])
+            if (no := _refused(con, identity, path)) is not None:     # known before the copy
+                return no
+            with phase("folder: copy a run in (threads summed)"):
+                return self._insert(con, arrow, run, path, name, identity)
         finally:
             con.close()
 
-    def _insert(self, con, alias, run, path, name, identity):
+    def _insert(self, con, arrow, run, path, name, identity):
         from . import IngestResult, _rollback
         con.execute("SET SESSION preserve_insertion_order = false")   # event_id keeps the order
         con.begin()
         try:
-            for table, named in {"runs": ["run"], **table_run_columns(con)}.items():
-                if (col := run_column_of(named)) is None:
-                    continue
-                cols = [c for (c,) in rows(con, "SELECT column_name FROM duckdb_columns() WHERE "
-                                                "database_name = ? AND table_name = ?", [alias, table])]
-                if not cols:
-                    continue
+            for table, data in arrow.items():
+                have = {c for (c,) in rows(con, "SELECT column_name FROM duckdb_columns() WHERE "
+                                                "database_name = current_database() AND schema_name = 'main' "
+                                                "AND table_name = ?", [table])}
+                cols = [c for c in data.column_names if c in have]
                 # every column naming a run (run, trace_run, ncu_run, paired_run ...) gets the new name
                 sel = ", ".join(f'CASE WHEN "{c}" = $old THEN $new ELSE "{c}" END' if c == "run" or c.endswith("_run")
                                 else f'"{c}"' for c in cols)
-                con.execute(f"INSERT INTO {table} ({', '.join(chr(34) + c + chr(34) for c in cols)}) "
-                            f"SELECT {sel} FROM {alias}.{table} WHERE {col} = $old", {"old": run, "new": name})
+                con.register("_worker_rows", data)
+                try:
+                    con.execute(f"INSERT INTO {table} ({', '.join(chr(34) + c + chr(34) for c in cols)}) "
+                                f"SELECT {sel} FROM _worker_rows", {"old": run, "new": name})
+                finally:
+                    con.unregister("_worker_rows")
             with self.decide:
                 # again, against the runs committed since this transaction began (a
                 # fresh connection sees them): the same content, or the same rank,
@@ -174,19 +200,20 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
     failed = 0
     sizes = {str(p): os.path.getsize(p) for p in paths}
     with tempfile.TemporaryDirectory(prefix="tracedb-many-") as d, file_bar(len(paths)) as at:
-        work = [(p, os.path.join(d, f"{i}.duckdb"), None, {**(options or {}), **o}, threads)
+        work = [(p, os.path.join(d, f"{i}."), None, {**(options or {}), **o}, threads)
                 for i, (p, o) in enumerate(items)]
         copies = _Copies(con, min(COPIES_AT_ONCE, len(items)))
-        under_way = {}        # future -> (path, scratch, events)
+        under_way = {}        # future -> (path, its Arrow files, events)
 
         def landed(futures):
             nonlocal failed
             for fut in futures:
-                path, scratch, events = under_way.pop(fut)
+                path, tables, events = under_way.pop(fut)
                 result = fut.result()
                 failed += isinstance(result, tuple)
                 report(result)
-                remove(scratch)
+                for _, f in tables:
+                    remove(f)
                 at(sizes[path], events)
         try:
             with phase("folder: workers (parse, derive) waited for"):
@@ -196,14 +223,13 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
                     got = next(results, None)
                 if got is None:
                     break
-                path, scratch, run, error, events = got
+                path, tables, run, error, events = got
                 if error:
                     failed += 1
                     report((path, error))
-                    remove(scratch)
                     at(sizes[path], events)
                 else:
-                    under_way[copies.submit(scratch, run, path)] = (path, scratch, events)
+                    under_way[copies.submit(tables, run, path)] = (path, tables, events)
                 landed([f for f in list(under_way) if f.done()])
             with phase("folder: last copies waited for"):
                 while under_way:
