@@ -18,6 +18,7 @@ file, one after another, is the yardstick.
 --set MODULE.NAME=INT[,...]: a constant of the package set in the ingest's process (a
 variant measured without editing the code: --set ingest.trace.BATCH_BYTES=134217728).
 --label TEXT: the rows' name (default: tracedb ingest).
+--sql STATEMENT: run on the ingest's connection first (SET allocator_flush_threshold = '32MB').
 Each ingest row also gives when its peak RSS was reached (seconds after the start: the
 phases, printed in order with --profile, say in which).
 """
@@ -106,6 +107,8 @@ def _child(mode, path, db, cores="0"):
             doc = None
     else:
         con = tdb.connect(db)
+        if os.environ.get("TRACEDB_BENCH_SQL"):
+            con.execute(os.environ["TRACEDB_BENCH_SQL"])
         phase_times()                  # (a new file's schema is not the ingest's)
         if os.path.isdir(path):
             from tracedb.ingest.parallel import ingest_traces
@@ -126,13 +129,14 @@ def _child(mode, path, db, cores="0"):
                       "peak_after": watch.after}))
 
 
-def measure(mode, path, db="", instructions=False, cores=0, profile=False, settings=""):
+def measure(mode, path, db="", instructions=False, cores=0, profile=False, settings="", sql=""):
     cmd = [sys.executable, __file__, "--child", mode, path, db, str(cores)]
     with tempfile.NamedTemporaryFile("r", suffix=".perf") as counts:
         if instructions:
             cmd = ["perf", "stat", "-x,", "-e", "instructions", "-o", counts.name] + cmd
         env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if profile else {}),
-                   **({"TRACEDB_BENCH_SET": settings} if settings and mode != "json.load" else {}))
+                   **({"TRACEDB_BENCH_SET": settings} if settings and mode != "json.load" else {}),
+                   **({"TRACEDB_BENCH_SQL": sql} if sql and mode != "json.load" else {}))
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if done.returncode:
             sys.exit(f"{' '.join(cmd[-5:])} failed:\n{done.stderr[-3000:]}")
@@ -153,7 +157,7 @@ def main(argv):
         return _child(*argv[1:5])
     if {"-h", "--help"} & set(argv):
         return print(__doc__.strip())
-    valued = {"--cores", "--repeat", "--keep", "--set", "--label"}
+    valued = {"--cores", "--repeat", "--keep", "--set", "--label", "--sql"}
     files = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in valued)]
     unknown = [a for a in argv if a.startswith("-") and a not in
                ("--skip-json-load", "--instructions", "--profile") and a not in valued]
@@ -173,7 +177,7 @@ def main(argv):
         for c in cores:
             with tempfile.TemporaryDirectory() as d:
                 rows.append(measure("tracedb ingest", path, os.path.join(d, "bench.duckdb"), instructions, c, profile,
-                                    _opt(argv, "--set", "")))
+                                    _opt(argv, "--set", ""), _opt(argv, "--sql", "")))
                 rows[-1]["mode"] = _opt(argv, "--label", rows[-1]["mode"])
                 db_size = os.path.getsize(os.path.join(d, "bench.duckdb"))
                 if "--keep" in argv:

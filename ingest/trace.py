@@ -15,7 +15,6 @@ import pyarrow.compute as pc
 
 from ..store.db import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, sql_literal
-from ..store import tuning
 from ..store.tuning import memory_cap
 from . import trace_json
 from .errors import IngestError, database_error
@@ -420,9 +419,8 @@ def load(con, tf, run):
     con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
     mended = {}
     try:
-        with tuning.lower_cap(con, tuning.EVENTS_MEMORY_CAP):
-            n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS) if tf.truncated
-                               else _parsed_ahead(con, tf), mended)
+        n = _insert_events(con, tf, _exact_stages(con, tf, BATCH_ROWS) if tf.truncated
+                           else _parsed_ahead(con, tf), mended)
     except NeedsExact:          # timestamps the doubles cannot hold: as text, then exactly
         n = None
         if tf.numbers == "double":

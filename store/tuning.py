@@ -62,30 +62,6 @@ def memory_cap(con):
         yield
 
 
-# DuckDB's memory limit while a trace's events are parsed and inserted (within the
-# load's MEMORY_CAP): beside it the process holds two staged batches in Arrow (one
-# inserted, one parsed) outside DuckDB's buffers.
-EVENTS_MEMORY_CAP = MEMORY_CAP
-
-
-def _bytes(text):
-    m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", text or "")
-    return None if m is None else float(m[1]) * _UNITS[m[2]]
-
-
-@contextmanager
-def lower_cap(con, cap):
-    """DuckDB's memory limit at cap for the block where it is MEMORY_CAP (memory_cap's,
-    not a limit the user set) and cap is lower; MEMORY_CAP again after it. Not after an
-    error: the caller's rollback, then memory_cap's RESET, follow."""
-    lower = cap < MEMORY_CAP and _bytes(scalar(con, "SELECT current_setting('memory_limit')")) == MEMORY_CAP
-    if lower:
-        con.execute(f"SET memory_limit = '{int(cap)}B'")
-    yield
-    if lower:
-        con.execute(f"SET memory_limit = '{MEMORY_CAP}B'")
-
-
 def fit_threads(con):
     """DuckDB's threads cut to the cores this process may run on (taskset, a container's
     cpuset): DuckDB counts the machine's cores, and a process pinned to 2 of 16 ran 16
