@@ -99,6 +99,22 @@ def _refused(con, identity, path):
     return None
 
 
+def _as_json(table, columns):
+    """table with those string columns typed as Arrow's JSON (their storage unchanged,
+    no copy): as plain strings, the insert into a JSON column parses every value again
+    to check it (DuckDB wrote them as JSON; ingest/trace.py does the same for args)."""
+    import pyarrow as pa
+    for c in columns:
+        i = table.schema.get_field_index(c)
+        col = table.column(i)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            continue
+        t = pa.json_(col.type)
+        table = table.set_column(i, pa.field(c, t), pa.chunked_array(
+            [pa.ExtensionArray.from_storage(t, chunk) for chunk in col.chunks], type=t))
+    return table
+
+
 class _Copies:
     """The runs of finished workers copied into the target, COPIES_AT_ONCE at a time."""
 
@@ -139,10 +155,11 @@ class _Copies:
         con.begin()
         try:
             for table, data in arrow.items():
-                have = {c for (c,) in rows(con, "SELECT column_name FROM duckdb_columns() WHERE "
-                                                "database_name = current_database() AND schema_name = 'main' "
-                                                "AND table_name = ?", [table])}
+                have = dict(rows(con, "SELECT column_name, data_type FROM duckdb_columns() WHERE "
+                                      "database_name = current_database() AND schema_name = 'main' "
+                                      "AND table_name = ?", [table]))
                 cols = [c for c in data.column_names if c in have]
+                data = _as_json(data, [c for c in cols if have[c] == "JSON"])
                 # every column naming a run (run, trace_run, ncu_run, paired_run ...) gets the new name
                 sel = ", ".join(f'CASE WHEN "{c}" = $old THEN $new ELSE "{c}" END' if c == "run" or c.endswith("_run")
                                 else f'"{c}"' for c in cols)

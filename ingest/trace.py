@@ -28,11 +28,15 @@ EXACT_DOUBLE_US = 2 ** 43
 # path): memory stays bounded whatever the trace's size. Two batches are held at once
 # (one inserted while the next is parsed: _parsed_ahead), as one of 512 MB was before.
 # DuckDB's JSON reader parses a piece on one thread, so a batch holds a piece per
-# thread: 2 of 128 MB on 2 threads, 16 of 16 MB on 16. Each thread's piece sits in one
+# thread: 2 of 96 MB on 2 threads, 16 of 12 MB on 16. Each thread's piece sits in one
 # buffer under the load's memory cap (store/tuning.MEMORY_CAP) beside the batch's
 # parsed rows: 16 threads on 32 MB pieces ran out of it (1.0 GiB used). Small pieces no
 # longer leave part-filled row groups: the insert is cut into whole ones (_aligned).
-BATCH_BYTES = 256 << 20
+# 192 MB, not 256: peak RSS on 16 cores 1.40 GB instead of 1.63-1.65 GB, as fast
+# (4.21 s against 4.17-5.07 s); 128 MB: 1.23 GB but 5.18 s, its insert (2.8 row groups a
+# batch) on too few threads. DuckDB's cap cannot be lowered instead: the parse and the
+# row groups being written ran out of 768 MiB (docs/benchmarks.md).
+BATCH_BYTES = 192 << 20
 BATCH_ROWS = 1 << 20
 # The first batch of an uncompressed trace: nothing overlaps its parse (the insert of
 # one batch runs beside the parse of the next), so it is cut smaller, in as many pieces.
