@@ -15,6 +15,12 @@ first of those it may use; DuckDB's threads follow), json.load beside them once 
 (pieces, parse, insert, every derivation statement, commit, close), one column per core count.
 A directory: every trace in it (tracedb ingest DIR: files in parallel); json.load of each
 file, one after another, is the yardstick.
+--set MODULE.NAME=INT[,...]: a constant of the package set in the ingest's process (a
+variant measured without editing the code: --set ingest.trace.BATCH_BYTES=134217728).
+--label TEXT: the rows' name (default: tracedb ingest).
+--sql STATEMENT: run on the ingest's connection first (SET allocator_flush_threshold = '32MB').
+Each ingest row also gives when its peak RSS was reached (seconds after the start: the
+phases, printed in order with --profile, say in which).
 """
 import json
 import os
@@ -23,7 +29,52 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+
+
+def _rss_bytes():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class _PeakWatch:
+    """The process's RSS every 5 ms: its peak and when (seconds after start)."""
+
+    def __init__(self, phases=None):
+        self.t0, self.peak, self.at, self.stop = time.perf_counter(), 0, 0.0, threading.Event()
+        self.phases, self.after = phases, {}
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.wait(0.005):
+            try:
+                rss = _rss_bytes()
+            except OSError:
+                return
+            if rss > self.peak:
+                self.peak, self.at = rss, time.perf_counter() - self.t0
+                try:           # the phases ended so far (tracedb.progress's, TRACEDB_PROFILE)
+                    self.after = {k: v[2] for k, v in list((self.phases or {}).items())}
+                except RuntimeError:
+                    pass
+
+    def done(self):
+        self.stop.set()
+        self.thread.join()
+        return self.at
+
+
+def _apply_settings(text):
+    import importlib
+    for item in filter(None, (text or "").split(",")):
+        name, value = item.split("=")
+        mod, attr = name.rsplit(".", 1)
+        setattr(importlib.import_module("tracedb." + mod), attr, int(value))
 
 
 def _traces(path):
@@ -40,6 +91,12 @@ def _child(mode, path, db, cores="0"):
     except ImportError:            # an older tracedb (a before-and-after pair): no phases
         from contextlib import nullcontext as phase
         phase_times = dict
+    _apply_settings(os.environ.get("TRACEDB_BENCH_SET"))
+    try:
+        from tracedb.progress import _PHASES
+    except ImportError:
+        _PHASES = None
+    watch = _PeakWatch(_PHASES)
     t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     if mode == "json.load":
         n = 0
@@ -50,6 +107,8 @@ def _child(mode, path, db, cores="0"):
             doc = None
     else:
         con = tdb.connect(db)
+        if os.environ.get("TRACEDB_BENCH_SQL"):
+            con.execute(os.environ["TRACEDB_BENCH_SQL"])
         phase_times()                  # (a new file's schema is not the ingest's)
         if os.path.isdir(path):
             from tracedb.ingest.parallel import ingest_traces
@@ -60,20 +119,24 @@ def _child(mode, path, db, cores="0"):
         with phase("close (checkpoint)"):
             con.close()
     secs = time.perf_counter() - t
+    peak_at = watch.done() - (t - watch.t0)
     after = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime) + kids.ru_utime + kids.ru_stime
     print(json.dumps({"mode": mode, "seconds": secs, "cpu_seconds": cpu, "events": n,
                       "peak_rss_bytes": after.ru_maxrss * 1024, "child_peak_rss_bytes": kids.ru_maxrss * 1024,
-                      "cores": len(os.sched_getaffinity(0)), "phases": phase_times()}))
+                      "cores": len(os.sched_getaffinity(0)), "phases": phase_times(), "peak_at_s": peak_at,
+                      "peak_after": watch.after}))
 
 
-def measure(mode, path, db="", instructions=False, cores=0, profile=False):
+def measure(mode, path, db="", instructions=False, cores=0, profile=False, settings="", sql=""):
     cmd = [sys.executable, __file__, "--child", mode, path, db, str(cores)]
     with tempfile.NamedTemporaryFile("r", suffix=".perf") as counts:
         if instructions:
             cmd = ["perf", "stat", "-x,", "-e", "instructions", "-o", counts.name] + cmd
-        env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if profile else {}))
+        env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if profile else {}),
+                   **({"TRACEDB_BENCH_SET": settings} if settings and mode != "json.load" else {}),
+                   **({"TRACEDB_BENCH_SQL": sql} if sql and mode != "json.load" else {}))
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if done.returncode:
             sys.exit(f"{' '.join(cmd[-5:])} failed:\n{done.stderr[-3000:]}")
@@ -94,7 +157,7 @@ def main(argv):
         return _child(*argv[1:5])
     if {"-h", "--help"} & set(argv):
         return print(__doc__.strip())
-    valued = {"--cores", "--repeat", "--keep"}
+    valued = {"--cores", "--repeat", "--keep", "--set", "--label", "--sql"}
     files = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in valued)]
     unknown = [a for a in argv if a.startswith("-") and a not in
                ("--skip-json-load", "--instructions", "--profile") and a not in valued]
@@ -113,7 +176,9 @@ def main(argv):
     for _ in range(int(_opt(argv, "--repeat", "1"))):
         for c in cores:
             with tempfile.TemporaryDirectory() as d:
-                rows.append(measure("tracedb ingest", path, os.path.join(d, "bench.duckdb"), instructions, c, profile))
+                rows.append(measure("tracedb ingest", path, os.path.join(d, "bench.duckdb"), instructions, c, profile,
+                                    _opt(argv, "--set", ""), _opt(argv, "--sql", "")))
+                rows[-1]["mode"] = _opt(argv, "--label", rows[-1]["mode"])
                 db_size = os.path.getsize(os.path.join(d, "bench.duckdb"))
                 if "--keep" in argv:
                     shutil.move(os.path.join(d, "bench.duckdb"), _opt(argv, "--keep", ""))
@@ -121,7 +186,7 @@ def main(argv):
             rows.append(measure("json.load", path, instructions=instructions))
     print(f"input: {path} ({size / 1e6:.0f} MB); database file {db_size / 1e6:.0f} MB")
     print(f"{'what':16} {'cores':>5} {'seconds':>8} {'cpu s':>8} {'MB/s':>8} {'events/s':>11} {'peak RSS MB':>12}"
-          f" {'workers MB':>10} {'x json.load':>11}" + (f" {'G instr':>8}" if instructions else ""))
+          f" {'workers MB':>10} {'x json.load':>11} {'peak at s':>9}" + (f" {'G instr':>8}" if instructions else ""))
     loads = [r for r in rows if r["mode"] == "json.load"]
     for i, r in enumerate(rows):
         g = r.get("instructions")
@@ -129,10 +194,14 @@ def main(argv):
         ratio = f"{pair['seconds'] / r['seconds']:11.2f}" if pair and r["mode"] != "json.load" else f"{'':11}"
         print(f"{r['mode']:16} {r['cores']:5d} {r['seconds']:8.2f} {r['cpu_seconds']:8.2f} {size / 1e6 / r['seconds']:8.1f} "
               f"{r['events'] / r['seconds']:11.0f} {r['peak_rss_bytes'] / 1e6:12.0f} "
-              f"{r['child_peak_rss_bytes'] / 1e6:10.0f} {ratio}"
+              f"{r['child_peak_rss_bytes'] / 1e6:10.0f} {ratio} "
+              + (f"{r['peak_at_s']:9.2f}" if r["mode"] != "json.load" else f"{'':9}")
               + ((f" {g / 1e9:8.1f}" if g else f" {'?':>8}") if instructions else ""))
     if profile:
         runs = [r for r in rows if r["mode"] != "json.load"]
+        for r in runs:         # where the peak RSS was: the phases ended by then (times each)
+            print(f"{r['cores']} cores: peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB at {r['peak_at_s']:.2f} s, "
+                  "after: " + ", ".join(f"{k.split(' (')[0]} x{n}" for k, n in r.get("peak_after", {}).items()))
         names = list(dict.fromkeys(k for r in runs for k in r["phases"]))
         print("\nphases: wall s / CPU s (all threads) per run, by cores")
         print(f"{'phase':44}" + "".join(f" {str(r['cores']) + ' cores':>14}" for r in runs))

@@ -1,19 +1,30 @@
 """Many traces at once (a directory of rank traces): every core works across files.
 
 DuckDB has one writer per database file, so each trace is read, parsed and
-derived by a worker process into a scratch database of its own (the same
-ingest_file as always); the parent then copies each finished run into the
-target database, one transaction per file (duplicates skipped, names made
-unique there), while the workers go on with the next files. A file that fails
-is reported and leaves nothing behind. Files that pair with a trace (ncu
-reports, power logs) are not handled here: the caller loads them after.
+derived by a worker process (the same ingest_file as always) into a database of
+its own in memory, which writes the run's rows of every table to Arrow IPC files
+on local disk; the parent inserts them into the target, one transaction per file
+(duplicates skipped, names made unique there), while the workers go on with the
+next files. Arrow files, not scratch databases: a scratch database compressed
+every row in the worker and the parent decompressed it again (1.1 GB of rank
+traces: 27 CPU-s of copies, docs/benchmarks.md). The inserts run several at once,
+each on a cursor of its own (a transaction each: DuckDB appends from concurrent
+transactions), without keeping the insertion order (event_id keeps it): a rank's
+136 MB trace is under 3 row groups of events, so one insert, even unordered, keeps
+1-3 of 16 threads busy. Whether a run is a duplicate or clashes with a rank of its
+job is decided again just before its commit, one at a time, against every run
+committed so far. A file that fails is reported and leaves nothing behind. Files
+that pair with a trace (ncu reports, power logs) are not handled here: the caller
+loads them after.
 """
 import os
 import tempfile
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import duckdb
 
-from ..progress import file_bar
+from ..progress import file_bar, phase
 from .workers import each_in_workers
 from ..store.catalog import run_column_of, table_run_columns
 from ..store.sql import rows, scalar, sql_literal
@@ -21,54 +32,156 @@ from ..store.tuning import pool_blocks
 from ..store.files import remove
 from .errors import IngestError, database_error
 
+# Copies of finished runs into the target at once (each its own transaction and
+# cursor); the DuckDB threads are shared among them.
+COPIES_AT_ONCE = 4
+
+
+# Rows per Arrow batch a worker writes: one of DuckDB's row groups, so the parent's
+# unordered insert gives each thread whole row groups.
+IPC_BATCH_ROWS = 122880
+
 
 def _work(args):
-    """Worker: one trace into its own scratch database; returns what the parent needs."""
+    """Worker: one trace into a database in memory, its run's rows of each table to
+    Arrow IPC files (prefix + table); returns what the parent needs."""
+    import pyarrow as pa
     from ..store import db
     from . import ingest_file
-    path, scratch, run, options, threads = args
+    path, prefix, run, options, threads = args
     try:
-        con = db.connect(scratch)
+        con = db.connect(":memory:")
         con.execute(f"SET threads = {threads}")   # the cores shared out among the files at work
+        con.execute(f"SET temp_directory = {sql_literal(prefix + 'spill')}")   # beyond the memory cap
         pool_blocks(con)
         r = ingest_file(con, path, run=run, options=options)
         n = scalar(con, "SELECT n_events FROM runs WHERE run = ?", [r.run]) or 0
+        tables = []
+        for table, named in {"runs": ["run"], **table_run_columns(con)}.items():
+            if (col := run_column_of(named)) is None:
+                continue
+            reader = con.sql(f'SELECT * FROM {table} WHERE "{col}" = {sql_literal(r.run)}').to_arrow_reader(IPC_BATCH_ROWS)
+            out = prefix + table + ".arrow"
+            wrote = 0
+            with pa.OSFile(out, "wb") as f, pa.ipc.new_file(f, reader.schema) as w:
+                for batch in reader:
+                    w.write_batch(batch)
+                    wrote += batch.num_rows
+            if wrote:
+                tables.append((table, out))
+            else:
+                os.remove(out)
         con.close()
-        return path, scratch, r.run, None, n
+        return path, tables, r.run, None, n
     except IngestError as e:
-        return path, scratch, None, str(e), 0
+        return path, [], None, str(e), 0
 
 
-def _copy_run(con, scratch, run, path):
-    """Copy one run of a scratch database into the target (one transaction)."""
-    from . import IngestResult, _rollback, _unique_run
-    con.execute(f"ATTACH {sql_literal(scratch)} AS _scratch (READ_ONLY)")
-    try:
-        digest = scalar(con, "SELECT content_hash FROM _scratch.runs WHERE run = ?", [run])
-        old = scalar(con, "SELECT run FROM runs WHERE content_hash = ?", [digest])
-        if old is not None:
-            return IngestResult(path, old, "trace", "skipped", f"already ingested as run {old}")
-        job, rank, world = rows(con, "SELECT job, rank, world_size FROM _scratch.runs WHERE run = ?", [run])[0]
-        if job is not None:                  # the rank check of jobs.assign, against what landed before
-            from .jobs import clash
-            if why := clash(con, job, rank, world, path):
-                return path, f"{path}: {why}; nothing was loaded"
+def _identity(runs):
+    """(content_hash, job, rank, world_size) of a worker's run (its runs row, Arrow)."""
+    row = runs.select(["content_hash", "job", "rank", "world_size"]).to_pylist()[0]
+    return row["content_hash"], row["job"], row["rank"], row["world_size"]
+
+
+def _refused(con, identity, path):
+    """Why a run of that identity (_identity) cannot land, as a result (a duplicate:
+    skipped) or a (path, error) pair (its rank is taken), judged against the runs
+    committed in the target; None when it can."""
+    from . import IngestResult
+    digest, job, rank, world = identity
+    old = scalar(con, "SELECT run FROM runs WHERE content_hash = ?", [digest])
+    if old is not None:
+        return IngestResult(path, old, "trace", "skipped", f"already ingested as run {old}")
+    if job is not None:                  # the rank check of jobs.assign, against what landed before
+        from .jobs import clash
+        if why := clash(con, job, rank, world, path):
+            return path, f"{path}: {why}; nothing was loaded"
+    return None
+
+
+def _as_json(table, columns):
+    """table with those string columns typed as Arrow's JSON (their storage unchanged,
+    no copy): as plain strings, the insert into a JSON column parses every value again
+    to check it (DuckDB wrote them as JSON; ingest/trace.py does the same for args)."""
+    import pyarrow as pa
+    for c in columns:
+        i = table.schema.get_field_index(c)
+        col = table.column(i)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            continue
+        t = pa.json_(col.type)
+        table = table.set_column(i, pa.field(c, t), pa.chunked_array(
+            [pa.ExtensionArray.from_storage(t, chunk) for chunk in col.chunks], type=t))
+    return table
+
+
+class _Copies:
+    """The runs of finished workers copied into the target, COPIES_AT_ONCE at a time."""
+
+    def __init__(self, con, at_once):
+        self.con = con
+        self.pool = ThreadPoolExecutor(max(1, at_once), thread_name_prefix="tracedb-copy")
+        self.decide = threading.Lock()     # the checks before a commit, and the commit, one copy at a time
+        self.names = set()                 # names given to copies under way (not yet committed)
+        self.count = 0
+
+    def submit(self, tables, run, path):
+        taken = self.names | {r for (r,) in rows(self.con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
+                                                  [run, run + "~%"])}
+        name, i = run, 2            # unique among the target's runs and the copies under way (_unique_run)
+        while name in taken:
+            name, i = f"{run}~{i}", i + 1
+        self.names.add(name)
+        return self.pool.submit(self._copy, tables, run, path, name)
+
+    def _copy(self, tables, run, path, name):
+        """Insert one worker's run (its Arrow files) into the target (one transaction) as name."""
+        import pyarrow as pa
+        con = self.con.cursor()
+        try:
+            # memory-mapped: the pages are the files' own (in the page cache), not copies
+            arrow = {t: pa.ipc.open_file(pa.memory_map(f)).read_all() for t, f in tables}
+            identity = _identity(arrow["runs"])
+            if (no := _refused(con, identity, path)) is not None:     # known before the copy
+                return no
+            with phase("folder: copy a run in (threads summed)"):
+                return self._insert(con, arrow, run, path, name, identity)
+        finally:
+            con.close()
+
+    def _insert(self, con, arrow, run, path, name, identity):
+        from . import IngestResult, _rollback
+        con.execute("SET SESSION preserve_insertion_order = false")   # event_id keeps the order
         con.begin()
         try:
-            name = _unique_run(con, run)
-            for table, named in {"runs": ["run"], **table_run_columns(con)}.items():
-                if (col := run_column_of(named)) is None:
-                    continue
-                cols = [c for (c,) in rows(con, "SELECT column_name FROM duckdb_columns() WHERE "
-                                                "database_name = '_scratch' AND table_name = ?", [table])]
-                if not cols:
-                    continue
+            for table, data in arrow.items():
+                have = dict(rows(con, "SELECT column_name, data_type FROM duckdb_columns() WHERE "
+                                      "database_name = current_database() AND schema_name = 'main' "
+                                      "AND table_name = ?", [table]))
+                cols = [c for c in data.column_names if c in have]
+                data = _as_json(data, [c for c in cols if have[c] == "JSON"])
                 # every column naming a run (run, trace_run, ncu_run, paired_run ...) gets the new name
                 sel = ", ".join(f'CASE WHEN "{c}" = $old THEN $new ELSE "{c}" END' if c == "run" or c.endswith("_run")
                                 else f'"{c}"' for c in cols)
-                con.execute(f"INSERT INTO {table} ({', '.join(chr(34) + c + chr(34) for c in cols)}) "
-                            f"SELECT {sel} FROM _scratch.{table} WHERE {col} = $old", {"old": run, "new": name})
-            con.commit()
+                con.register("_worker_rows", data)
+                try:
+                    con.execute(f"INSERT INTO {table} ({', '.join(chr(34) + c + chr(34) for c in cols)}) "
+                                f"SELECT {sel} FROM _worker_rows", {"old": run, "new": name})
+                finally:
+                    con.unregister("_worker_rows")
+            with self.decide:
+                # again, against the runs committed since this transaction began (a
+                # fresh connection sees them): the same content, or the same rank,
+                # copied by another thread meanwhile
+                check = self.con.cursor()
+                try:
+                    no = _refused(check, identity, path)
+                finally:
+                    check.close()
+                if no is not None:
+                    _rollback(con)
+                    return no
+                con.commit()
         except duckdb.Error as e:
             _rollback(con)
             return path, f"{path}: {database_error(e)}; nothing was loaded"
@@ -76,8 +189,9 @@ def _copy_run(con, scratch, run, path):
             _rollback(con)
             raise
         return IngestResult(path, name, "trace", "loaded")
-    finally:
-        con.execute("DETACH _scratch")
+
+    def close(self):
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _cores():
@@ -103,14 +217,41 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
     failed = 0
     sizes = {str(p): os.path.getsize(p) for p in paths}
     with tempfile.TemporaryDirectory(prefix="tracedb-many-") as d, file_bar(len(paths)) as at:
-        work = [(p, os.path.join(d, f"{i}.duckdb"), None, {**(options or {}), **o}, threads)
+        work = [(p, os.path.join(d, f"{i}."), None, {**(options or {}), **o}, threads)
                 for i, (p, o) in enumerate(items)]
-        for path, scratch, run, error, events in each_in_workers(_work, work, jobs):
-            if error:
-                failed += 1
-                report((path, error))
-            else:
-                report(_copy_run(con, scratch, run, path))
-            remove(scratch)
-            at(sizes[path], events)
+        copies = _Copies(con, min(COPIES_AT_ONCE, len(items)))
+        under_way = {}        # future -> (path, its Arrow files, events)
+
+        def landed(futures):
+            nonlocal failed
+            for fut in futures:
+                path, tables, events = under_way.pop(fut)
+                result = fut.result()
+                failed += isinstance(result, tuple)
+                report(result)
+                for _, f in tables:
+                    remove(f)
+                at(sizes[path], events)
+        try:
+            with phase("folder: workers (parse, derive) waited for"):
+                results = iter(each_in_workers(_work, work, jobs))
+            while True:
+                with phase("folder: workers (parse, derive) waited for"):
+                    got = next(results, None)
+                if got is None:
+                    break
+                path, tables, run, error, events = got
+                if error:
+                    failed += 1
+                    report((path, error))
+                    at(sizes[path], events)
+                else:
+                    under_way[copies.submit(tables, run, path)] = (path, tables, events)
+                landed([f for f in list(under_way) if f.done()])
+            with phase("folder: last copies waited for"):
+                while under_way:
+                    done, _ = wait(list(under_way), return_when=FIRST_COMPLETED)
+                    landed(done)
+        finally:
+            copies.close()
     return failed

@@ -28,12 +28,21 @@ EXACT_DOUBLE_US = 2 ** 43
 # path): memory stays bounded whatever the trace's size. Two batches are held at once
 # (one inserted while the next is parsed: _parsed_ahead), as one of 512 MB was before.
 # DuckDB's JSON reader parses a piece on one thread, so a batch holds a piece per
-# thread: 2 of 128 MB on 2 threads, 16 of 16 MB on 16. Each thread's piece sits in one
+# thread: 2 of 128 MB on 2 threads, 16 of 12 MB on 16. Each thread's piece sits in one
 # buffer under the load's memory cap (store/tuning.MEMORY_CAP) beside the batch's
 # parsed rows: 16 threads on 32 MB pieces ran out of it (1.0 GiB used). Small pieces no
 # longer leave part-filled row groups: the insert is cut into whole ones (_aligned).
+# Above 4 threads a batch is 3/4 of that (_batch_bytes): 192 MB, not 256, on 16 cores
+# held the peak RSS at 1.36-1.40 GB instead of 1.61-1.72 GB, as fast (4.21 s against
+# 4.17-5.07 s in one run); 128 MB: 1.23 GB but 5.18 s, its insert (2.8 row groups a
+# batch) on too few threads. DuckDB's cap cannot be lowered instead: the parse and the
+# row groups being written ran out of 768 MiB (docs/benchmarks.md). Up to 4 threads
+# the peak is 1.0-1.2 GB at 256 MB, and fewer batches insert faster there.
 BATCH_BYTES = 256 << 20
 BATCH_ROWS = 1 << 20
+# The first batch of an uncompressed trace: nothing overlaps its parse (the insert of
+# one batch runs beside the parse of the next), so it is cut smaller, in as many pieces.
+FIRST_BATCH_BYTES = 64 << 20
 # A gzip trace inflated while it loads holds in memory at most the pieces of the
 # batch being parsed and this many of the next (trace_json._MemoryPieces: 512 MB;
 # one more made no difference at 1 GB: docs/benchmarks.md).
@@ -54,14 +63,19 @@ ROW_GROUP_ROWS = 122880
 MIN_PIECE_BYTES = 8 << 20
 
 
+def _batch_bytes(threads):
+    """JSON parsed in one batch: BATCH_BYTES, 3/4 of it above 4 threads (peak RSS)."""
+    return BATCH_BYTES if threads <= 4 else BATCH_BYTES * 3 // 4
+
+
 def _pieces_per_batch(threads=1):
     """Pieces parsed at once: at least one per DuckDB thread (one thread per piece)."""
-    return max(1, BATCH_BYTES // trace_json.PIECE_BYTES, threads)
+    return max(1, _batch_bytes(threads) // trace_json.PIECE_BYTES, threads)
 
 
 def _piece_bytes(threads):
     """A batch cut in _pieces_per_batch pieces, none over PIECE_BYTES."""
-    return min(trace_json.PIECE_BYTES, max(MIN_PIECE_BYTES, BATCH_BYTES // _pieces_per_batch(threads)))
+    return min(trace_json.PIECE_BYTES, max(MIN_PIECE_BYTES, _batch_bytes(threads) // _pieces_per_batch(threads)))
 
 
 class CutInsideEvent(Exception):
@@ -599,9 +613,12 @@ class TraceReader(Reader):
 
     def prepare(self, con, path, fmt, work, options):
         threads = scalar(con, "SELECT current_setting('threads')")
+        per_batch = _pieces_per_batch(threads)
+        piece_bytes = _piece_bytes(threads)
+        first = (per_batch, min(piece_bytes, FIRST_BATCH_BYTES // per_batch)) if FIRST_BATCH_BYTES else (0, 0)
         with phase("pieces (split: prologue, cuts)"):
-            tf = trace_json.split(path, work, hashlib.sha256(), piece_bytes=_piece_bytes(threads),
-                                  memory_pieces=_pieces_per_batch(threads) + PIECES_AHEAD)
+            tf = trace_json.split(path, work, hashlib.sha256(), piece_bytes=piece_bytes,
+                                  memory_pieces=per_batch + PIECES_AHEAD, first=first)
         tf.per_batch = _pieces_per_batch(threads)
         # A duplicate has the same size: only then wait for the hash before loading;
         # otherwise hashing an uncompressed file overlaps the parse. A compressed one

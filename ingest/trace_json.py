@@ -344,10 +344,13 @@ def _read_prologue(path, f, hasher):
             raise IngestError(path, "not a trace: no traceEvents array in the first 64 MB")
 
 
-def _cuts(fd, start, end, piece_bytes):
+def _cuts(fd, start, end, piece_bytes, first=(0, 0)):
     """Offsets of the commas to cut the array at, about piece_bytes apart, in
-    [start, end - TAIL): each the first `},{` at or after its target."""
-    out, pos = [], start + piece_bytes
+    [start, end - TAIL): each the first `},{` at or after its target. first: (n,
+    bytes), the first n pieces about that many bytes instead (a small first batch)."""
+    def step(k):
+        return first[1] if k < first[0] and first[1] else piece_bytes
+    out, pos = [], start + step(0)
     while pos < end - TAIL:
         window = os.pread(fd, min(CUT_WINDOW, end - TAIL - pos), pos)
         m = _CUT.search(window)
@@ -356,7 +359,7 @@ def _cuts(fd, start, end, piece_bytes):
             continue
         comma = pos + window.index(b",", m.start())
         out.append(comma)
-        pos = comma + piece_bytes
+        pos = comma + step(len(out))
     return out
 
 
@@ -773,7 +776,7 @@ class _PlainHash:
             self.file.close()
 
 
-def split(path, workdir, hasher, piece_bytes=None, memory_pieces=None):
+def split(path, workdir, hasher, piece_bytes=None, memory_pieces=None, first=(0, 0)):
     """Copy the event array of the trace at path into pieces in workdir; parse what surrounds it.
 
     hasher (hashlib object) receives the whole decompressed content. For an
@@ -783,6 +786,8 @@ def split(path, workdir, hasher, piece_bytes=None, memory_pieces=None):
     memory_pieces: a compressed file inflated while it loads keeps at most that many
     pieces in memory (where it can: _MemoryPieces), each let go once the load has
     read it (TraceFile.settle); None: piece files in workdir, kept to the end.
+    first: (n, bytes), an uncompressed file's first n pieces cut about that size
+    instead (the load's first batch, which nothing overlaps, made small).
     """
     piece_bytes = piece_bytes or PIECE_BYTES
     size = os.path.getsize(path)
@@ -792,7 +797,7 @@ def split(path, workdir, hasher, piece_bytes=None, memory_pieces=None):
         raise IngestError(path, f"cannot open ({e})") from None
     if not hasattr(f, "fileobj"):
         with f:
-            tf = _split_plain(path, f, size, workdir, hasher, piece_bytes)
+            tf = _split_plain(path, f, size, workdir, hasher, piece_bytes, first)
     else:
         tf = _split_compressed(path, f, size, workdir, hasher, piece_bytes, memory_pieces)
     tf.hasher, tf.piece_bytes = hasher, piece_bytes
@@ -882,7 +887,7 @@ def _inflate_pieces(tf, f, h, buf, eof, cut, workdir, piece_bytes, publish, stop
     publish(last)
 
 
-def _split_plain(path, f, size, workdir, hasher, piece_bytes):
+def _split_plain(path, f, size, workdir, hasher, piece_bytes, first=(0, 0)):
     """An uncompressed file: its prologue and epilogue read in place, the cuts found
     with a few reads near each, the copy left to a _Copier (while a thread hashes
     the whole file)."""
@@ -893,7 +898,7 @@ def _split_plain(path, f, size, workdir, hasher, piece_bytes):
     tail = os.pread(fd, n, size - n)
     end = _end_of_array(path, form, tail)
     last = size if end is None else size - n + end[0] + 1        # the ']' kept
-    bounds = [start] + [c + 1 for c in _cuts(fd, start, size, piece_bytes)]
+    bounds = [start] + [c + 1 for c in _cuts(fd, start, size, piece_bytes, first)]
     spans = [(pos, bounds[k + 1] - 1 if k + 1 < len(bounds) else last) for k, pos in enumerate(bounds)]
     tf = TraceFile(path=str(path), form=form, members=members, content_bytes=size, hashing=hashing,
                    array_start=start, copier=_copier(path, workdir, spans), spans=spans,

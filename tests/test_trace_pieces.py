@@ -77,6 +77,7 @@ def test_plain_file_in_pieces(fixture_db, small_pieces, batches, tmp_path, monke
     plain = tmp_path / (run_name(path) + ".json")
     with gzip.open(path, "rb") as f, open(plain, "wb") as out:
         shutil.copyfileobj(f, out)
+    monkeypatch.setattr(trace, "FIRST_BATCH_BYTES", 0)     # pieces of one size (a small first batch: below)
     tf = pieces_of(plain, tmp_path)
     assert len(tf.pieces) >= 3
     # each piece is a whole JSON array of events; together they are the file's events
@@ -654,4 +655,31 @@ def test_a_failed_insert_stops_the_parse_ahead(many_threads, tmp_path, monkeypat
     assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 0
     assert not [t for t in threading.enumerate() if t.name == "tracedb-parse"]
     assert threading.active_count() == before
+    con.close()
+
+
+def test_a_small_first_batch_loads_the_rows_of_even_ones(fixture_db, small_pieces, tmp_path, monkeypatch):
+    """An uncompressed trace's first batch cut smaller (its parse has nothing beside it):
+    its pieces are cut a quarter the size, the rest as before, and the run's rows are
+    the fixture's."""
+    path = TRACES[0]
+    plain = tmp_path / (run_name(path) + ".json")
+    with gzip.open(path, "rb") as f, open(plain, "wb") as out:
+        shutil.copyfileobj(f, out)
+    monkeypatch.setattr(trace, "BATCH_BYTES", 2 * (128 << 10))       # 2 pieces of 128 KB a batch
+    monkeypatch.setattr(trace, "FIRST_BATCH_BYTES", 2 * (32 << 10))  # the first 2 of 32 KB
+    spans = []
+    split = trace_json.split
+    monkeypatch.setattr(trace_json, "split", lambda *a, **k: (lambda tf: spans.extend(tf.spans) or tf)(split(*a, **k)))
+    parsed = []
+    stage = trace._stage_fast
+    monkeypatch.setattr(trace, "_stage_fast", lambda con, tf, pieces: parsed.append(len(pieces)) or stage(con, tf, pieces))
+    con = db.connect(tmp_path / "f.duckdb")
+    con.execute("SET threads = 2")
+    ingest_file(con, plain)
+    sizes = [e - s for s, e in spans]
+    assert len(sizes) >= 5 and all(32 << 10 <= n < 48 << 10 for n in sizes[:2]), sizes[:4]
+    assert all(128 << 10 <= n < 144 << 10 for n in sizes[2:-1]), sizes
+    assert parsed[:2] == [2, 2]
+    assert tables(con, run_name(path)) == tables(fixture_db, run_name(path))
     con.close()
