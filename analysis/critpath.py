@@ -135,10 +135,12 @@ WHERE e.dst_run IN (SELECT unnest($runs))
 
 
 @contextlib.contextmanager
-def step_window(con, lo, hi):
+def step_window(con, lo, hi, runs=None):
     """The step graph's views read only events starting in [lo, hi] inside the block
-    (macro in_step_window): one iteration's graph without sweeping the whole run."""
-    con.execute("SET VARIABLE tracedb_step_window = {'lo': $lo::BIGINT, 'hi': $hi::BIGINT}", {"lo": lo, "hi": hi})
+    (macro in_step_window), of the runs (None: all): one iteration's graph without
+    sweeping the whole run, nor the database's other runs."""
+    con.execute("SET VARIABLE tracedb_step_window = {'lo': $lo::BIGINT, 'hi': $hi::BIGINT, 'runs': $runs::VARCHAR[]}",
+                {"lo": lo, "hi": hi, "runs": None if runs is None else list(runs)})
     try:
         yield
     finally:
@@ -270,7 +272,7 @@ def load(con, run=None, iteration=None, job=None, cache=None):
     if cache is None:        # one iteration: read the views in its window only
         win = _window_of(con, [r for r, _ in runs], iteration)
         if win is not None:
-            with step_window(con, *win):
+            with step_window(con, *win, [r for r, _ in runs]):
                 return _load(con, g, runs, iteration, job, {})
         cache = {}
     return _load(con, g, runs, iteration, job, cache)
@@ -339,7 +341,7 @@ def _chunk_tables(con, names, chunk):
     before they are made Python rows (a third of the window's)."""
     win = _window_of(con, names, chunk[0], max(chunk))
     out = {}
-    with step_window(con, *win) if win is not None else contextlib.nullcontext():
+    with step_window(con, *win, names) if win is not None else contextlib.nullcontext():
         for r, (n, e) in chunk_rows(con, names, chunk).items():
             out[r] = (_Slices(n, "iteration"), _Slices(e, "_it"))
     return out
@@ -354,6 +356,10 @@ def chunk_rows(con, runs, chunk):
     e_all = con.sql(_EDGES, params={"runs": list(runs)}).to_arrow_table()
     n_all = n_all.filter(pc.is_in(n_all.column("iteration"),
                                   value_set=pa.array(chunk, n_all.schema.field("iteration").type)))
+    # only the edges into the chunk's nodes are kept: the window's tail and the iteration
+    # before are let go before the runs are split (node ids repeat across runs: each run's
+    # own are matched below)
+    e_all = e_all.filter(pc.is_in(e_all.column("dst_id"), value_set=n_all.column("node_id").combine_chunks()))
     out = {}
     for run in runs:
         n = n_all.filter(pc.equal(n_all.column("run"), run)) if len(runs) > 1 else n_all

@@ -7,14 +7,18 @@
 -- critical_path, critical_path_summary and what_if reports read them for one
 -- run (or job) and iteration. Documented in docs/schema.md ("step_graph").
 
--- Whether a node starting at ts lies in the time window the critical path reads:
+-- Whether a node of run starting at ts lies in the window the critical path reads:
 -- always, unless analysis/critpath.py has set the DuckDB variable
--- tracedb_step_window ({lo, hi}: one iteration and the one before it, for one
--- iteration's path), where the views then read only the events starting there (the
--- window functions of the edges sweep that much and not the whole run).
-CREATE OR REPLACE MACRO in_step_window(ts) AS
+-- tracedb_step_window ({lo, hi, runs}: one iteration and the one before it, for one
+-- iteration's path, of the runs it reads, all runs where runs is NULL), where the
+-- views then read only the events of those runs starting there (the window
+-- functions of the edges sweep that much and not the whole run, nor the other
+-- runs of the database).
+CREATE OR REPLACE MACRO in_step_window(run, ts) AS
     getvariable('tracedb_step_window') IS NULL
-    OR (ts >= getvariable('tracedb_step_window').lo AND ts <= getvariable('tracedb_step_window').hi);
+    OR (ts >= getvariable('tracedb_step_window').lo AND ts <= getvariable('tracedb_step_window').hi
+        AND (getvariable('tracedb_step_window').runs IS NULL
+             OR list_contains(getvariable('tracedb_step_window').runs, run)));
 
 -- Every node of the step graph: the complete CPU events of framework ops, user
 -- ranges and runtime/driver calls (cpu_events without Python frames), and the
@@ -40,7 +44,7 @@ WITH cpu AS (
            CASE level WHEN 'runtime' THEN 'runtime' WHEN 'user' THEN 'user' ELSE 'cpu op' END AS kind,
            name, pid, tid, CAST(NULL AS BIGINT) AS device, CAST(NULL AS BIGINT) AS stream,
            ts_ns AS start_ns, end_ns
-    FROM cpu_events WHERE level <> 'python' AND in_step_window(ts_ns)
+    FROM cpu_events WHERE level <> 'python' AND in_step_window(run, ts_ns)
 )
 SELECT c.run, c.node_id, c.kind, c.name, c.pid, c.tid, c.device, c.stream, c.start_ns, c.end_ns,
        CASE WHEN c.start_ns <= i.end_ns THEN i.iteration END AS iteration
@@ -48,7 +52,7 @@ FROM cpu c ASOF LEFT JOIN iterations i ON i.run = c.run AND c.start_ns >= i.star
 UNION ALL
 SELECT k.run, k.kernel_id, k.kind, k.name, NULL, NULL, k.device, k.stream, k.ts_ns, k.ts_ns + k.dur_ns,
        coalesce(k.iteration, CASE WHEN k.ts_ns <= i.end_ns THEN i.iteration END)
-FROM (SELECT * FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL AND in_step_window(ts_ns)) k
+FROM (SELECT * FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL AND in_step_window(run, ts_ns)) k
 ASOF LEFT JOIN iterations i ON i.run = k.run AND k.ts_ns >= i.start_ns;
 
 -- The dependencies between the nodes of one run: the point dst_id (its start,
@@ -102,7 +106,7 @@ WITH cpu AS (
 ), gpu AS (
     SELECT run, kernel_id, device, stream, ts_ns, ts_ns + dur_ns AS end_ns, launch_event_id, launch_ts_ns,
            launch_pid, launch_tid
-    FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL AND in_step_window(ts_ns)
+    FROM trace_kernels WHERE ts_ns IS NOT NULL AND dur_ns IS NOT NULL AND in_step_window(run, ts_ns)
 ), launch AS (
     SELECT g.run, g.launch_event_id, false, g.kernel_id, false, 'launch', g.ts_ns - g.launch_ts_ns
     FROM gpu g WHERE g.launch_event_id IS NOT NULL AND g.launch_ts_ns IS NOT NULL
