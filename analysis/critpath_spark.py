@@ -22,15 +22,18 @@ where the driver reads it (a shared file system): the tasks read their rank's
 files by path.
 """
 import contextlib
+import json
 import os
 import tempfile
+from pathlib import Path
 
 import pyarrow as pa
 
 from ..query import lake, reports
 from ..query.reports import ReportError
 from ..store import db
-from ..store.sql import bind, sql_literal, statements
+from ..store.sql import bind, sql_literal
+from ..suggest import did_you_mean
 from . import critpath
 
 # The lake's datasets a task loads into its scratch database: what the step graph's
@@ -79,6 +82,16 @@ def _load_rank(con, lake_dir, run, part):
                     {"run": run, "part": str(part)})
 
 
+def _load_rules(con, lake_dir):
+    """The lake's layer_rules in place of the shipped ones (a database's own rules,
+    `tracedb settings`, travel with its lake): the nodes' layer types are the ones
+    the database and the other Spark reports give."""
+    path = os.path.join(lake_dir, "layer_rules", "data.parquet")
+    if os.path.exists(path):
+        con.execute("DELETE FROM layer_rules")
+        con.execute(f"INSERT INTO layer_rules BY NAME SELECT * FROM read_parquet({sql_literal(path)})")
+
+
 def _ipc(table):
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as w:
@@ -98,6 +111,7 @@ def _rank_graphs(lake_dir, work):
     asks for pandas before it runs one.)"""
     def fn(indexes):
         with _scratch() as con:           # one per task, emptied between its ranks
+            _load_rules(con, lake_dir)
             for i in indexes:
                 run, part, plan = work[i]
                 _load_rank(con, lake_dir, run, part)
@@ -112,15 +126,8 @@ def _rank_graphs(lake_dir, work):
 
 def _view_sql(name):
     """The SELECT of view `name` of schema/views/step_graph.sql, as Spark SQL."""
-    import re
-
     from ..query import engines     # (sqlglot: imported when Spark runs, not with tracedb)
-    for stmt in statements(db.sql_text("schema", "views/step_graph.sql")):
-        body = "\n".join(l for l in stmt.splitlines() if not l.lstrip().startswith("--"))
-        m = re.match(r"\s*CREATE OR REPLACE VIEW (\w+) AS\s+(.*)$", body, re.S)
-        if m and m.group(1) == name:
-            return engines.spark_sql(m.group(2))
-    raise KeyError(name)
+    return engines.spark_sql(dict(lake.view_selects("views/step_graph.sql"))[name])
 
 
 def _rows(spark, sql):
@@ -215,9 +222,17 @@ def graphs(spark, lake_dir, its):
             work.append((r, -1 if rank is None else rank, plan))
     sc = spark.sparkContext
     parts = min(len(work), 4 * max(1, sc.defaultParallelism))
-    tables = {(i, k): (_unipc(n), _unipc(e))
-              for i, k, n, e in sc.parallelize(range(len(work)), parts)
-              .mapPartitions(_rank_graphs(str(lake_dir), work)).collect()}
+    lake_path = os.path.abspath(str(lake_dir))       # the tasks' working folder may be another
+    tables = {}
+
+    def read(k):
+        """The ranks' nodes and edges of chunk k (of each group's plan): one Spark job a
+        chunk, so that the driver holds a chunk's rows, as critpath.graphs() does."""
+        sub = [(r, part, [p[k]] if k < len(p) else []) for r, part, p in work]
+        for i, _, n, e in (sc.parallelize(range(len(sub)), parts)
+                           .mapPartitions(_rank_graphs(lake_path, sub)).collect()):
+            tables[(i, k)] = (_unipc(n), _unipc(e))
+
     w = 0
     for (run, job, runs, group), plan in zip(groups, plans):
         rn = [r for r, _ in runs]
@@ -230,6 +245,8 @@ def graphs(spark, lake_dir, its):
         idx = {r: w + k for k, r in enumerate(rn)}
         w += len(rn)
         for k, (chunk, _) in enumerate(plan):
+            if (idx[rn[0]], k) not in tables:
+                read(k)
             cache = dict(shared)
             for r in rn:
                 n, e = tables.pop((idx[r], k))
@@ -250,6 +267,11 @@ def run_spark(name, params, lake_dir, master=None):
         raise ReportError(f"report critical_path_summary on Spark: the lake {lake_dir} holds power logs, and the "
                           "energy on one run's path is integrated over them on DuckDB only; give job=NAME (a job's "
                           "path has no energy), or run it on the database")
+    run = values.get("run")
+    if run is not None:              # a typo would give no rows (DuckDB: reports.check_run_names)
+        known = {r["run"] for r in json.loads((Path(lake_dir) / "manifest.json").read_text())["runs"]}
+        if run not in known:
+            raise ReportError(f"no run named {run!r} in the lake {lake_dir}{did_you_mean(run, known)}")
     missing = [t for t in ("runs", "events", "kernels", "iterations") if t not in datasets]
     if missing:
         raise ReportError(f"report {name}: the lake {lake_dir} has no {', '.join(missing)}, so there is no "

@@ -105,10 +105,16 @@ def job_views():
     """(name, SELECT) of each view of schema/views/jobs.sql and stragglers.sql, in order. They join the
     runs of a job, so the lake holds no copy of them (a copy per run would be
     wrong); an engine defines them over the lake's datasets instead."""
+    return view_selects("views/jobs.sql") + view_selects("views/stragglers.sql")
+
+
+def view_selects(file):
+    """(name, SELECT) of each view a schema file (schema/<file>) creates, in order: what
+    an engine other than DuckDB defines from the views' own SQL."""
     from ..store.db import sql_text
     from ..store.sql import statements
     out = []
-    for stmt in [s for f in ("views/jobs.sql", "views/stragglers.sql") for s in statements(sql_text("schema", f))]:
+    for stmt in statements(sql_text("schema", file)):
         body = "\n".join(l for l in stmt.splitlines() if not l.lstrip().startswith("--"))
         m = re.match(r"\s*CREATE OR REPLACE VIEW (\w+) AS\s+(.*)$", body, re.S)
         if m:

@@ -16,8 +16,8 @@
 -- requires:
 --   report_kernel_utilization.tc_active_pct: ncu counters matched to the run (tracedb ingest REPORT --pair-with RUN)
 -- suggestion: Use mixed precision (torch.autocast with bf16/fp16) or TF32
---   (torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True) and dimensions that
---   are multiples of 8.
+--   (torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True), channels_last for
+--   convolutions, and dimensions that are multiples of 8.
 WITH k AS (
     SELECT run, iteration, name, dur_ns, tc_active_pct < 0.5 AS no_tc
     FROM report_kernel_utilization

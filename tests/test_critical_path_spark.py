@@ -26,6 +26,7 @@ from tracedb.store import db
 pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'tracedb[spark]')")
 DIST = DATA / "dist"
 SHIFT_NS = 5_000_000
+OWN_RULE = "nccl (the database's own rule)"
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,10 @@ def job_lake(spark, tmp_path_factory):
         name = folder.name
         for p in sorted(folder.glob("rank*.json.gz")):
             ingest_file(con, p, options={"job": name, "require_rank": True, "run_prefix": name + "."})
+    # a rule of this database's own (`tracedb settings`): the lake carries it, and the
+    # ranks' graphs built on Spark must type the NCCL kernels by it, as the database does
+    con.execute("INSERT INTO layer_rules BY NAME SELECT 1 AS priority, 'kernel' AS field, "
+                "'^ncclDevKernel' AS pattern, ? AS layer_type", [OWN_RULE])
     lake.export(con, d / "lake")
     yield con, d / "lake"
     con.close()
@@ -104,6 +109,7 @@ def test_job_path_crosses_to_the_late_rank(job_lake):
         assert len(cross) == 1
         c = path[cross[0]]
         assert c["run"] == "ddp_shifted.rank0" and c["category"] == "communication"
+        assert c["layer_type"] == OWN_RULE          # the lake's layer_rules, not the shipped ones
         assert {r["rank"] for r in path[:cross[0]]} == {1} and {r["rank"] for r in path[cross[0]:]} == {0}
         assert all(a["start_ns"] + a["dur_ns"] == b["start_ns"] for a, b in zip(path, path[1:]))
         assert any(r["what"] == "straggler_sleep_20ms" for r in path[:cross[0]])
@@ -142,3 +148,11 @@ def test_one_runs_summary_with_power_refused_on_spark(job_lake, tmp_path, capsys
                  "--param", "run=ddp_shifted.rank0"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(other) in err[0] and "job=NAME" in err[0]
+
+
+def test_a_run_the_lake_lacks_is_named(job_lake):
+    """A misspelt run is an error naming the lake and the nearest run, before Spark
+    reads anything (it gave no rows and exit 0)."""
+    _, lk = job_lake
+    with pytest.raises(reports.ReportError, match=r"no run named 'ddp_shifted.rank9' in the lake .*ddp_shifted.rank"):
+        engines.run_spark("critical_path", {"run": "ddp_shifted.rank9"}, lk)
