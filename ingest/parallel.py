@@ -123,19 +123,35 @@ class _Copies:
         self.pool = ThreadPoolExecutor(max(1, at_once), thread_name_prefix="tracedb-copy")
         self.decide = threading.Lock()     # the checks before a commit, and the commit, one copy at a time
         self.names = set()                 # names given to copies under way (not yet committed)
+        self.naming = threading.Lock()
         self.count = 0
 
     def submit(self, tables, run, path):
-        taken = self.names | {r for (r,) in rows(self.con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
-                                                  [run, run + "~%"])}
-        name, i = run, 2            # unique among the target's runs and the copies under way (_unique_run)
-        while name in taken:
-            name, i = f"{run}~{i}", i + 1
-        self.names.add(name)
+        with self.naming:
+            taken = self.names | {r for (r,) in rows(self.con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
+                                                      [run, run + "~%"])}
+            name, i = run, 2        # unique among the target's runs and the copies under way (_unique_run)
+            while name in taken:
+                name, i = f"{run}~{i}", i + 1
+            self.names.add(name)
         return self.pool.submit(self._copy, tables, run, path, name)
 
     def _copy(self, tables, run, path, name):
-        """Insert one worker's run (its Arrow files) into the target (one transaction) as name."""
+        """Insert one worker's run (its Arrow files) into the target (one transaction) as
+        name; a run refused or failed gives its name back for the copies after it."""
+        from . import IngestResult
+        got = None
+        try:
+            got = self._copy_in(tables, run, path, name)
+        except (duckdb.Error, OSError, ValueError, KeyError) as e:   # pyarrow's errors are OSError/ValueError
+            got = (path, f"{path}: {database_error(e) if isinstance(e, duckdb.Error) else e}; nothing was loaded")
+        finally:
+            if not (isinstance(got, IngestResult) and got.status == "loaded"):
+                with self.naming:
+                    self.names.discard(name)
+        return got
+
+    def _copy_in(self, tables, run, path, name):
         import pyarrow as pa
         con = self.con.cursor()
         try:
