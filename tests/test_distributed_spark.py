@@ -51,13 +51,14 @@ def make_job(d, ranks):
 
 @pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
 def job(spark, tmp_path_factory, request):
-    """(database, lake, job name, ranks) of a job of `ranks` copies and its 2-rank source."""
+    """(database, lake, job name, ranks): a job of `ranks` copies, its 2-rank source
+    and ddp (a job with no straggler), in a database and the lake exported from it."""
     n = request.param
     base = tmp_path_factory.mktemp(f"ranks{n}")
     d = make_job(base / f"job{n}", n)
     # (the lake filled file by file, --lake --jobs, is tested with 4 ranks in test_lake_spark.py;
     # here the lake is exported from the database: each rank ingested once, not twice)
-    assert main(["ingest", str(d), str(SRC), "--db", str(base / "job.duckdb")]) == 0
+    assert main(["ingest", str(d), str(SRC), str(DATA / "dist" / "ddp"), "--db", str(base / "job.duckdb")]) == 0
     con = db.connect(base / "job.duckdb")
     lake.export(con, base / "lake")
     yield con, base / "lake", f"job{n}", n
@@ -76,12 +77,26 @@ def key(row):
     return tuple((v is None, str(v)) for v in row.values())
 
 
+_ON_SPARK = {}
+
+
+def on_spark(lake_dir, name, params):
+    """A report's rows on Spark over a lake, run once per lake in the module: Spark plans
+    and runs the straggler views for 10-20 CPU-s each time, whatever the lake's size."""
+    k = (str(lake_dir), name, tuple(sorted(params.items())))
+    if k not in _ON_SPARK:
+        _ON_SPARK[k] = engines.run_spark(name, params, lake_dir).to_pylist()
+    return _ON_SPARK[k]
+
+
 @pytest.mark.parametrize("name", REPORTS)
 def test_ranks_same_rows_on_spark(job, name):
-    con, lake, name_of_job, _ = job
-    params = {"job": name_of_job, "iteration": "all"}
+    """Every job of the lake: the N-rank job, its source and ddp (the job parameter on
+    Spark: test_a_lake_filled_file_by_file_joins_the_job)."""
+    con, lake, _, _ = job
+    params = {"iteration": "all"}
     d = reports.run(con, name, params).to_pylist()
-    s = engines.run_spark(name, params, lake).to_pylist()
+    s = on_spark(lake, name, params)
     assert len(d) == len(s) > 0
     for a, b in zip(sorted(d, key=key), sorted(s, key=key)):
         assert a.keys() == b.keys()
@@ -135,23 +150,20 @@ def test_a_lake_filled_file_by_file_joins_the_job(spark, tmp_path):
     con.close()
 
 
-def test_the_same_straggler_answer_on_spark(spark, tmp_path):
+def test_the_same_straggler_answer_on_spark(job):
     """Issue 49: the straggler views (schema/views/stragglers.sql) are defined by Spark
     over the lake from the same SQL: ddp_straggler's rank 1 and its cost, and no
-    straggler in ddp, the same rows as DuckDB's."""
-    jobs = [str(DATA / "dist" / j) for j in ("ddp", "ddp_straggler")]
-    assert main(["ingest", *jobs, "--db", str(tmp_path / "d.duckdb")]) == 0
-    con = db.connect(tmp_path / "d.duckdb")
-    lake.export(con, tmp_path / "lake")
-    on_spark = {}
+    straggler in ddp, the same rows as DuckDB's. (The lake is the module's: Spark's rows
+    are those test_ranks_same_rows_on_spark compares, run once.)"""
+    con, lk, _, _ = job
+    rows = {}
     for name in ("straggler_ranks", "rank_summary"):
         params = {"iteration": "all"}
         d = reports.run(con, name, params).to_pylist()
-        s = on_spark[name] = engines.run_spark(name, params, tmp_path / "lake").to_pylist()
+        s = rows[name] = on_spark(lk, name, params)
         assert len(d) == len(s) > 0, name
         for a, b in zip(sorted(d, key=key), sorted(s, key=key)):
             assert all(same(a[k], b[k]) for k in a), (name, a, b)
-    whole = {r["job"]: r for r in on_spark["straggler_ranks"] if r["iteration"] is None}
+    whole = {r["job"]: r for r in rows["straggler_ranks"] if r["iteration"] is None}
     assert whole["ddp_straggler"]["straggler"] and whole["ddp_straggler"]["rank"] == 1
     assert 18e6 < whole["ddp_straggler"]["cost_ns"] < 23e6 and not whole["ddp"]["straggler"]
-    con.close()
