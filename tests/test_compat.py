@@ -33,7 +33,8 @@ def old_python(request, tmp_path_factory):
         pytest.skip(f"pip cannot install duckdb=={version} (no package index?): "
                     f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
     env = {**os.environ, "PYTHONPATH": str(target)}
-    return (lambda args: subprocess.run([sys.executable, "-s", *args], capture_output=True, text=True, env=env)), version
+    run = lambda args: subprocess.run([sys.executable, "-s", *args], capture_output=True, text=True, env=env)
+    return run, version
 
 
 def test_database_opens_in_duckdb_1x(old_python, tmp_path):
