@@ -53,6 +53,35 @@ def fresh_db(tmp_path):
     con.close()
 
 
+def built_once(tmp_path_factory, name, build):
+    """A copy (the caller's to write to) of a database built once for the whole run:
+    build(path) runs in whichever process asks first, under a lock in the run's temp
+    folder, which the xdist workers share; the others wait for it and copy it."""
+    import fcntl
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent                  # the run's folder, above each worker's own
+    shared = root / f"built-{name}.duckdb"
+    with open(root / f"built-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not shared.exists():
+            part = root / f"building-{name}-{os.getpid()}.duckdb"
+            build(part)
+            os.replace(part, shared)
+    mine = tmp_path_factory.mktemp(name) / f"{name}.duckdb"
+    shutil.copyfile(shared, mine)
+    return mine
+
+
+def dist_jobs_db(tmp_path_factory):
+    """A copy of every job directory of tests/data/dist loaded with `tracedb ingest DIR`
+    into one database (built once for the run: test_distributed.py, test_jobs.py)."""
+    from tracedb.cli import main
+    jobs = sorted(p for p in (DATA / "dist").iterdir() if p.is_dir() and any(p.glob("rank*.json.gz")))
+    return built_once(tmp_path_factory, "dist_jobs",
+                      lambda path: main(["ingest", *map(str, jobs), "--db", str(path)]) == 0 or pytest.fail("ingest"))
+
+
 NCU = DATA / "ncu"
 AMP_TRACE = DATA / "torch" / "h100_resnet50_bs64_amp.json.gz"
 AMP_NCU = NCU / "h100_resnet50_bs64_amp_raw.csv.gz"

@@ -27,18 +27,32 @@ def launches(doc):
 
 
 def innermost_op(doc, launch):
-    """The innermost cpu_op on the launch's thread enclosing the launch start (brute force)."""
+    """The innermost cpu_op on the launch's thread enclosing the launch start (brute force
+    over the thread's cpu_ops, listed once per document)."""
     t = ns(doc, launch["ts"])
     best = None
-    for i, e in enumerate(doc["traceEvents"]):
-        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("pid") == launch["pid"] \
-                and e.get("tid") == launch["tid"] and Decimal(str(e["dur"])) > 0:
-            s, end = ns(doc, e["ts"]), ns(doc, e["ts"]) + int(Decimal(str(e["dur"])) * 1000)
-            if s <= t <= end:
-                key = (s, -end, i)
-                if best is None or key > best[0]:
-                    best = (key, i)
+    for s, end, i in _cpu_ops(doc).get((launch["pid"], launch["tid"]), ()):
+        if s <= t <= end:
+            key = (s, -end, i)
+            if best is None or key > best[0]:
+                best = (key, i)
     return best[1] if best else None
+
+
+_CPU_OPS = [None, None]         # the last document asked about, and its cpu_ops by thread
+
+
+def _cpu_ops(doc):
+    """(pid, tid) -> [(start_ns, end_ns, event index)] of the document's cpu_op X events
+    with a positive duration, in the document's order."""
+    if _CPU_OPS[0] is not doc:
+        by = {}
+        for i, e in enumerate(doc["traceEvents"]):
+            if e.get("ph") == "X" and e.get("cat") == "cpu_op" and Decimal(str(e["dur"])) > 0:
+                s = ns(doc, e["ts"])
+                by.setdefault((e.get("pid"), e.get("tid")), []).append((s, s + int(Decimal(str(e["dur"])) * 1000), i))
+        _CPU_OPS[:] = [doc, by]
+    return _CPU_OPS[1]
 
 
 def iterations(doc):

@@ -77,9 +77,19 @@ def breakdown(acts):
     unions per class (brute-force over elementary segments)."""
     acts = [a for a in acts if a[1] > a[0]]
     pts = sorted({p for a in acts for p in a[:2]})
-    states = {}
+    # an activity covers an elementary segment [a, b) iff it starts at or before a and ends
+    # at or after b: count each class's activities open across each segment, in one sweep
+    opens, closes = {}, {}
+    for x in acts:
+        opens.setdefault(x[0], []).append(x[2])
+        closes.setdefault(x[1], []).append(x[2])
+    count, states = {}, {}
     for a, b in zip(pts, pts[1:]):
-        on = frozenset(x[2] for x in acts if x[0] < b and x[1] > a)
+        for c in closes.get(a, ()):
+            count[c] -= 1
+        for c in opens.get(a, ()):
+            count[c] = count.get(c, 0) + 1
+        on = frozenset(c for c, n in count.items() if n > 0)
         if on:
             states[on] = states.get(on, 0) + (b - a)
     unions = {c: union([(x[0], x[1]) for x in acts if x[2] == c]) for c in ("compute", "communication", "memory")}

@@ -1,13 +1,13 @@
 """A tracedb database opens in the DuckDB people have: the 1.x CLI and drivers.
 
-The test installs an older duckdb into a virtual environment of its own (under the
-test's tmp dir) and reads a real tracedb database with it; skipped, with the reason,
-when pip cannot reach the package index.
+The test installs an older duckdb into a folder of its own (under the test's tmp
+dir), put in front of this Python's packages, and reads a real tracedb database
+with it; skipped, with the reason, when pip cannot reach the package index.
 """
 import json
+import os
 import subprocess
 import sys
-import venv
 
 import pytest
 
@@ -22,16 +22,19 @@ OLD_DUCKDB = ("1.5.6", "1.4.4")
 
 @pytest.fixture(scope="module", params=OLD_DUCKDB)
 def old_python(request, tmp_path_factory):
+    """(command, version): this Python with only the old duckdb in front of its own (pip
+    --target into a folder of its own, first on PYTHONPATH: no venv and pip of its own)."""
     version = request.param
-    env = tmp_path_factory.mktemp("old-duckdb") / "venv"
-    venv.EnvBuilder(with_pip=True).create(env)
-    py = env / "bin" / "python"
-    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        f"duckdb=={version}"], capture_output=True, text=True, timeout=600)
+    target = tmp_path_factory.mktemp("old-duckdb") / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "--no-deps", "--target", str(target), f"duckdb=={version}"],
+                       capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         pytest.skip(f"pip cannot install duckdb=={version} (no package index?): "
                     f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    return py, version
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    run = lambda args: subprocess.run([sys.executable, "-s", *args], capture_output=True, text=True, env=env)
+    return run, version
 
 
 def test_database_opens_in_duckdb_1x(old_python, tmp_path):
@@ -47,8 +50,8 @@ def test_database_opens_in_duckdb_1x(old_python, tmp_path):
         "c = duckdb.connect(sys.argv[1], read_only=True)\n"
         "print(json.dumps({'version': duckdb.__version__, 'counts': {t: c.execute(f'SELECT count(*) FROM {t}')"
         ".fetchone()[0] for t in sys.argv[2:]}}))\n")
-    py, version = old_python
-    r = subprocess.run([str(py), "-c", script, str(path), *expected], capture_output=True, text=True)
+    run, version = old_python
+    r = run(["-c", script, str(path), *expected])
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got["version"] == version

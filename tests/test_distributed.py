@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import DATA, raw_trace
+from conftest import DATA, dist_jobs_db, raw_trace
 from independent import iterations, launches, ns
 from independent_dist import (activities, collectives, hta_overlap_pct, joined_calls, length, per_iteration,
                               union)
@@ -42,8 +42,7 @@ def docs(job):
 @pytest.fixture(scope="module")
 def dist_db(tmp_path_factory):
     """Every job directory loaded with `tracedb ingest DIR` into one real database."""
-    path = tmp_path_factory.mktemp("dist") / "dist.duckdb"
-    assert main(["ingest", *[str(DIST / j) for j in JOBS], "--db", str(path)]) == 0
+    path = dist_jobs_db(tmp_path_factory)        # (built once for the run, this module's copy)
     con = db.connect(path)
     yield con
     con.close()

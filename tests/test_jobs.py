@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from conftest import DATA, raw_trace
+from conftest import DATA, dist_jobs_db, raw_trace
 from independent import iterations
 from independent_dist import joined_calls
 from tracedb.analysis import advise
@@ -33,9 +33,9 @@ def docs(job):
 
 @pytest.fixture(scope="module")
 def jobs_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("jobs") / "jobs.duckdb"
-    assert main(["ingest", *[str(DIST / j) for j in JOBS], "--db", str(path)]) == 0
+    path = dist_jobs_db(tmp_path_factory)         # every job of tests/data/dist: JOBS
     con = db.connect(path)
+    assert {j for (j,) in con.execute("SELECT DISTINCT job FROM runs").fetchall()} == set(JOBS)
     yield con
     con.close()
 

@@ -54,12 +54,12 @@ def independent_nodes(doc, mode):
     kex = xs(doc, "EagerKernelExecute")
     runs = _by_thread(xs(doc, "KernelAndDeviceFunc::Run"))
     kex_t = _by_thread(kex)
-    fast = _by_thread(xs(doc, "TFE_Py_FastPathExecute_C") + xs(doc, "TFE_Py_ExecuteCancelable"))
+    calls = _by_thread(xs(doc, "TFE_Py_FastPathExecute_C") + xs(doc, "TFE_Py_ExecuteCancelable"))
+    fast = {k: sorted(v, key=lambda x: x[0]) for k, (v, _) in calls.items()}     # each thread's, by start
+    fast = {k: (v, [x[0] for x in v]) for k, v in fast.items()}
     out = []
     for i, (s, e, pid, tid, ev) in enumerate(enq):
         f, fs = fast.get((pid, tid), ([], []))
-        f = sorted(f, key=lambda x: x[0])
-        fs = [x[0] for x in f]
         j = bisect_right(fs, s) - 1                      # latest fast-path call starting at or before
         start = f[j][0] if j >= 0 and f[j][1] >= e else s
         if mode == "async":
