@@ -680,8 +680,8 @@ def test_reading_in_worker_processes_loads_the_same_run(nsys_db, tmp_path, monke
     monkeypatch.setattr(nsys, "PROCESS_MIN_ROWS", 0)
     monkeypatch.setattr(nsys, "BATCH_ROWS", 4096)
     calls = []
-    real = nsys._read_in_processes
-    monkeypatch.setattr(nsys, "_read_in_processes", lambda ex, ranges: calls.append(len(ranges)) or real(ex, ranges))
+    real = nsys._in_processes
+    monkeypatch.setattr(nsys, "_in_processes", lambda ranges: calls.append(len(ranges)) or real(ranges))
     con = db.connect(tmp_path / "p.duckdb")
     ingest_file(con, str(gz("mfu_2gpu_before")))
     digest = """SELECT count(*), sum(hash(event_id, ph, cat, name, pid, tid, ts_ns, dur_ns, correlation, stream, device,
