@@ -66,8 +66,10 @@ def main():
     d = tempfile.mkdtemp(prefix="bench-nsys-")
     try:
         out = subprocess.run([sys.executable, __file__, "--child", a.path, os.path.join(d, "b.duckdb"), str(a.readers)],
-                             capture_output=True, text=True, check=True).stdout
-        r = json.loads(out.strip().splitlines()[-1])
+                             capture_output=True, text=True)
+        if out.returncode:
+            sys.exit(f"{a.path}: the ingest failed (exit status {out.returncode}):\n{out.stderr[-4000:]}")
+        r = json.loads(out.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(d, True)
     print(f"{a.path}: {size / 1e6:.0f} MB, {r['events']} events, {r['gpu_activities']} GPU activities: "

@@ -565,6 +565,10 @@ KINDS_READ = ("runtime", "nvtx", "kernel", "memcpy", "memset")
 # made it no faster). Ranges a worker process may have under way or done and not
 # taken (their files wait on disk, not in memory):
 READ_AHEAD = 4
+# Rows of a kind loaded in one statement: enough for a row group (_ROW_GROUP) per
+# thread of many, few enough that loading begins while the rest of a large table
+# is read.
+LOAD_ROWS = 2 << 20
 # Files the reading thread stages ahead of the kind being loaded (scratch space
 # stays bounded: at most this many ranges beyond the kind's own).
 STAGED_AHEAD = 8
@@ -691,8 +695,9 @@ _ROW_GROUP = 1 << 16
 
 
 def _staged(ex, scratch):
-    """(kind, [(file, rows), ...]) of each source table in turn, once all of its ranges
-    are staged (files in scratch, in rowid order; [] for a table with no row): read
+    """(kind, [(file, rows), ...]) of each source table in turn, as its ranges are
+    staged (files in scratch, in rowid order), in parts of LOAD_ROWS rows or more and
+    the rest (a table with no row: [] once): read
     by worker processes (a large export, PROCESS_READERS > 0), else by a thread of its
     own, both ahead of the caller, which loads one kind while the next is read."""
     ranges = _rowid_ranges(ex, _process_batch_rows()) if PROCESS_READERS > 0 else None
@@ -713,6 +718,9 @@ def _staged(ex, scratch):
             kind, files = k, []
         if f is not None:
             files.append((f, n))
+            if sum(r for _, r in files) >= LOAD_ROWS:       # (a part of a large table: loaded while the rest is read)
+                yield kind, files
+                files = []
     if kind is not None:
         yield kind, files
 
