@@ -417,9 +417,20 @@ def _insert_files(con, select, files, offset):
     raw = con.sql(f"SELECT * REPLACE (pos + CAST({before} AS BIGINT[])[CAST(file_index AS BIGINT) + 1] AS pos) FROM read_parquet([{paths}])")
     con.execute("SET VARIABLE tracedb_event_offset = ?", [offset])
     rows = raw.query("_nsys_raw", f"SELECT *, false AS needs_exact, CAST(NULL AS VARCHAR) AS problem FROM ({select})")
-    for stmt in statements(sql_text("schema", "load/trace_events.sql")):
-        rows.query("_trace_staged", stmt)
+    # (this connection only, as a trace's insert: event_id, from pos, keeps the order; DuckDB's
+    # threads then write row groups as they finish them instead of holding them in order)
+    if not PRESERVE_ORDER:
+        con.execute("SET SESSION preserve_insertion_order = false")
+    try:
+        for stmt in statements(sql_text("schema", "load/trace_events.sql")):
+            rows.query("_trace_staged", stmt)
+    finally:
+        if not PRESERVE_ORDER:
+            con.execute("RESET SESSION preserve_insertion_order")
     return total
+
+
+PRESERVE_ORDER = False
 
 
 def _insert(con, staged, offset):
@@ -658,11 +669,13 @@ def _stage_range(path, db_path, pid, scratch, item, ex=None):
 
 
 def _rowid_ranges(ex, batch_rows=None):
-    """(kind, lo, hi, True) of batch_rows rows each, over every kind's table, in read
+    """(kind, lo, hi, True) of batch_rows rowids each, over every kind's table, in read
     order, each kind's led by (kind, None, None, False), the mark that it begins.
-    Rowids far apart (more than twice as many rowids as rows) are split by rows
-    counted; a table without rowids (a view) is (kind, None, None, True): the reading
-    thread streams it row by row. batch_rows: rows per range (BATCH_ROWS unless given)."""
+    Rowids so far apart that their span would make more than SPAN_RANGES ranges, and
+    more than twice as many rowids as rows, are split by rows counted (the count is a
+    scan of the table: a span of fewer ranges is not counted); a table without rowids
+    (a view) is (kind, None, None, True): the reading thread streams it row by row.
+    batch_rows: rows per range (BATCH_ROWS unless given)."""
     batch_rows = batch_rows or BATCH_ROWS
     out = []
     for kind in KINDS_READ:
@@ -671,15 +684,16 @@ def _rowid_ranges(ex, batch_rows=None):
             continue
         out.append((kind, None, None, False))
         try:
-            lo, hi, n = ex.con.execute(f'SELECT min(rowid), max(rowid), count(*) FROM "{table}"').fetchone()
+            lo, hi = ex.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
         except sqlite3.OperationalError:          # (a view: no rowid)
             out.append((kind, None, None, True))
             continue
         if lo is None:
-            if n:                                 # (a view whose rowids are NULL)
+            if ex.con.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone():    # (a view whose rowids are NULL)
                 out.append((kind, None, None, True))
             continue
-        if hi - lo + 1 <= 2 * n:
+        if hi - lo + 1 <= SPAN_RANGES * batch_rows or \
+                hi - lo + 1 <= 2 * ex.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]:
             out += [(kind, a, min(a + batch_rows - 1, hi), True) for a in range(lo, hi + 1, batch_rows)]
         else:
             starts = [r[0] for r in ex.con.execute(
@@ -689,27 +703,47 @@ def _rowid_ranges(ex, batch_rows=None):
     return out
 
 
+# Ranges a table's rowid span may make before its rows are counted (an empty range
+# costs one lookup in the rowid index; a count, a scan of the table).
+SPAN_RANGES = 1024
+
+
 # Rows per row group of a staged file: DuckDB reads a kind's files a row group per
-# thread, so a kind of a few ranges still spreads over every core.
-_ROW_GROUP = 1 << 16
+# thread, so a part of a few ranges still spreads over many cores.
+_ROW_GROUP = 122880          # (DuckDB's own row group)
 
 
 def _staged(ex, scratch):
-    """(kind, [(file, rows), ...]) of each source table in turn, as its ranges are
-    staged (files in scratch, in rowid order), in parts of LOAD_ROWS rows or more and
-    the rest (a table with no row: [] once): read
-    by worker processes (a large export, PROCESS_READERS > 0), else by a thread of its
-    own, both ahead of the caller, which loads one kind while the next is read."""
+    """Each range of the export staged as a file in scratch, (kind, the file or None,
+    its rows) in read order (_in_parts groups them): read by worker processes (a large
+    export, PROCESS_READERS > 0), else by the reading thread, ahead of the caller,
+    which loads one part while the next is read. The reading begins at this call (a
+    _Background takes the results), so what the caller does before it asks for the
+    first (the lookups) overlaps it; use it in a with block (it stops the reading)."""
     ranges = _rowid_ranges(ex, _process_batch_rows()) if PROCESS_READERS > 0 else None
     if ranges is not None and _in_processes(ranges):
         import functools
         from .workers import each_in_workers
         items = [(i, *r) for i, r in enumerate(ranges)]
-        done = each_in_workers(functools.partial(_stage_range, ex.path, ex.db_path, ex.pid, scratch), items,
-                               PROCESS_READERS, ahead=READ_AHEAD)
+        return _Background(lambda: each_in_workers(
+            functools.partial(_stage_range, ex.path, ex.db_path, ex.pid, scratch), items,
+            PROCESS_READERS, ahead=READ_AHEAD), PROCESS_READERS * READ_AHEAD)
     else:
         items = [(i, *r) for i, r in enumerate(_rowid_ranges(ex))]
-        done = _stage_in_thread(ex, scratch, items)
+
+        def in_thread():
+            mine = Export(ex.path, ex.db_path)        # (a connection of the reading thread's own)
+            mine.pid = ex.pid
+            try:
+                for item in items:
+                    yield _stage_range(ex.path, ex.db_path, ex.pid, scratch, item, mine)
+            finally:
+                mine.close()
+    return _Background(in_thread, STAGED_AHEAD)
+
+
+def _in_parts(done):
+    """The staged ranges (kind, file or None, rows) grouped as _staged gives them."""
     kind, files = None, []
     for k, f, n in done:
         if k != kind:
@@ -723,6 +757,67 @@ def _staged(ex, scratch):
                 files = []
     if kind is not None:
         yield kind, files
+
+
+class _Background:
+    """The items of the iterator make() gives, taken by a thread of its own that starts
+    at once and runs at most `ahead` items ahead of the caller; an error there is
+    raised here. close() stops the thread (and closes the iterator); a with block
+    closes it."""
+    _DONE = object()
+
+    def __init__(self, make, ahead):
+        self.q = queue.Queue(max(1, ahead))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(make,), name="nsys-reader", daemon=True)
+        self.thread.start()
+
+    def _put(self, item):
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, make):
+        it = None
+        try:
+            it = make()
+            for item in it:
+                if not self._put(item):
+                    return
+            self._put(self._DONE)
+        except BaseException as e:        # to the loading thread
+            self._put(e)
+        finally:
+            if it is not None and hasattr(it, "close"):
+                it.close()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.stop.is_set():
+            raise StopIteration
+        item = self.q.get()
+        if item is self._DONE:
+            self.stop.set()
+            raise StopIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _in_processes(ranges):
@@ -740,56 +835,14 @@ def _process_batch_rows():
     return min(BATCH_ROWS, 1 << 17)
 
 
-def _stage_in_thread(ex, scratch, items):
-    """_stage_range of each item, in a thread of its own with its own connection,
-    in order, at most STAGED_AHEAD files ahead of the caller (scratch space stays
-    bounded). An error in the thread is raised here."""
-    q = queue.Queue(STAGED_AHEAD)
-    stop = threading.Event()
-    done = object()
-
-    def put(item):
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def read():
-        mine = Export(ex.path, ex.db_path)
-        mine.pid = ex.pid
-        try:
-            for item in items:
-                if not put(_stage_range(ex.path, ex.db_path, ex.pid, scratch, item, mine)):
-                    return
-            put(done)
-        except BaseException as e:        # to the loading thread
-            put(e)
-        finally:
-            mine.close()
-
-    t = threading.Thread(target=read, name="nsys-sqlite-reader", daemon=True)
-    t.start()
-    try:
-        while (item := q.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        t.join()
-
-
 def _read_batches(ex):
     """(kind, Arrow batch) of each source table in turn, as staged (a row group of
     each staged file at a time: pos, then the columns); (kind, None) before the
     batches of each kind whose table is there (empty or not). For tests and tools:
     the load reads the staged files with DuckDB."""
     import tempfile
-    with tempfile.TemporaryDirectory(prefix="tracedb-nsys-") as scratch:
-        for kind, files in _staged(ex, scratch):
+    with tempfile.TemporaryDirectory(prefix="tracedb-nsys-") as scratch, _staged(ex, scratch) as staged:
+        for kind, files in _in_parts(staged):
             yield kind, None
             for f, _ in files:
                 pf = pq.ParquetFile(f)
@@ -818,8 +871,11 @@ def _load_run(con, ex, run, iteration_marker, work):
     con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
     sections = _sections()
     counts = {}
-    with status(f"reading {path}"):
-        _lookups(con, ex)
+    scratch = os.path.join(work, "nsys-staged")
+    os.makedirs(scratch, exist_ok=True)
+    with status(f"reading {path}"), phase("nsys: read and load"), _staged(ex, scratch) as staged:
+        with phase("nsys: lookups"):       # (while the first ranges are read)
+            _lookups(con, ex)
         n = 0
         meta = _metadata_events(ex)
         if meta:
@@ -830,22 +886,19 @@ def _load_run(con, ex, run, iteration_marker, work):
                 "correlation": pa.nulls(len(meta), pa.int64()), "external_id": pa.nulls(len(meta), pa.int64()),
                 "stream": pa.nulls(len(meta), pa.int64()), "device": pa.nulls(len(meta), pa.int64()),
                 "flow_id": pa.nulls(len(meta), pa.string()), "args": [m[5] for m in meta]})
-            staged = con.from_arrow(tbl).query("_m", "SELECT * REPLACE (CAST(args AS JSON) AS args) FROM _m").to_arrow_table()
-            staged = staged.append_column("needs_exact", pa.array([False] * len(meta)))
-            staged = staged.append_column("problem", pa.nulls(len(meta), pa.string()))
-            staged = staged.append_column("pos", pa.array(range(len(meta)), pa.int64()))
-            _insert(con, staged, n)
+            names = con.from_arrow(tbl).query("_m", "SELECT * REPLACE (CAST(args AS JSON) AS args) FROM _m").to_arrow_table()
+            names = names.append_column("needs_exact", pa.array([False] * len(meta)))
+            names = names.append_column("problem", pa.nulls(len(meta), pa.string()))
+            names = names.append_column("pos", pa.array(range(len(meta)), pa.int64()))
+            _insert(con, names, n)
             n += len(meta)
-        scratch = os.path.join(work, "nsys-staged")
-        os.makedirs(scratch, exist_ok=True)
-        with phase("nsys: read and load"):
-            for kind, files in _staged(ex, scratch):
-                with phase(f"nsys: load {kind}"):
-                    k = _insert_files(con, sections[kind], files, n)
-                for f, _ in files:
-                    os.remove(f)
-                n += k
-                counts[kind] = counts.get(kind, 0) + k
+        for kind, files in _in_parts(staged):
+            with phase(f"nsys: load {kind}"):
+                k = _insert_files(con, sections[kind], files, n)
+            for f, _ in files:
+                os.remove(f)
+            n += k
+            counts[kind] = counts.get(kind, 0) + k
     if not any(counts.get(k) for k in ("kernel", "memcpy", "memset", "runtime", "nvtx")):
         raise IngestError(path, f"the export holds no CUDA activity, runtime calls or NVTX ranges ({ex.version_text()}): "
                                 "profile with --trace=cuda,nvtx")
