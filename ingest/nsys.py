@@ -409,6 +409,14 @@ def _insert_files(con, select, files, offset):
     the files before it are added (by file_index). The rows inserted."""
     if not files:
         return 0
+    if isinstance(files[0][0], pa.Table):          # (one batch, its pos from 0)
+        raw, total = con.from_arrow(files[0][0]), files[0][1]
+        con.execute("SET VARIABLE tracedb_event_offset = ?", [offset])
+        rows = raw.query("_nsys_raw", f"SELECT *, false AS needs_exact, CAST(NULL AS VARCHAR) AS problem "
+                                      f"FROM ({select})")
+        for stmt in statements(sql_text("schema", "load/trace_events.sql")):
+            rows.query("_trace_staged", stmt)
+        return total
     before, total = [], 0
     for _, rows_in in files:
         before.append(total)
@@ -562,19 +570,20 @@ def _base_ns(ex):
 
 
 KINDS_READ = ("runtime", "nvtx", "kernel", "memcpy", "memset")
-# Each range is staged as a Parquet file in the ingest's work directory (_staged),
-# and DuckDB loads each kind's files in one statement on all its threads: the
-# parent's insert, one batch after another, was what held the load (worker readers
-# made it no faster). Ranges a worker process may have under way or done and not
-# taken (their files wait on disk, not in memory):
-READ_AHEAD = 4
+# With worker readers, each range is staged as a Parquet file in the ingest's work
+# directory (_staged) and DuckDB loads a part of a kind's files in one statement on
+# all its threads: the parent's insert, one batch after another, was what held the
+# load (worker readers 4 -> 8 made it no faster). Ranges a worker process may have
+# under way or done and not taken (their files wait on disk, not in memory):
+PROCESS_AHEAD = 4
 # Rows of a kind loaded in one statement: enough for a row group (_ROW_GROUP) per
 # thread of many, few enough that loading begins while the rest of a large table
 # is read.
 LOAD_ROWS = 2 << 20
-# Files the reading thread stages ahead of the kind being loaded (scratch space
-# stays bounded: at most this many ranges beyond the kind's own).
-STAGED_AHEAD = 8
+# Batches the reading thread reads ahead of the one being loaded (its C code and
+# Arrow's run without the GIL for most of the time, beside DuckDB's work on the
+# batch before); memory holds at most this many batches more.
+READ_AHEAD = 2
 # Each range of BATCH_ROWS rowids is read as one CSV text that SQLite writes in C
 # and Arrow parses (ingest/nsys_csv.py), not a Python tuple per row: False reads
 # every range row by row (what a range whose values do not parse falls back to).
@@ -622,8 +631,10 @@ def _stage_range(path, db_path, pid, scratch, item, ex=None):
     file in scratch: (kind, the file or None where no row is, its rows). A range that
     only marks its kind's beginning (has_rows False) is (kind, None, 0); a table
     without rowids (a view: lo None) is streamed into one file, BATCH_ROWS rows at a
-    time. Run in a worker process (ex None: it opens the export) or by the reading
-    thread (its own Export)."""
+    time. Run in a worker process (ex None: it opens the export), or by the reading
+    thread (its own Export), which hands a rowid range over as its Arrow batch, no
+    file (it shares the parent's memory; a file costs its writing and reading, 20%
+    more CPU in all on 2 cores)."""
     i, kind, lo, hi, has_rows = item
     if not has_rows:
         return kind, None, 0
@@ -651,6 +662,8 @@ def _stage_range(path, db_path, pid, scratch, item, ex=None):
         got = _range_batch(ex, kind, lo, hi)
         if got is None:
             return kind, None, 0
+        if not own:
+            return kind, got, got.num_rows
         pq.write_table(got, out, compression="none", row_group_size=_ROW_GROUP)
         return kind, out, got.num_rows
     except sqlite3.DatabaseError as e:
@@ -719,7 +732,7 @@ def _staged(ex, scratch):
         items = [(i, *r) for i, r in enumerate(ranges)]
         return _Background(lambda: each_in_workers(
             functools.partial(_stage_range, ex.path, ex.db_path, ex.pid, scratch), items,
-            PROCESS_READERS, ahead=READ_AHEAD), PROCESS_READERS * READ_AHEAD)
+            PROCESS_READERS, ahead=PROCESS_AHEAD), PROCESS_READERS * PROCESS_AHEAD)
     else:
         items = [(i, *r) for i, r in enumerate(_rowid_ranges(ex))]
 
@@ -731,18 +744,24 @@ def _staged(ex, scratch):
                     yield _stage_range(ex.path, ex.db_path, ex.pid, scratch, item, mine)
             finally:
                 mine.close()
-    return _Background(in_thread, STAGED_AHEAD)
+    return _Background(in_thread, READ_AHEAD)
 
 
 def _in_parts(done):
-    """The staged ranges (kind, file or None, rows) grouped as _staged gives them."""
+    """The staged ranges (kind, file, Arrow batch or None, rows) grouped as _staged
+    gives them: files in parts of LOAD_ROWS rows, a batch alone."""
     kind, files = None, []
     for k, f, n in done:
         if k != kind:
             if kind is not None:
                 yield kind, files
             kind, files = k, []
-        if f is not None:
+        if isinstance(f, pa.Table):             # (a batch from the reading thread: loaded alone, in order)
+            if files:
+                yield kind, files
+                files = []
+            yield kind, [(f, n)]
+        elif f is not None:
             files.append((f, n))
             if sum(r for _, r in files) >= LOAD_ROWS:       # (a part of a large table: loaded while the rest is read)
                 yield kind, files
@@ -828,15 +847,18 @@ def _process_batch_rows():
 
 
 def _read_batches(ex):
-    """(kind, Arrow batch) of each source table in turn, as staged (a row group of
-    each staged file at a time: pos, then the columns); (kind, None) before the
-    batches of each kind whose table is there (empty or not). For tests and tools:
-    the load reads the staged files with DuckDB."""
+    """(kind, Arrow batch) of each source table in turn, as staged (a batch of the
+    reading thread, or a row group of each staged file at a time: pos, then the
+    columns); (kind, None) before the batches of each kind whose table is there (empty
+    or not). For tests and tools: the load reads the staged files with DuckDB."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="tracedb-nsys-") as scratch, _staged(ex, scratch) as staged:
         for kind, files in _in_parts(staged):
             yield kind, None
             for f, _ in files:
+                if isinstance(f, pa.Table):
+                    yield kind, f
+                    continue
                 pf = pq.ParquetFile(f)
                 for g in range(pf.num_row_groups):
                     yield kind, pf.read_row_group(g)
@@ -888,7 +910,8 @@ def _load_run(con, ex, run, iteration_marker, work):
             with phase(f"nsys: load {kind}"):
                 k = _insert_files(con, sections[kind], files, n)
             for f, _ in files:
-                os.remove(f)
+                if isinstance(f, str):
+                    os.remove(f)
             n += k
             counts[kind] = counts.get(kind, 0) + k
     if not any(counts.get(k) for k in ("kernel", "memcpy", "memset", "runtime", "nvtx")):
