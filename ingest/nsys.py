@@ -2,7 +2,9 @@
 
 The export's tables are read with Python's sqlite3 (DuckDB's sqlite extension is
 downloaded at run time, so it cannot be relied on), a range of rowids at a time,
-each as one CSV text that SQLite writes and Arrow parses (nsys_csv.py), and
+each as one CSV text that SQLite writes and Arrow parses (nsys_csv.py), by the
+reading thread or, for a large export on many cores, by worker processes that stage
+each range as a Parquet file DuckDB then loads in parts on all its threads; and
 turned by schema/load/nsys_rows.sql into the rows a Kineto trace gives the events
 table; from there the trace's own SQL (trace_events.sql, derive_trace.sql,
 collectives.sql, trace_system.sql) derives kernels, launches, ops and iterations,
@@ -402,11 +404,12 @@ def _sections():
 
 
 def _insert_files(con, select, files, offset):
-    """Insert a part of one kind's staged files ([(Parquet file, rows)], in rowid order) as events
-    numbered from offset in that order, in one statement that DuckDB runs on all its
-    threads: nsys_rows.sql's section turns the rows into those of _trace_rows and
-    trace_events.sql inserts them. Each file's pos counts its own rows: the rows of
-    the files before it are added (by file_index). The rows inserted."""
+    """Insert a part of one kind's staged rows ([(Parquet file, rows)] in rowid order,
+    or [(Arrow batch, rows)] of the reading thread) as events numbered from offset in
+    that order, in one statement that DuckDB runs on all its threads: nsys_rows.sql's
+    section turns the rows into those of _trace_rows and trace_events.sql inserts
+    them. Each file's pos counts its own rows: the rows of the files before it are
+    added (by file_index). The rows inserted."""
     if not files:
         return 0
     if isinstance(files[0][0], pa.Table):          # (one batch, its pos from 0)
@@ -576,7 +579,7 @@ KINDS_READ = ("runtime", "nvtx", "kernel", "memcpy", "memset")
 # load (worker readers 4 -> 8 made it no faster). Ranges a worker process may have
 # under way or done and not taken (their files wait on disk, not in memory):
 PROCESS_AHEAD = 4
-# Rows of a kind loaded in one statement: enough for a row group (_ROW_GROUP) per
+# Rows of a kind's staged files loaded in one statement: a row group (_ROW_GROUP) per
 # thread of many, few enough that loading begins while the rest of a large table
 # is read.
 LOAD_ROWS = 2 << 20
@@ -592,7 +595,7 @@ BULK = os.environ.get("TRACEDB_NSYS_BULK", "1") != "0"
 
 def _default_readers():
     """Worker processes for a large export: none on a machine of few cores (the
-    thread's read already overlaps DuckDB's load of the kind before, and DuckDB wants
+    thread's read already overlaps DuckDB's load of the batch before, and DuckDB wants
     the cores), else half the cores this process may run on, at most 8 (each holds
     one range of up to 128 Ki rows at a time)."""
     try:
