@@ -243,3 +243,27 @@ def test_rowids_far_apart(mfu, tmp_path, monkeypatch, spread):
     assert len(ranges) == (-(-(hi - lo + 1) // 3000) if spread == 10 else -(-n // 3000))
     got = read_all(p, True, monkeypatch)
     assert rows_of(got["nvtx"]) == raw and len(raw) > 1000
+
+
+@pytest.mark.parametrize("readers", [0, 2])
+def test_reading_stopped_early_ends(mfu, monkeypatch, readers):
+    """A load that stops after its first batches (an error while loading them) stops
+    the reading: the reading thread ends, the worker processes too, and the staged
+    files go with the scratch directory."""
+    import multiprocessing
+    import threading
+    monkeypatch.setattr(nsys, "BATCH_ROWS", 1000)
+    monkeypatch.setattr(nsys, "PROCESS_READERS", readers)
+    monkeypatch.setattr(nsys, "PROCESS_MIN_ROWS", 0)
+    ex = nsys.Export(str(mfu), str(mfu))
+    try:
+        got = nsys._read_batches(ex)
+        first = [next(got) for _ in range(4)]
+        assert [k for k, _ in first] == ["runtime"] * 4 and first[1][1].num_rows > 0
+        assert any(t.name == "nsys-reader" for t in threading.enumerate())
+        assert len(multiprocessing.active_children()) == readers
+        got.close()
+    finally:
+        ex.close()
+    assert not any(t.name == "nsys-reader" for t in threading.enumerate())
+    assert multiprocessing.active_children() == []
