@@ -6,7 +6,7 @@ usage: python benchmarks/bench_nsys.py BIG.sqlite [--make MB] [--from tests/data
 --make MB builds BIG.sqlite first (when it is missing) with scale_nsys.py: a real
 export's activity and NVTX rows replicated, each copy shifted past the previous one
 in time and in correlation ids, until the file is about MB megabytes. The ingest runs in a child process, so
-the peak RSS printed is its own.
+the peak RSS printed is its own (its worker readers' apart); its CPU counts theirs.
 
 --against BIG.json measures the ingest of a Kineto trace in the same run (make one
 with ../shared/tools/scale_trace.py), before and after the export's, so that the two
@@ -35,9 +35,12 @@ def _child(path, db, readers):
     con.close()
     secs = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)      # (the worker readers, joined by now)
+    readers_cpu = kids.ru_utime + kids.ru_stime
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime) + readers_cpu
     print(json.dumps({"seconds": secs, "cpu_seconds": cpu, "events": n, "gpu_activities": k,
-                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                      "reader_peak_rss_bytes": kids.ru_maxrss * 1024, "reader_cpu_seconds": readers_cpu}))
 
 
 def main():
@@ -63,14 +66,19 @@ def main():
     d = tempfile.mkdtemp(prefix="bench-nsys-")
     try:
         out = subprocess.run([sys.executable, __file__, "--child", a.path, os.path.join(d, "b.duckdb"), str(a.readers)],
-                             capture_output=True, text=True, check=True).stdout
-        r = json.loads(out.strip().splitlines()[-1])
+                             capture_output=True, text=True)
+        if out.returncode:
+            sys.exit(f"{a.path}: the ingest failed (exit status {out.returncode}):\n{out.stderr[-4000:]}")
+        r = json.loads(out.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(d, True)
     print(f"{a.path}: {size / 1e6:.0f} MB, {r['events']} events, {r['gpu_activities']} GPU activities: "
           f"{r['seconds']:.1f} s, {size / 1e6 / r['seconds']:.1f} MB/s, {r['events'] / r['seconds']:,.0f} events/s; "
           f"CPU {r['cpu_seconds']:.1f} s ({size / 1e6 / r['cpu_seconds']:.1f} MB per CPU second); "
           f"peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB; load average {os.getloadavg()[0]:.1f}")
+    if r["reader_cpu_seconds"]:
+        print(f"  of which worker readers: CPU {r['reader_cpu_seconds']:.1f} s, the largest one's peak RSS "
+              f"{r['reader_peak_rss_bytes'] / 1e6:.0f} MB")
     if a.against:
         traces.append(_trace(a.against))
         t_size = os.path.getsize(a.against)

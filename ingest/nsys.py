@@ -2,7 +2,9 @@
 
 The export's tables are read with Python's sqlite3 (DuckDB's sqlite extension is
 downloaded at run time, so it cannot be relied on), a range of rowids at a time,
-each as one CSV text that SQLite writes and Arrow parses (nsys_csv.py), and
+each as one CSV text that SQLite writes and Arrow parses (nsys_csv.py), by the
+reading thread or, for a large export on many cores, by worker processes that stage
+each range as a Parquet file DuckDB then loads in parts on all its threads; and
 turned by schema/load/nsys_rows.sql into the rows a Kineto trace gives the events
 table; from there the trace's own SQL (trace_events.sql, derive_trace.sql,
 collectives.sql, trace_system.sql) derives kernels, launches, ops and iterations,
@@ -25,6 +27,7 @@ import threading
 import warnings
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..store.catalog import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, statements
@@ -33,7 +36,7 @@ from .errors import IngestError
 from . import nsys_csv
 from .reader import Prepared, Reader
 from .trace import TraceReader
-from ..progress import status
+from ..progress import phase, status
 from .source import compression, hash_file, head, plain_copy
 
 # Rows per batch read from SQLite and staged: memory stays bounded whatever the export's size.
@@ -252,6 +255,7 @@ class NsysState:
         self.pid = None              # the process of the rank asked for (--rank N)
         self.rank = None
         self.processes = []          # (pid, lowest device) of the processes with GPU activity, in rank order
+        self.work = None             # the ingest's work directory (the load stages rows there)
 
 
 class NsysReader(Reader):
@@ -319,6 +323,7 @@ class NsysReader(Reader):
         finally:
             ex.close()
         state = NsysState(path, db_path, options.get("iterations_from"))
+        state.work = work                # (the load stages the export's rows there)
         state.processes = procs
         notes = [f"written by {version}"]
         if metrics:
@@ -345,7 +350,7 @@ class NsysReader(Reader):
         ex.pid = st.pid
         try:
             try:
-                fields = _load(con, ex, run, st.iteration_marker)
+                fields = _load(con, ex, run, st.iteration_marker, st.work)
             except sqlite3.DatabaseError as e:    # a page that does not read (a damaged or cut file)
                 raise IngestError(st.path, f"SQLite cannot read it ({e}); nothing was loaded") from None
             if st.pid is not None:
@@ -398,16 +403,37 @@ def _sections():
     return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
 
 
-def _insert_batch(con, select, raw, offset):
-    """Insert one batch (an Arrow table of a source's rows, with pos) as events
-    numbered from offset: nsys_rows.sql's section turns it into the rows of
-    _trace_rows and trace_events.sql inserts them, in one pass (not staged)."""
+def _insert_files(con, select, files, offset):
+    """Insert a part of one kind's staged rows ([(Parquet file, rows)] in rowid order,
+    or [(Arrow batch, rows)] of the reading thread) as events numbered from offset in
+    that order, in one statement that DuckDB runs on all its threads: nsys_rows.sql's
+    section turns the rows into those of _trace_rows and trace_events.sql inserts
+    them. Each file's pos counts its own rows: the rows of the files before it are
+    added (by file_index). The rows inserted."""
+    if not files:
+        return 0
+    if isinstance(files[0][0], pa.Table):          # (one batch, its pos from 0)
+        raw, total = con.from_arrow(files[0][0]), files[0][1]
+        con.execute("SET VARIABLE tracedb_event_offset = ?", [offset])
+        rows = raw.query("_nsys_raw", f"SELECT *, false AS needs_exact, CAST(NULL AS VARCHAR) AS problem "
+                                      f"FROM ({select})")
+        for stmt in statements(sql_text("schema", "load/trace_events.sql")):
+            rows.query("_trace_staged", stmt)
+        return total
+    before, total = [], 0
+    for _, rows_in in files:
+        before.append(total)
+        total += rows_in
+    paths = ", ".join("'" + f.replace("'", "''") + "'" for f, _ in files)
+    raw = con.sql(f"SELECT * REPLACE (pos + CAST({before} AS BIGINT[])[CAST(file_index AS BIGINT) + 1] AS pos) "
+                  f"FROM read_parquet([{paths}])")
     con.execute("SET VARIABLE tracedb_event_offset = ?", [offset])
-    rows = con.from_arrow(raw).query(
-        "_nsys_raw", f"SELECT *, false AS needs_exact, CAST(NULL AS VARCHAR) AS problem FROM ({select})")
+    rows = raw.query("_nsys_raw", f"SELECT *, false AS needs_exact, CAST(NULL AS VARCHAR) AS problem FROM ({select})")
+    # (insertion order kept: DuckDB's threads writing row groups as they finish them, unordered as
+    # a trace's insert is, cost 6-10% more CPU here: 2.81 against 2.56-2.66 s for 0.98 M NVTX rows)
     for stmt in statements(sql_text("schema", "load/trace_events.sql")):
         rows.query("_trace_staged", stmt)
-    return raw.num_rows
+    return total
 
 
 def _insert(con, staged, offset):
@@ -547,10 +573,19 @@ def _base_ns(ex):
 
 
 KINDS_READ = ("runtime", "nvtx", "kernel", "memcpy", "memset")
-# Batches read ahead of the one being staged and inserted: SQLite's reading (a
-# thread of its own, which its C code and Arrow's run without the GIL for most of
-# the time) overlaps DuckDB's work on the batch before; memory holds at most
-# this many batches more.
+# With worker readers, each range is staged as a Parquet file in the ingest's work
+# directory (_staged) and DuckDB loads a part of a kind's files in one statement on
+# all its threads: the parent's insert, one batch after another, was what held the
+# load (worker readers 4 -> 8 made it no faster). Ranges a worker process may have
+# under way or done and not taken (their files wait on disk, not in memory):
+PROCESS_AHEAD = 4
+# Rows of a kind's staged files loaded in one statement: a row group (_ROW_GROUP) per
+# thread of many, few enough that loading begins while the rest of a large table
+# is read.
+LOAD_ROWS = 2 << 20
+# Batches the reading thread reads ahead of the one being loaded (its C code and
+# Arrow's run without the GIL for most of the time, beside DuckDB's work on the
+# batch before); memory holds at most this many batches more.
 READ_AHEAD = 2
 # Each range of BATCH_ROWS rowids is read as one CSV text that SQLite writes in C
 # and Arrow parses (ingest/nsys_csv.py), not a Python tuple per row: False reads
@@ -560,16 +595,19 @@ BULK = os.environ.get("TRACEDB_NSYS_BULK", "1") != "0"
 
 def _default_readers():
     """Worker processes for a large export: none on a machine of few cores (the
-    thread's read already overlaps DuckDB's work, and DuckDB's insert and derivation
-    want the cores), else a quarter of the cores, at most 4 (each may hold READ_AHEAD
-    batches of up to about 64 MB waiting: memory stays under half a GB for them)."""
-    cores = os.cpu_count() or 1
-    return 0 if cores < 8 else min(4, cores // 4)
+    thread's read already overlaps DuckDB's load of the batch before, and DuckDB wants
+    the cores), else half the cores this process may run on, at most 8 (each holds
+    one range of up to 128 Ki rows at a time)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return 0 if cores < 8 else min(8, cores // 2)
 
 
 # Worker processes that read the tables' rowid ranges side by side, for a large export
 # (0: the one reading thread); TRACEDB_NSYS_READERS=N sets their number.
-PROCESS_READERS = max(0, min(16, int(os.environ.get("TRACEDB_NSYS_READERS", "") or _default_readers())))
+PROCESS_READERS = max(0, min(32, int(os.environ.get("TRACEDB_NSYS_READERS", "") or _default_readers())))
 PROCESS_MIN_ROWS = 4 << 20       # below, starting the processes costs more than they save
 
 
@@ -591,30 +629,62 @@ def _range_batch(ex, kind, lo, hi, bulk=None):
     return _arrow(rows, names) if rows else None
 
 
-def _read_range(path, db_path, pid, rng):
-    """Worker: (kind, the Arrow batch of its rows with rowid in rng's [lo, hi]), None
-    where no row is; a range that only marks its kind's beginning (rng[3] False) is
-    (kind, None)."""
-    kind, lo, hi, rows = rng
-    if not rows:
-        return kind, None
-    ex = Export(path, db_path)
-    ex.pid = pid
+def _stage_range(path, db_path, pid, scratch, item, ex=None):
+    """One range of item (i, kind, lo, hi, has_rows) read and written as a Parquet
+    file in scratch: (kind, the file or None where no row is, its rows). A range that
+    only marks its kind's beginning (has_rows False) is (kind, None, 0); a table
+    without rowids (a view: lo None) is streamed into one file, BATCH_ROWS rows at a
+    time. Run in a worker process (ex None: it opens the export), or by the reading
+    thread (its own Export), which hands a rowid range over as its Arrow batch, no
+    file (it shares the parent's memory; a file costs its writing and reading, 20%
+    more CPU in all on 2 cores)."""
+    i, kind, lo, hi, has_rows = item
+    if not has_rows:
+        return kind, None, 0
+    own = ex is None
+    if own:
+        ex = Export(path, db_path)
+        ex.pid = pid
     try:
+        out = os.path.join(scratch, f"{i:06d}-{kind}.parquet")
+        if lo is None:               # (no rowids: streamed)
+            names = list(SCHEMA[kind][1])
+            cur = ex.con.execute(ex.source(kind)[1])
+            n, writer = 0, None
+            try:
+                while batch := cur.fetchmany(BATCH_ROWS):
+                    tbl = _arrow(batch, names)
+                    tbl = tbl.set_column(0, "pos", pa.array(range(n, n + tbl.num_rows), pa.int64()))
+                    writer = writer or pq.ParquetWriter(out, tbl.schema, compression="none")
+                    writer.write_table(tbl, row_group_size=_ROW_GROUP)
+                    n += tbl.num_rows
+            finally:
+                if writer is not None:
+                    writer.close()
+            return kind, (out if n else None), n
         got = _range_batch(ex, kind, lo, hi)
-        return (kind, got) if got is not None else None
+        if got is None:
+            return kind, None, 0
+        if not own:
+            return kind, got, got.num_rows
+        pq.write_table(got, out, compression="none", row_group_size=_ROW_GROUP)
+        return kind, out, got.num_rows
     except sqlite3.DatabaseError as e:
         raise sqlite3.DatabaseError(str(e)) from None        # (one that pickles back to the parent)
     finally:
-        ex.close()
+        if own:
+            ex.close()
 
 
-def _rowid_ranges(ex):
-    """(kind, lo, hi, True) of BATCH_ROWS rows each, over every kind's table, in read
+def _rowid_ranges(ex, batch_rows=None):
+    """(kind, lo, hi, True) of batch_rows rowids each, over every kind's table, in read
     order, each kind's led by (kind, None, None, False), the mark that it begins.
-    Rowids far apart (more than twice as many rowids as rows) are split by rows
-    counted; a table without rowids (a view) is (kind, None, None, True): the reading
-    thread streams it row by row."""
+    Rowids so far apart that their span would make more than SPAN_RANGES ranges, and
+    more than twice as many rowids as rows, are split by rows counted (the count is a
+    scan of the table: a span of fewer ranges is not counted); a table without rowids
+    (a view) is (kind, None, None, True): the reading thread streams it row by row.
+    batch_rows: rows per range (BATCH_ROWS unless given)."""
+    batch_rows = batch_rows or BATCH_ROWS
     out = []
     for kind in KINDS_READ:
         table = ex.table_of(kind)
@@ -622,110 +692,195 @@ def _rowid_ranges(ex):
             continue
         out.append((kind, None, None, False))
         try:
-            lo, hi, n = ex.con.execute(f'SELECT min(rowid), max(rowid), count(*) FROM "{table}"').fetchone()
+            lo, hi = ex.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
         except sqlite3.OperationalError:          # (a view: no rowid)
             out.append((kind, None, None, True))
             continue
         if lo is None:
-            if n:                                 # (a view whose rowids are NULL)
+            if ex.con.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone():    # (a view whose rowids are NULL)
                 out.append((kind, None, None, True))
             continue
-        if hi - lo + 1 <= 2 * n:
-            out += [(kind, a, min(a + BATCH_ROWS - 1, hi), True) for a in range(lo, hi + 1, BATCH_ROWS)]
+        if hi - lo + 1 <= SPAN_RANGES * batch_rows or \
+                hi - lo + 1 <= 2 * ex.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]:
+            out += [(kind, a, min(a + batch_rows - 1, hi), True) for a in range(lo, hi + 1, batch_rows)]
         else:
             starts = [r[0] for r in ex.con.execute(
                 f'SELECT rowid FROM (SELECT rowid, row_number() OVER (ORDER BY rowid) - 1 AS i FROM "{table}") '
-                f"WHERE i % {BATCH_ROWS} = 0 ORDER BY rowid")]
+                f"WHERE i % {batch_rows} = 0 ORDER BY rowid")]
             out += [(kind, a, b - 1, True) for a, b in zip(starts, starts[1:] + [hi + 1])]
     return out
 
 
-def _read_batches(ex):
-    """(kind, Arrow batch) of each source table in turn; (kind, None) before the
-    batches of each kind whose table is there (empty or not). Read by worker processes
-    (a large export, PROCESS_READERS > 0), else by a thread of its own."""
-    ranges = _rowid_ranges(ex)
-    if PROCESS_READERS > 0 and sum(hi - lo + 1 for _, lo, hi, r in ranges if r and lo is not None) \
-            >= PROCESS_MIN_ROWS and all(lo is not None for _, lo, _, r in ranges if r):
-        yield from _read_in_processes(ex, ranges)
-        return
-    yield from _read_in_thread(ex, ranges)
+# Ranges a table's rowid span may make before its rows are counted (an empty range
+# costs one lookup in the rowid index; a count, a scan of the table).
+SPAN_RANGES = 1024
 
 
-def _read_in_processes(ex, ranges):
-    """The batches of ranges, read by PROCESS_READERS processes, yielded in order; at
-    most READ_AHEAD batches per process wait (memory stays bounded)."""
-    import functools
-    from .workers import each_in_workers
-    read = functools.partial(_read_range, ex.path, ex.db_path, ex.pid)
-    for got in each_in_workers(read, ranges, PROCESS_READERS, ahead=READ_AHEAD):
-        if got is not None:
-            yield got
+# Rows per row group of a staged file: DuckDB reads a kind's files a row group per
+# thread, so a part of a few ranges still spreads over many cores.
+_ROW_GROUP = 122880          # (DuckDB's own row group)
 
 
-def _read_in_thread(ex, ranges):
-    """The batches of ranges, read in a thread of its own with its own connection,
-    in order. An error in the thread is raised here."""
-    q = queue.Queue(READ_AHEAD)
-    stop = threading.Event()
-    done = object()
+def _staged(ex, scratch):
+    """Each range of the export staged as a file in scratch, (kind, the file or None,
+    its rows) in read order (_in_parts groups them): read by worker processes (a large
+    export, PROCESS_READERS > 0), else by the reading thread, ahead of the caller,
+    which loads one part while the next is read. The reading begins at this call (a
+    _Background takes the results), so what the caller does before it asks for the
+    first (the lookups) overlaps it; use it in a with block (it stops the reading)."""
+    ranges = _rowid_ranges(ex, _process_batch_rows()) if PROCESS_READERS > 0 else None
+    if ranges is not None and _in_processes(ranges):
+        import functools
+        from .workers import each_in_workers
+        items = [(i, *r) for i, r in enumerate(ranges)]
+        return _Background(lambda: each_in_workers(
+            functools.partial(_stage_range, ex.path, ex.db_path, ex.pid, scratch), items,
+            PROCESS_READERS, ahead=PROCESS_AHEAD), PROCESS_READERS * PROCESS_AHEAD)
+    else:
+        items = [(i, *r) for i, r in enumerate(_rowid_ranges(ex))]
 
-    def put(item):
-        while not stop.is_set():
+        def in_thread():
+            mine = Export(ex.path, ex.db_path)        # (a connection of the reading thread's own)
+            mine.pid = ex.pid
             try:
-                q.put(item, timeout=0.1)
+                for item in items:
+                    yield _stage_range(ex.path, ex.db_path, ex.pid, scratch, item, mine)
+            finally:
+                mine.close()
+    return _Background(in_thread, READ_AHEAD)
+
+
+def _in_parts(done):
+    """The staged ranges (kind, file, Arrow batch or None, rows) grouped as _staged
+    gives them: files in parts of LOAD_ROWS rows, a batch alone."""
+    kind, files = None, []
+    for k, f, n in done:
+        if k != kind:
+            if kind is not None:
+                yield kind, files
+            kind, files = k, []
+        if isinstance(f, pa.Table):             # (a batch from the reading thread: loaded alone, in order)
+            if files:
+                yield kind, files
+                files = []
+            yield kind, [(f, n)]
+        elif f is not None:
+            files.append((f, n))
+            if sum(r for _, r in files) >= LOAD_ROWS:       # (a part of a large table: loaded while the rest is read)
+                yield kind, files
+                files = []
+    if kind is not None:
+        yield kind, files
+
+
+class _Background:
+    """The items of the iterator make() gives, taken by a thread of its own that starts
+    at once and runs at most `ahead` items ahead of the caller; an error there is
+    raised here. close() stops the thread (and closes the iterator); a with block
+    closes it."""
+    _DONE = object()
+
+    def __init__(self, make, ahead):
+        self.q = queue.Queue(max(1, ahead))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(make,), name="nsys-reader", daemon=True)
+        self.thread.start()
+
+    def _put(self, item):
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def read():
-        mine = Export(ex.path, ex.db_path)
-        mine.pid = ex.pid
+    def _run(self, make):
+        it = None
         try:
-            for kind, lo, hi, has_rows in ranges:
-                if has_rows and lo is None:      # (no rowids: streamed, BATCH_ROWS rows at a time)
-                    names = list(SCHEMA[kind][1])
-                    cur = mine.con.execute(mine.source(kind)[1])
-                    while batch := cur.fetchmany(BATCH_ROWS):
-                        if not put((kind, _arrow(batch, names))):
-                            return
-                    continue
-                batch = _range_batch(mine, kind, lo, hi) if has_rows else None
-                if (batch is not None or not has_rows) and not put((kind, batch)):
+            it = make()
+            for item in it:
+                if not self._put(item):
                     return
-                batch = None
-            put(done)
+            self._put(self._DONE)
         except BaseException as e:        # to the loading thread
-            put(e)
+            self._put(e)
         finally:
-            mine.close()
+            if it is not None and hasattr(it, "close"):
+                it.close()
 
-    t = threading.Thread(target=read, name="nsys-sqlite-reader", daemon=True)
-    t.start()
-    try:
-        while (item := q.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-            item = None
-    finally:
-        stop.set()
-        t.join()
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.stop.is_set():
+            raise StopIteration
+        item = self.q.get()
+        if item is self._DONE:
+            self.stop.set()
+            raise StopIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _in_processes(ranges):
+    """Whether worker processes read the export of these ranges: at least
+    PROCESS_MIN_ROWS rowids in its tables, and rowids in all of them (a view is
+    streamed by the thread)."""
+    return (sum(hi - lo + 1 for _, lo, hi, r in ranges if r and lo is not None) >= PROCESS_MIN_ROWS
+            and all(lo is not None for _, lo, _, r in ranges if r))
+
+
+def _process_batch_rows():
+    """Rows per range a worker process reads: a quarter of BATCH_ROWS (at most), so
+    that many workers together hold little memory (each holds one range's CSV text
+    and its Arrow table at a time)."""
+    return min(BATCH_ROWS, 1 << 17)
+
+
+def _read_batches(ex):
+    """(kind, Arrow batch) of each source table in turn, as staged (a batch of the
+    reading thread, or a row group of each staged file at a time: pos, then the
+    columns); (kind, None) before the batches of each kind whose table is there (empty
+    or not). For tests and tools: the load reads the staged files with DuckDB."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="tracedb-nsys-") as scratch, _staged(ex, scratch) as staged:
+        for kind, files in _in_parts(staged):
+            yield kind, None
+            for f, _ in files:
+                if isinstance(f, pa.Table):
+                    yield kind, f
+                    continue
+                pf = pq.ParquetFile(f)
+                for g in range(pf.num_row_groups):
+                    yield kind, pf.read_row_group(g)
+                pf = None
+                os.remove(f)
 
 
 VARIABLES = ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset", "tracedb_iteration_marker")
 
 
-def _load(con, ex, run, iteration_marker):
+def _load(con, ex, run, iteration_marker, work):
     try:
-        return _load_run(con, ex, run, iteration_marker)
+        return _load_run(con, ex, run, iteration_marker, work)
     finally:        # (variables are no part of the transaction: reset after a failed load too)
         for v in VARIABLES:
             con.execute(f"RESET VARIABLE {v}")
 
 
-def _load_run(con, ex, run, iteration_marker):
+def _load_run(con, ex, run, iteration_marker, work):
     path = ex.path
     base_ns = _base_ns(ex)
     con.execute("SET VARIABLE tracedb_run = ?", [run])
@@ -733,8 +888,11 @@ def _load_run(con, ex, run, iteration_marker):
     con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
     sections = _sections()
     counts = {}
-    with status(f"reading {path}"):
-        _lookups(con, ex)
+    scratch = os.path.join(work, "nsys-staged")
+    os.makedirs(scratch, exist_ok=True)
+    with status(f"reading {path}"), phase("nsys: read and load"), _staged(ex, scratch) as staged:
+        with phase("nsys: lookups"):       # (while the first ranges are read)
+            _lookups(con, ex)
         n = 0
         meta = _metadata_events(ex)
         if meta:
@@ -745,20 +903,20 @@ def _load_run(con, ex, run, iteration_marker):
                 "correlation": pa.nulls(len(meta), pa.int64()), "external_id": pa.nulls(len(meta), pa.int64()),
                 "stream": pa.nulls(len(meta), pa.int64()), "device": pa.nulls(len(meta), pa.int64()),
                 "flow_id": pa.nulls(len(meta), pa.string()), "args": [m[5] for m in meta]})
-            staged = con.from_arrow(tbl).query("_m", "SELECT * REPLACE (CAST(args AS JSON) AS args) FROM _m").to_arrow_table()
-            staged = staged.append_column("needs_exact", pa.array([False] * len(meta)))
-            staged = staged.append_column("problem", pa.nulls(len(meta), pa.string()))
-            staged = staged.append_column("pos", pa.array(range(len(meta)), pa.int64()))
-            _insert(con, staged, n)
+            names = con.from_arrow(tbl).query("_m", "SELECT * REPLACE (CAST(args AS JSON) AS args) FROM _m").to_arrow_table()
+            names = names.append_column("needs_exact", pa.array([False] * len(meta)))
+            names = names.append_column("problem", pa.nulls(len(meta), pa.string()))
+            names = names.append_column("pos", pa.array(range(len(meta)), pa.int64()))
+            _insert(con, names, n)
             n += len(meta)
-        for kind, raw in _read_batches(ex):
-            counts.setdefault(kind, 0)
-            if raw is None:
-                continue
-            k = _insert_batch(con, sections[kind], raw, n)
-            raw = None
+        for kind, files in _in_parts(staged):
+            with phase(f"nsys: load {kind}"):
+                k = _insert_files(con, sections[kind], files, n)
+            for f, _ in files:
+                if isinstance(f, str):
+                    os.remove(f)
             n += k
-            counts[kind] += k
+            counts[kind] = counts.get(kind, 0) + k
     if not any(counts.get(k) for k in ("kernel", "memcpy", "memset", "runtime", "nvtx")):
         raise IngestError(path, f"the export holds no CUDA activity, runtime calls or NVTX ranges ({ex.version_text()}): "
                                 "profile with --trace=cuda,nvtx")

@@ -219,3 +219,51 @@ def test_a_table_without_rowids_is_streamed(mfu, tmp_path, monkeypatch):
     raw = plain_rows(mfu, "kernel")
     assert [b.num_rows for b in batches] == [1000] * (len(raw) // 1000) + [len(raw) % 1000]
     assert rows_of(pa.concat_tables(batches)) == raw
+
+
+@pytest.mark.parametrize("spread", [10, 10 ** 9])
+def test_rowids_far_apart(mfu, tmp_path, monkeypatch, spread):
+    """A table whose rowids are not dense (each NVTX rowid times 10: ranges of 3000
+    rowids hold about 300 rows; times 10^9: so far apart that the ranges are cut at
+    every 3000 rows counted instead) is read whole, in rowid order: plain sqlite3's rows."""
+    p = tmp_path / "apart.sqlite"
+    shutil.copy(mfu, p)
+    c = sqlite3.connect(p)
+    c.execute(f"UPDATE NVTX_EVENTS SET rowid = rowid * {spread} + 1000000000")    # (above every old rowid)
+    c.commit()
+    (lo, hi, n), = c.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchall()
+    c.close()
+    monkeypatch.setattr(nsys, "BATCH_ROWS", 3000)
+    ex = nsys.Export(str(p), str(p))
+    try:
+        ranges = [r for r in nsys._rowid_ranges(ex) if r[0] == "nvtx" and r[3]]
+    finally:
+        ex.close()
+    raw = plain_rows(mfu, "nvtx")
+    assert len(ranges) == (-(-(hi - lo + 1) // 3000) if spread == 10 else -(-n // 3000))
+    got = read_all(p, True, monkeypatch)
+    assert rows_of(got["nvtx"]) == raw and len(raw) > 1000
+
+
+@pytest.mark.parametrize("readers", [0, 2])
+def test_reading_stopped_early_ends(mfu, monkeypatch, readers):
+    """A load that stops after its first batches (an error while loading them) stops
+    the reading: the reading thread ends, the worker processes too, and the staged
+    files go with the scratch directory."""
+    import multiprocessing
+    import threading
+    monkeypatch.setattr(nsys, "BATCH_ROWS", 1000)
+    monkeypatch.setattr(nsys, "PROCESS_READERS", readers)
+    monkeypatch.setattr(nsys, "PROCESS_MIN_ROWS", 0)
+    ex = nsys.Export(str(mfu), str(mfu))
+    try:
+        got = nsys._read_batches(ex)
+        first = [next(got) for _ in range(4)]
+        assert [k for k, _ in first] == ["runtime"] * 4 and first[1][1].num_rows > 0
+        assert any(t.name == "nsys-reader" for t in threading.enumerate())
+        assert len(multiprocessing.active_children()) == readers
+        got.close()
+    finally:
+        ex.close()
+    assert not any(t.name == "nsys-reader" for t in threading.enumerate())
+    assert multiprocessing.active_children() == []

@@ -671,24 +671,33 @@ def test_kernels_get_the_innermost_emit_nvtx_op_around_their_launch(nsys_db, pla
     assert got == raw and sum(1 for (_, op) in raw if op) > 1000
 
 
-def test_reading_in_worker_processes_loads_the_same_run(nsys_db, tmp_path, monkeypatch):
-    """The export read by 2 worker processes in rowid ranges of 4096 rows (what a large
-    export gets on a machine with cores to spare) gives the same events, kernels and
-    iterations as the reading thread."""
+@pytest.mark.parametrize("readers", [2, 0])
+def test_reading_in_parts_loads_the_same_run(nsys_db, tmp_path, monkeypatch, readers):
+    """The export read in rowid ranges of 4096 rows, by 2 worker processes (what a
+    large export gets on a machine with cores to spare: each range staged as a file,
+    each table loaded in parts of 10,000 rows or more, as a large table is loaded
+    while the rest is read) or by the reading thread (each range's batch loaded
+    alone), gives the same events (their ids too) and kernels as the whole tables
+    read at once."""
     from tracedb.ingest import nsys
-    monkeypatch.setattr(nsys, "PROCESS_READERS", 2)       # (TRACEDB_NSYS_READERS=2)
+    monkeypatch.setattr(nsys, "PROCESS_READERS", readers)       # (TRACEDB_NSYS_READERS)
     monkeypatch.setattr(nsys, "PROCESS_MIN_ROWS", 0)
     monkeypatch.setattr(nsys, "BATCH_ROWS", 4096)
-    calls = []
-    real = nsys._read_in_processes
-    monkeypatch.setattr(nsys, "_read_in_processes", lambda ex, ranges: calls.append(len(ranges)) or real(ex, ranges))
+    monkeypatch.setattr(nsys, "LOAD_ROWS", 10000)
+    calls, loads = [], []
+    real, real_insert = nsys._in_processes, nsys._insert_files
+    monkeypatch.setattr(nsys, "_in_processes", lambda ranges: calls.append(len(ranges)) or real(ranges))
+    monkeypatch.setattr(nsys, "_insert_files", lambda con, sel, files, n: loads.append(len(files))
+                        or real_insert(con, sel, files, n))
     con = db.connect(tmp_path / "p.duckdb")
     ingest_file(con, str(gz("mfu_2gpu_before")))
     digest = """SELECT count(*), sum(hash(event_id, ph, cat, name, pid, tid, ts_ns, dur_ns, correlation, stream, device,
                 CAST(args AS VARCHAR))) FROM events WHERE run = 'mfu_2gpu_before'"""
     kernels = """SELECT count(*), sum(hash(kernel_id, kind, name, ts_ns, dur_ns, launch_event_id, op_event_id, seq))
                  FROM kernels WHERE run = 'mfu_2gpu_before'"""
-    assert calls and calls[0] > 10
+    assert bool(calls) == (readers > 0) and all(n > 10 for n in calls)
+    assert len([n for n in loads if n]) > 5
+    assert max(loads) == (3 if readers else 1)       # (parts of 3 files of 4096 rows; a batch alone)
     assert con.execute(digest).fetchone() == nsys_db.execute(digest).fetchone()
     assert con.execute(kernels).fetchone() == nsys_db.execute(kernels).fetchone()
     con.close()
