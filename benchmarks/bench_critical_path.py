@@ -16,8 +16,6 @@ exported to the lake WORKDIR/lake (kept for the next run); then the job's critic
 critical_path_summary and what_if on DuckDB (the database) and on Spark local[*] (the lake:
 analysis/critpath_spark.py), each timed, the rows compared.
 """
-import gzip
-import json
 import os
 import resource
 import sys
@@ -73,28 +71,8 @@ def every_iteration(con, run):
 
 
 STRAGGLER = Path(__file__).resolve().parent.parent / "tests/data/dist/ddp_straggler"
-
-
-def make_job(d, ranks):
-    """ranks rank traces in d (tests/test_distributed_spark.py's make_job)."""
-    d.mkdir(parents=True, exist_ok=True)
-    text = {}
-    for r in (0, 1):
-        with gzip.open(STRAGGLER / f"rank{r}.json.gz", "rt") as f:
-            doc = json.load(f)
-        doc["distributedInfo"].update(rank="@RANK@", world_size=ranks)
-        base = doc.get("baseTimeNanoseconds") or 0
-        doc["baseTimeNanoseconds"] = "@BASE@"
-        for e in doc["traceEvents"]:
-            a = e.get("args")
-            if a and "Group size" in a:
-                a["Group size"] = ranks
-        text[r] = (json.dumps(doc), base)
-    for k in range(ranks):
-        src, base = text[k % 2]
-        out = src.replace('"@RANK@"', str(k), 1).replace('"@BASE@"', str(base + 1000 * k), 1)
-        with gzip.open(d / f"rank{k}.json.gz", "wt", compresslevel=1) as f:
-            f.write(out)
+sys.path.insert(0, str(STRAGGLER.parents[2]))      # tests/: the job maker the tests use
+from independent_dist import make_job  # noqa: E402
 
 
 def spark_job(workdir, ranks=64):
@@ -104,7 +82,7 @@ def spark_job(workdir, ranks=64):
     job = f"job{ranks}"
     dbp, lk = w / f"{job}.duckdb", w / "lake"
     if not (lk / "manifest.json").exists():
-        make_job(w / job, ranks)
+        make_job(STRAGGLER, w / job, ranks)
         timed(f"ingest {ranks} ranks into a database", lambda: cli(["ingest", str(w / job), "--db", str(dbp)]))
         con = db.connect(dbp)
         timed("export the lake", lambda: lake.export(con, lk))

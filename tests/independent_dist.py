@@ -2,6 +2,8 @@
 of rank traces, in plain Python (no tracedb code): kernel classes by HTA's
 patterns, interval sweeps, collectives joined across ranks by process group and
 sequence number, nccl-tests bandwidth."""
+import gzip
+import json
 import math
 import re
 from decimal import Decimal
@@ -201,3 +203,28 @@ def hta_overlap_pct(doc):
         (comm if HTA_COMM.match(e["name"]) else comp).append(hta_us(e))
     u_comm = union(comm)
     return round(100 * length(intersect(union(comp), u_comm)) / length(u_comm), 2)
+
+
+def make_job(src, d, ranks):
+    """`ranks` rank traces in d, from the 2-rank capture in folder src: rank k is a copy of source rank k % 2 with world size
+    `ranks`, `Group size` `ranks` on its collectives and its clock k µs later. Each source
+    is edited once, as JSON; its copies differ only in two numbers, set in its text."""
+    d.mkdir(parents=True, exist_ok=True)
+    text = {}
+    for r in (0, 1):
+        with gzip.open(src / f"rank{r}.json.gz", "rt") as f:
+            doc = json.load(f)
+        doc["distributedInfo"].update(rank="@RANK@", world_size=ranks)
+        base = doc.get("baseTimeNanoseconds") or 0
+        doc["baseTimeNanoseconds"] = "@BASE@"
+        for e in doc["traceEvents"]:
+            a = e.get("args")
+            if a and "Group size" in a:
+                a["Group size"] = ranks
+        text[r] = (json.dumps(doc), base)
+    for k in range(ranks):
+        src, base = text[k % 2]
+        out = src.replace('"@RANK@"', str(k), 1).replace('"@BASE@"', str(base + 1000 * k), 1)
+        with gzip.open(d / f"rank{k}.json.gz", "wt", compresslevel=1) as f:
+            f.write(out)
+    return d

@@ -4,13 +4,12 @@ its own rank, world size N, and its clock shifted by rank µs, so the last rank
 to arrive is known: the slowed rank's copy with the largest shift. The default run
 makes 4 ranks; 64 ranks (66 ingests, a minute of CPU and more on Spark) is marked
 `slow`: `python -m pytest -m slow tests/test_distributed_spark.py`."""
-import gzip
-import json
 import math
 
 import pytest
 
 from conftest import DATA
+from independent_dist import make_job
 from tracedb.store import db
 from tracedb.query import engines
 from tracedb.query import lake
@@ -24,38 +23,13 @@ REPORTS = ["kernel_type_breakdown", "comm_overlap", "temporal_breakdown", "colle
            "collective_arrivals", "straggler_ranks", "rank_summary"]
 
 
-def make_job(d, ranks):
-    """`ranks` rank traces in d: rank k is a copy of source rank k % 2 with world size
-    `ranks`, `Group size` `ranks` on its collectives and its clock k µs later. Each source
-    is edited once, as JSON; its copies differ only in two numbers, set in its text."""
-    d.mkdir()
-    text = {}
-    for r in (0, 1):
-        with gzip.open(SRC / f"rank{r}.json.gz", "rt") as f:
-            doc = json.load(f)
-        doc["distributedInfo"].update(rank="@RANK@", world_size=ranks)
-        base = doc.get("baseTimeNanoseconds") or 0
-        doc["baseTimeNanoseconds"] = "@BASE@"
-        for e in doc["traceEvents"]:
-            a = e.get("args")
-            if a and "Group size" in a:
-                a["Group size"] = ranks
-        text[r] = (json.dumps(doc), base)
-    for k in range(ranks):
-        src, base = text[k % 2]
-        out = src.replace('"@RANK@"', str(k), 1).replace('"@BASE@"', str(base + 1000 * k), 1)
-        with gzip.open(d / f"rank{k}.json.gz", "wt", compresslevel=1) as f:
-            f.write(out)
-    return d
-
-
 @pytest.fixture(scope="module", params=RANKS, ids=lambda n: f"{n}ranks")
 def job(spark, tmp_path_factory, request):
     """(database, lake, job name, ranks): a job of `ranks` copies, its 2-rank source
     and ddp (a job with no straggler), in a database and the lake exported from it."""
     n = request.param
     base = tmp_path_factory.mktemp(f"ranks{n}")
-    d = make_job(base / f"job{n}", n)
+    d = make_job(SRC, base / f"job{n}", n)
     # (the lake filled file by file, --lake --jobs, is tested with 4 ranks in test_lake_spark.py;
     # here the lake is exported from the database: each rank ingested once, not twice)
     assert main(["ingest", str(d), str(SRC), str(DATA / "dist" / "ddp"), "--db", str(base / "job.duckdb")]) == 0
