@@ -130,9 +130,10 @@ def matched_db(tmp_path_factory):
 # plans each query once (no adaptive re-planning: on these lakes of kilobytes it costs more
 # than it saves; the rows do not depend on it). Ten report runs on the 2-rank lake,
 # JVM included, measured at one load: 100 CPU-s with AQE, 75 without; 167 before it all.
-# C1's code is never replaced by C2's, and the run's hundreds of generated query classes
-# once filled the code cache's default 240 MB ("Out of space in CodeCache": the JVM shut
-# down mid-run, every Spark test after it failed): 512 MB reserved (committed as used).
+# With C1 alone the JVM reserves 48 MB of code cache (240 MB with C2), and the run's
+# hundreds of generated query classes once filled it ("Out of space in CodeCache": the
+# JVM shut down mid-run, every Spark test after it failed): 512 MB reserved (committed
+# as used).
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=512m "
                                            "-Dspark.sql.shuffle.partitions=2 -Dspark.sql.adaptive.enabled=false")
 
