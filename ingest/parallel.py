@@ -124,9 +124,13 @@ class _Copies:
         self.decide = threading.Lock()     # the checks before a commit, and the commit, one copy at a time
         self.names = set()                 # names given to copies under way (not yet committed)
         self.naming = threading.Lock()
+        self.by_hash = {}                  # content hash -> the copy of it under way
         self.count = 0
 
     def submit(self, tables, run, path):
+        import pyarrow as pa
+        runs = dict(tables)["runs"]
+        digest = pa.ipc.open_file(pa.memory_map(runs)).read_all().column("content_hash")[0].as_py()
         with self.naming:
             taken = self.names | {r for (r,) in rows(self.con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
                                                       [run, run + "~%"])}
@@ -134,7 +138,18 @@ class _Copies:
             while name in taken:
                 name, i = f"{run}~{i}", i + 1
             self.names.add(name)
-        return self.pool.submit(self._copy, tables, run, path, name)
+            # the same content in two files of one call (a file and its copy): the second
+            # waits for the first, then is judged against it committed (a duplicate,
+            # skipped); at once, runs.content_hash's UNIQUE made it a write conflict
+            before = self.by_hash.get(digest)
+            fut = self.pool.submit(self._copy_after, before, tables, run, path, name)
+            self.by_hash[digest] = fut
+        return fut
+
+    def _copy_after(self, before, tables, run, path, name):
+        if before is not None:
+            wait([before])             # submitted first, so started first: no pool slot waits on a queued one
+        return self._copy(tables, run, path, name)
 
     def _copy(self, tables, run, path, name):
         """Insert one worker's run (its Arrow files) into the target (one transaction) as

@@ -58,7 +58,8 @@ def test_copies_at_once_keep_duplicates_and_names_apart(tmp_path):
     shutil.copy(b, same_name)
     par = db.connect(tmp_path / "par.duckdb")
     got = []
-    assert ingest_traces(par, [a, twin, same_name], jobs=3, report=got.append) == 0
+    assert ingest_traces(par, [a, twin, same_name], jobs=3, report=got.append) == 0, \
+        [g for g in got if isinstance(g, tuple)]
     assert sorted(r.status for r in got) == ["loaded", "loaded", "skipped"]
     a_run = [r.run for r in got if r.path in (str(a), str(twin)) and r.status == "loaded"]
     assert len(a_run) == 1        # a or its twin, whichever landed first; the other skipped as its duplicate
