@@ -42,9 +42,11 @@ class IngestResult:
         return self.pairing if isinstance(self.pairing, dict) else None
 
 
-def _unique_run(con, name):
-    taken = {r[0] for r in rows(con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
-                                [name, name + "~%"])}
+def _unique_run(con, name, also=()):
+    """name, or name~2, name~3 ...: the first that no run of the database holds, nor
+    one of also (names given to runs not yet committed: ingest/parallel.py)."""
+    taken = set(also) | {r[0] for r in rows(con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
+                                            [name, name + "~%"])}
     if name not in taken:
         return name
     i = 2

@@ -87,10 +87,9 @@ def _refused(con, identity, path):
     """Why a run of that identity (_identity) cannot land, as a result (a duplicate:
     skipped) or a (path, error) pair (its rank is taken), judged against the runs
     committed in the target; None when it can."""
-    from . import IngestResult
+    from . import IngestResult, _existing
     digest, job, rank, world = identity
-    old = scalar(con, "SELECT run FROM runs WHERE content_hash = ?", [digest])
-    if old is not None:
+    if (old := _existing(con, digest)) is not None:
         return IngestResult(path, old, "trace", "skipped", f"already ingested as run {old}")
     if job is not None:                  # the rank check of jobs.assign, against what landed before
         from .jobs import clash
@@ -129,35 +128,31 @@ class _Copies:
 
     def submit(self, tables, run, path):
         import pyarrow as pa
-        runs = dict(tables)["runs"]
-        digest = pa.ipc.open_file(pa.memory_map(runs)).read_all().column("content_hash")[0].as_py()
+        from . import _unique_run
+        identity = _identity(pa.ipc.open_file(pa.memory_map(dict(tables)["runs"])).read_all())
         with self.naming:
-            taken = self.names | {r for (r,) in rows(self.con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
-                                                      [run, run + "~%"])}
-            name, i = run, 2        # unique among the target's runs and the copies under way (_unique_run)
-            while name in taken:
-                name, i = f"{run}~{i}", i + 1
+            name = _unique_run(self.con, run, self.names)   # nor the name of a copy under way
             self.names.add(name)
             # the same content in two files of one call (a file and its copy): the second
             # waits for the first, then is judged against it committed (a duplicate,
             # skipped); at once, runs.content_hash's UNIQUE made it a write conflict
-            before = self.by_hash.get(digest)
-            fut = self.pool.submit(self._copy_after, before, tables, run, path, name)
-            self.by_hash[digest] = fut
+            before = self.by_hash.get(identity[0])
+            fut = self.pool.submit(self._copy_after, before, tables, run, path, name, identity)
+            self.by_hash[identity[0]] = fut
         return fut
 
-    def _copy_after(self, before, tables, run, path, name):
+    def _copy_after(self, before, tables, run, path, name, identity):
         if before is not None:
             wait([before])             # submitted first, so started first: no pool slot waits on a queued one
-        return self._copy(tables, run, path, name)
+        return self._copy(tables, run, path, name, identity)
 
-    def _copy(self, tables, run, path, name):
+    def _copy(self, tables, run, path, name, identity):
         """Insert one worker's run (its Arrow files) into the target (one transaction) as
         name; a run refused or failed gives its name back for the copies after it."""
         from . import IngestResult
         got = None
         try:
-            got = self._copy_in(tables, run, path, name)
+            got = self._copy_in(tables, run, path, name, identity)
         except (duckdb.Error, OSError, ValueError, KeyError) as e:   # pyarrow's errors are OSError/ValueError
             got = (path, f"{path}: {database_error(e) if isinstance(e, duckdb.Error) else e}; nothing was loaded")
         finally:
@@ -166,15 +161,14 @@ class _Copies:
                     self.names.discard(name)
         return got
 
-    def _copy_in(self, tables, run, path, name):
+    def _copy_in(self, tables, run, path, name, identity):
         import pyarrow as pa
         con = self.con.cursor()
         try:
-            # memory-mapped: the pages are the files' own (in the page cache), not copies
-            arrow = {t: pa.ipc.open_file(pa.memory_map(f)).read_all() for t, f in tables}
-            identity = _identity(arrow["runs"])
             if (no := _refused(con, identity, path)) is not None:     # known before the copy
                 return no
+            # memory-mapped: the pages are the files' own (in the page cache), not copies
+            arrow = {t: pa.ipc.open_file(pa.memory_map(f)).read_all() for t, f in tables}
             with phase("folder: copy a run in (threads summed)"):
                 return self._insert(con, arrow, run, path, name, identity)
         finally:
