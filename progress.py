@@ -54,10 +54,15 @@ def _on_terminal():
     return sys.stderr.isatty()
 
 
+# File bars on screen (file_bar): while one is, status and byte_bar show nothing (the
+# files loaded at once, each on a thread, would each draw their own over it).
+_FILE_BARS = [0]
+
+
 @contextmanager
 def status(message):
     """A spinner with a message on a terminal, nothing otherwise."""
-    if not _on_terminal():
+    if not _on_terminal() or _FILE_BARS[0]:
         yield
         return
     from rich.console import Console
@@ -70,7 +75,7 @@ def status(message):
 def byte_bar(path, total):
     """A byte progress bar over one file on a terminal (64 MB and more), nothing
     otherwise. Yields at(position)."""
-    if not _on_terminal() or total < (64 << 20):
+    if not _on_terminal() or total < (64 << 20) or _FILE_BARS[0]:
         yield lambda n: None
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
@@ -95,6 +100,7 @@ def file_bar(total_files):
         task = bar.add_task("ingest", total=total_files, rate="")
         seen = {"bytes": 0, "events": 0}
         t0 = bar.get_time()
+        _FILE_BARS[0] += 1
 
         def step(nbytes, nevents):
             seen["bytes"] += nbytes
@@ -102,7 +108,10 @@ def file_bar(total_files):
             dt = max(bar.get_time() - t0, 1e-9)
             bar.update(task, advance=1, rate=f"{seen['bytes'] / dt / 1e6:.0f} MB/s, "
                                              f"{seen['events'] / dt / 1e3:.0f} k events/s")
-        yield step
+        try:
+            yield step
+        finally:
+            _FILE_BARS[0] -= 1
 
 
 class Progress:

@@ -5,8 +5,9 @@ was); a file whose content is already loaded is skipped.
 """
 import errno
 import json
+import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
@@ -22,6 +23,7 @@ from .registry import detect
 from .source import check_readable
 from .workdir import workdir
 from .match import MatchError
+from .caught import caught as _caught
 
 __all__ = ["IngestError", "IngestResult", "ingest_file", "run_name_for", "check_run_name"]
 
@@ -42,9 +44,22 @@ class IngestResult:
         return self.pairing if isinstance(self.pairing, dict) else None
 
 
+# Ingests at once on threads of one process (ingest/parallel.py), each on a cursor of
+# its own, a transaction each: what one ingest decides against the database alone is
+# decided against the runs committed so far (read through a fresh cursor: a
+# transaction sees the database as it was when it began) and against the others under
+# way. _CLAIMED: the run names given to ingests not yet committed (_claim).
+# _DECIDING: held from the checks against the committed runs (same content, a rank of
+# its job taken) to the commit, so that no run commits between them; a skip's log
+# lines too (a run's log entries are numbered).
+_CLAIMED = set()
+_NAMING = threading.Lock()
+_DECIDING = threading.RLock()
+
+
 def _unique_run(con, name, also=()):
     """name, or name~2, name~3 ...: the first that no run of the database holds, nor
-    one of also (names given to runs not yet committed: ingest/parallel.py)."""
+    one of also (names given to runs not yet committed)."""
     taken = set(also) | {r[0] for r in rows(con, "SELECT run FROM runs WHERE run = ? OR run LIKE ?",
                                             [name, name + "~%"])}
     if name not in taken:
@@ -57,6 +72,35 @@ def _unique_run(con, name, also=()):
 
 def _existing(con, digest):
     return scalar(con, "SELECT run FROM runs WHERE content_hash = ?", [digest])
+
+
+@contextmanager
+def _committed(con):
+    """A cursor of con's database outside con's transaction: the runs committed by now."""
+    cur = con.cursor()
+    try:
+        yield cur
+    finally:
+        cur.close()
+
+
+@contextmanager
+def _claims(con):
+    """claim(name): _unique_run against the runs committed by now and the names
+    claimed by the ingests under way, claimed until the block ends (after the commit)."""
+    mine = []
+
+    def claim(name):
+        with _NAMING, _committed(con) as now:
+            got = _unique_run(now, name, _CLAIMED)
+            _CLAIMED.add(got)
+        mine.append(got)
+        return got
+    try:
+        yield claim
+    finally:
+        with _NAMING:
+            _CLAIMED.difference_update(mine)
 
 
 def _register(con, run, kind, path, digest, **fields):
@@ -83,8 +127,7 @@ def ingest_file(con, path, run=None, pair_with=None, options=None):
     check_readable(path)
     caught = []
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with _caught(path) as caught:       # (catch_warnings is not safe across threads)
             with _system_errors(path):
                 reader, fmt = detect(path)
                 with workdir() as work:
@@ -179,16 +222,17 @@ class _SameContent(Exception):
 
 
 def _check_same_content(con, prep):
-    """_SameContent when the content, hashed only as it was read (a gzip inflated
-    while it loads), is a run's already."""
-    if not prep.digest_ready and (old := _existing(con, prep.digest())) is not None:
+    """_SameContent when the content is a run's already: one hashed only as it was read
+    (a gzip inflated while it loads), or one committed by another ingest (con: a
+    cursor outside the transaction) since the check before the load."""
+    if (old := _existing(con, prep.digest())) is not None:
         raise _SameContent(old)
 
 
 def _skipped(con, reader, path, old, pair_with, options, caught):
     """The file's content is run old's: pair that run if asked, log, load nothing."""
     result = IngestResult(path, old, reader.kind, "skipped", f"already ingested as run {old}")
-    with transaction(con, path):    # pair the run already there, in its own transaction
+    with _DECIDING, transaction(con, path):    # pair the run already there, in its own transaction
         if pair_with is not None:
             result.pairing = _pair(con, reader, path, old, pair_with, options)
         _log(con, old, path, [("info", f"skipped: same content as run {old}")] + _warning_lines(path, caught)
@@ -211,12 +255,13 @@ def _args_in_zstd(con):
 
 def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
     result = IngestResult(path, None, reader.kind, "loaded")
-    with _args_in_zstd(con), reader.loading(con, prep):       # restored after the rollback
+    with _args_in_zstd(con), reader.loading(con, prep), _claims(con) as claim, ExitStack() as deciding:
         with transaction(con, path):
             if run is not None and scalar(con, "SELECT 1 FROM runs WHERE run = ?", [run]):
-                _check_same_content(con, prep)
+                with _committed(con) as now:
+                    _check_same_content(now, prep)
                 raise IngestError(path, f"run {run!r} already exists with other content")
-            result.run = _unique_run(con, name)
+            result.run = claim(name)
             for attempt in range(4):      # a trace: double -> text numbers, pieces -> joined,
                 try:                      # pieces held in memory -> piece files
                     fields = reader.load(con, prep, result.run)
@@ -227,11 +272,13 @@ def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
                     con.rollback()
                     con.begin()
                     reader.reload(prep, work)
-            _check_same_content(con, prep)
+            deciding.enter_context(_DECIDING)      # to the commit (the transaction ends first)
+            now = deciding.enter_context(_committed(con))
+            _check_same_content(now, prep)
             fields["metadata"] = _with_format(fields.get("metadata"), prep.format)
             if reader.kind == "trace":
                 from .jobs import assign
-                assign(con, path, fields, job=options.get("job"), rank=options.get("rank"),
+                assign(now, path, fields, job=options.get("job"), rank=options.get("rank"),
                        require_rank=options.get("require_rank", False))
             _register(con, result.run, reader.kind, path, prep.digest(), content_bytes=prep.content_bytes,
                       paired_run=pair_with, **fields)

@@ -615,7 +615,10 @@ class TraceReader(Reader):
         threads = scalar(con, "SELECT current_setting('threads')")
         per_batch = _pieces_per_batch(threads)
         piece_bytes = _piece_bytes(threads)
-        first = (per_batch, min(piece_bytes, FIRST_BATCH_BYTES // per_batch)) if FIRST_BATCH_BYTES else (0, 0)
+        # (none for a file loaded beside others, ingest/parallel.py: their work overlaps
+        # its parse, and the part-filled row group it leaves was rewritten at a checkpoint)
+        small = 0 if options.get("beside_others") else FIRST_BATCH_BYTES
+        first = (per_batch, min(piece_bytes, small // per_batch)) if small else (0, 0)
         with phase("pieces (split: prologue, cuts)"):
             tf = trace_json.split(path, work, hashlib.sha256(), piece_bytes=piece_bytes,
                                   memory_pieces=per_batch + PIECES_AHEAD, first=first)
