@@ -414,8 +414,8 @@ def parser():
                     "capture folders, or directories of rank traces")
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
-    sp.add_argument("--jobs", type=argtypes.count, help="trace files parsed in parallel worker processes "
-                    "(default: every core for the traces of a directory, files one by one; 1 with --lake)")
+    sp.add_argument("--jobs", type=argtypes.count, help="trace files loaded at once (default: one per 4 cores "
+                    "for the traces of a directory, files one by one; with --lake: worker processes, 1)")
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
     sp.add_argument("--job", help="traces: the distributed job they are ranks of (default: a directory's name)")
     sp.add_argument("--rank", type=argtypes.index, help="trace without distributedInfo: its rank (single file)")

@@ -20,7 +20,7 @@ file that fails is reported in one line and leaves nothing behind; the others go
 Files that pair with a trace (ncu reports, power logs) are not handled here: the
 caller loads them after.
 
-How many at once: `jobs` files (default: one a core), and no more than fit in
+How many at once: `jobs` files (default: one per CORES_PER_FILE cores), no more than fit in
 STAGED_BYTES of JSON together (at least one): each ingest holds up to two batches of
 its events as Arrow (one inserted, the next parsed) beside DuckDB's memory, and the
 peak RSS is that memory cap plus what all of them hold.
@@ -39,8 +39,11 @@ from .errors import IngestError
 # beside DuckDB's 1 GiB; files of 136 MB are held whole (two batches: 64 MB, then the
 # rest), so four of them stay under that.
 STAGED_BYTES = 576 << 20
-# Files at once when the caller names no number (0: one a core).
+# Files at once when the caller names no number (0: one per CORES_PER_FILE cores). One
+# ingest keeps 3-10 cores busy by phase (docs/benchmarks.md, the 1 GB trace at 16
+# cores); on 2 cores one at a time was as fast as two, with less CPU and memory.
 FILES_AT_ONCE = 0
+CORES_PER_FILE = 4
 
 
 def _cores():
@@ -49,6 +52,28 @@ def _cores():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+# What a compressed trace of unknown content size is counted as, times its size
+# (Kineto's JSON in xz or gzip is 8-15x smaller).
+COMPRESSED_RATIO = 10
+
+
+def _content_bytes(path):
+    """About how many bytes of JSON the file holds (what it stages is in proportion):
+    its size; a gzip's own count of its content (the trailer's, modulo 4 GiB); xz
+    COMPRESSED_RATIO times its size."""
+    from .source import compression
+    size = os.path.getsize(path)
+    try:
+        kind = compression(path)
+        if kind == "gzip" and size >= 18:
+            with open(path, "rb") as f:
+                f.seek(-4, os.SEEK_END)
+                return max(size, int.from_bytes(f.read(4), "little"))
+    except (IngestError, OSError):     # reported by its ingest
+        return size
+    return size * COMPRESSED_RATIO if kind else size
 
 
 def _one(con, path, options):
@@ -65,13 +90,14 @@ def _one(con, path, options):
 
 def ingest_traces(con, items, jobs=None, options=None, report=print):
     """Ingest trace files into the database behind con, `jobs` at once (default: one
-    a core, as many as fit in STAGED_BYTES); items are paths or (path, options of that
-    file) pairs; report(result or (path, error)) per file as it lands, in this thread.
-    Returns the number of files that failed."""
+    per CORES_PER_FILE cores), as many as fit in STAGED_BYTES; items are paths or
+    (path, options of that file) pairs; report(result or (path, error)) per file as
+    it lands, in this thread. Returns the number of files that failed."""
     from . import _args_in_zstd
     items = [(str(i), {}) if not isinstance(i, tuple) else (str(i[0]), i[1]) for i in items]
-    sizes = {p: os.path.getsize(p) for p, _ in items}
-    at_once = max(1, min(jobs or FILES_AT_ONCE or _cores(), len(items)))
+    sizes = {p: os.path.getsize(p) for p, _ in items}          # (the progress bar's MB/s)
+    content = {p: _content_bytes(p) for p, _ in items}
+    at_once = max(1, min(jobs or FILES_AT_ONCE or _cores() // CORES_PER_FILE, len(items)))
     todo = list(reversed(items))          # popped from the end: in the order given
     failed = 0
     running = {}                          # future -> (path, cursor)
@@ -83,14 +109,14 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
         pool = stack.enter_context(ThreadPoolExecutor(at_once, thread_name_prefix="tracedb-ingest"))
         try:
             while todo or running:
-                held = sum(sizes[p] for p, _ in running.values())
-                while todo and len(running) < at_once and (not running or held + sizes[todo[-1][0]] <= STAGED_BYTES):
+                held = sum(content[p] for p, _ in running.values())
+                while todo and len(running) < at_once and (not running or held + content[todo[-1][0]] <= STAGED_BYTES):
                     path, own = todo.pop()
                     cur = con.cursor()
                     asof_by_sort(cur)          # as db.connect sets on a connection (a session setting)
                     own = {**(options or {}), **own, "beside_others": len(items) > 1}
                     running[pool.submit(_one, cur, path, own)] = (path, cur)
-                    held += sizes[path]
+                    held += content[path]
                 with phase("folder: files waited for"):
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in done:

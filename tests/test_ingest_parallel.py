@@ -1,9 +1,33 @@
-"""Many traces in worker processes: the same database as ingesting them one by one."""
+"""Many traces at once, each on a thread and a cursor of its own: the same database as
+ingesting them one by one."""
+import gzip
+import json
+import threading
+import warnings
+
+import pytest
+
 from conftest import TRACES, run_name
 from test_trace_pieces import TABLES, tables
 from tracedb.store import db
-from tracedb.ingest import ingest_file
+from tracedb.store.catalog import run_column_of, table_run_columns
+from tracedb.ingest import caught, ingest_file, trace, trace_json
 from tracedb.ingest.parallel import ingest_traces
+
+
+def same_rows_in_every_table(par, serial, runs):
+    """Every table's rows of each run (par's name -> serial's), every column but when
+    it happened (*_at), and the runs rows."""
+    for table, named in table_run_columns(serial).items():
+        col = run_column_of(named)
+        if col is None:
+            continue
+        cols = ", ".join(f'"{c}"' for (c,) in serial.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND column_name NOT LIKE '%\\_at' "
+            "ESCAPE '\\' AND column_name <> ?", [table, col]).fetchall())
+        q = f'SELECT {cols} FROM {table} WHERE "{col}" = ? ORDER BY ALL'
+        for mine, theirs in runs.items():
+            assert par.execute(q, [mine]).fetchall() == serial.execute(q, [theirs]).fetchall(), (table, mine)
 
 
 def test_parallel_ingest_equals_serial(tmp_path):
@@ -19,18 +43,8 @@ def test_parallel_ingest_equals_serial(tmp_path):
         assert tables(par, run_name(p)) == tables(serial, run_name(p)), p
     key = "SELECT run, kind, content_hash, content_bytes, n_events, base_time_ns FROM runs ORDER BY run"
     assert par.execute(key).fetchall() == serial.execute(key).fetchall()
-    # every table's rows of each run, every column (the workers hand them over as Arrow)
-    from tracedb.store.catalog import run_column_of, table_run_columns
-    for table, named in table_run_columns(serial).items():
-        col = run_column_of(named)
-        if col is None:
-            continue
-        cols = ", ".join(f'"{c}"' for (c,) in serial.execute(      # all but when it happened (*_at)
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND column_name NOT LIKE '%\\_at' "
-            "ESCAPE '\\'", [table]).fetchall())
-        q = f'SELECT {cols} FROM {table} WHERE "{col}" = ? ORDER BY ALL'
-        for p in files:
-            assert par.execute(q, [run_name(p)]).fetchall() == serial.execute(q, [run_name(p)]).fetchall(), (table, p)
+    # every table's rows of each run, every column (each a table of the schema, not a list)
+    same_rows_in_every_table(par, serial, {run_name(p): run_name(p) for p in files})
     q = "SELECT * EXCLUDE (ingested_at) FROM runs ORDER BY run"
     assert par.execute(q).fetchall() == serial.execute(q).fetchall()
     # the same files again: skipped, nothing duplicated; a bad file: reported, nothing left
@@ -79,3 +93,135 @@ def test_copies_at_once_keep_duplicates_and_names_apart(tmp_path):
         ingest_file(serial, p)
         h = serial.execute("SELECT content_hash FROM runs WHERE run = ?", [run_name(p)]).fetchone()[0]
         assert tables(par, {h: r for r, h in runs.items()}[h]) == tables(serial, run_name(p)), p
+
+
+def plain_copy(path, to):
+    """An uncompressed copy of a gzip fixture."""
+    with gzip.open(path, "rb") as f:
+        to.write_bytes(f.read())
+    return to
+
+
+def test_files_at_once_load_as_one_by_one_without_a_small_first_batch(tmp_path, monkeypatch):
+    """Beside other files an uncompressed trace is cut without the small first batch a
+    file alone gets (its parse is overlapped by the other files' work): the same rows."""
+    monkeypatch.setattr(trace_json, "PIECE_BYTES", 128 << 10)
+    monkeypatch.setattr(trace_json, "TAIL", 16 << 10)
+    monkeypatch.setattr(trace, "BATCH_BYTES", 1)            # a batch per DuckDB thread's piece
+    monkeypatch.setattr(trace, "FIRST_BATCH_BYTES", 256 << 10)
+    firsts = []
+    split = trace_json.split
+    monkeypatch.setattr(trace_json, "split", lambda *a, **k: (firsts.append(k.get("first")), split(*a, **k))[1])
+    files = [plain_copy(p, tmp_path / (run_name(p) + ".json")) for p in TRACES[:2]]
+    serial = db.connect(tmp_path / "serial.duckdb")
+    for p in files:
+        ingest_file(serial, p)
+    alone, firsts[:] = list(firsts), []
+    par = db.connect(tmp_path / "par.duckdb")
+    assert ingest_traces(par, files, jobs=2, report=lambda r: None) == 0
+    assert all(f[1] > 0 for f in alone) and firsts == [(0, 0), (0, 0)]      # the two paths were taken
+    same_rows_in_every_table(par, serial, {run_name(p): run_name(p) for p in TRACES[:2]})
+    q = "SELECT * EXCLUDE (ingested_at) FROM runs ORDER BY run"
+    assert par.execute(q).fetchall() == serial.execute(q).fetchall()
+
+
+def test_warnings_stay_with_their_file_when_files_load_at_once(tmp_path):
+    """Two files, each with its own warning, loaded at once: each result, each run's
+    ingest log and the caller get the warnings a one-by-one ingest gives, no more.
+    One comes from the ingest's own thread (a negative duration), the other from the
+    thread that inflates a gzip (a gzip without its trailer); warnings.catch_warnings,
+    one per ingest, is not safe across threads."""
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(TRACES[0].read_bytes()[:-8])
+    doc = json.load(gzip.open(TRACES[1]))
+    next(e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("dur"))["dur"] = -5
+    neg = tmp_path / "neg.json"
+    neg.write_text(json.dumps(doc))
+    files = [cut, neg]
+
+    def load(how):
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("always")
+            results = how()
+        return ({r.path: r.warnings for r in results}, sorted(str(w.message) for w in shown))
+    serial = db.connect(tmp_path / "serial.duckdb")
+    one_by_one = load(lambda: [ingest_file(serial, p) for p in files])
+    par = db.connect(tmp_path / "par.duckdb")
+    got = []
+    filters, show = warnings.filters, warnings.showwarning
+    at_once = load(lambda: (ingest_traces(par, files, jobs=2, report=got.append), got)[1])
+    assert at_once == one_by_one
+    assert ["complete; loaded as it is" in m for ms in one_by_one[0].values() for m in ms] == [True, False]
+    assert warnings.filters is filters and warnings.showwarning is show
+    same_rows_in_every_table(par, serial, {"cut": "cut", "neg": "neg"})         # ingest_log among them
+
+
+def test_caught_gives_each_warning_to_its_ingest():
+    """Ingest a and b catch at once on two threads, and a ends first: each warning goes
+    to the ingest of its thread, else to the one whose file it names, else on to the
+    caller; the warnings module is as it was after."""
+    got, a_in, b_in, a_out = {}, threading.Event(), threading.Event(), threading.Event()
+
+    def warn_on_a_thread(text):
+        t = threading.Thread(target=warnings.warn, args=(text,))
+        t.start()
+        t.join()
+
+    def a():
+        with caught.caught("/x/a.json") as log:
+            a_in.set()
+            b_in.wait()
+            warnings.warn("/x/a.json: from a")
+            warn_on_a_thread("/x/b.json: about b, from a thread of a's")
+        got["a"] = log
+        a_out.set()
+
+    def b():
+        a_in.wait()
+        with caught.caught("/x/b.json") as log:
+            b_in.set()
+            a_out.wait()                 # a has ended, b still catches
+            warnings.warn("/x/b.json: from b")
+            warn_on_a_thread("about no file")
+        got["b"] = log
+    with warnings.catch_warnings(record=True) as outer:
+        warnings.simplefilter("always")
+        filters, impl = warnings.filters, warnings._showwarnmsg_impl
+        threads = [threading.Thread(target=f) for f in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert warnings.filters is filters and warnings._showwarnmsg_impl is impl
+        warnings.warn("after")
+    assert [str(w.message) for w in got["a"]] == ["/x/a.json: from a"]
+    assert [str(w.message) for w in got["b"]] == ["/x/b.json: about b, from a thread of a's", "/x/b.json: from b"]
+    assert [str(w.message) for w in outer] == ["about no file", "after"]
+
+
+def test_an_interrupted_folder_leaves_whole_runs_only(tmp_path):
+    """Ctrl-C (here in the caller's report of the first file landed) stops the files
+    under way: each rolls back, so the database holds whole runs only, and the same
+    call again loads the rest as one by one."""
+    files = TRACES[:4]
+    par = db.connect(tmp_path / "par.duckdb")
+
+    def stop(r):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        ingest_traces(par, files, jobs=4, report=stop)
+    landed = {r for (r,) in par.execute("SELECT run FROM runs").fetchall()}
+    assert 1 <= len(landed) <= len(files)
+    for table, named in table_run_columns(par).items():
+        if (col := run_column_of(named)) is not None:
+            assert {r for (r,) in par.execute(f'SELECT DISTINCT "{col}" FROM {table}').fetchall()} <= landed, table
+    got = []
+    assert ingest_traces(par, files, jobs=4, report=got.append) == 0
+    assert sorted(r.status for r in got) == sorted(["skipped"] * len(landed) + ["loaded"] * (len(files) - len(landed)))
+    serial = db.connect(tmp_path / "serial.duckdb")
+    for p in files:
+        ingest_file(serial, p)
+    # (the runs that landed before the interrupt have a line more in their log: skipped)
+    same_rows_in_every_table(par, serial, {run_name(p): run_name(p) for p in files if run_name(p) not in landed})
+    for r in landed:
+        assert tables(par, r) == tables(serial, r), r
