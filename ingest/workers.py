@@ -1,6 +1,6 @@
-"""Worker processes, one pool for the package: a directory's traces parsed across
-cores (parallel.py), a lake's files (query/lake.py), an nsys export's rowid ranges
-(nsys.py)."""
+"""Worker processes, one pool for the package: a lake's files (query/lake.py), an nsys
+export's rowid ranges (nsys.py). (A directory's traces load on threads of one process,
+into one database: parallel.py.)"""
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 
