@@ -414,7 +414,7 @@ def parser():
                     "capture folders, or directories of rank traces")
     sp.add_argument("--db", help=DB_HELP)
     sp.add_argument("--lake", help="write into this Parquet lake instead of a database (one partition per file)")
-    sp.add_argument("--jobs", type=argtypes.count, help="trace files loaded at once (default: one per 4 cores "
+    sp.add_argument("--jobs", type=argtypes.count, help="trace files loaded at once (default: one a core "
                     "for the traces of a directory, files one by one; with --lake: worker processes, 1)")
     sp.add_argument("--run", help="name of the run (single file; default: from the file name)")
     sp.add_argument("--job", help="traces: the distributed job they are ranks of (default: a directory's name)")

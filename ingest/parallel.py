@@ -20,30 +20,77 @@ file that fails is reported in one line and leaves nothing behind; the others go
 Files that pair with a trace (ncu reports, power logs) are not handled here: the
 caller loads them after.
 
-How many at once: `jobs` files (default: one per CORES_PER_FILE cores), no more than fit in
-STAGED_BYTES of JSON together (at least one): each ingest holds up to two batches of
-its events as Arrow (one inserted, the next parsed) beside DuckDB's memory, and the
-peak RSS is that memory cap plus what all of them hold.
+How many at once: `jobs` files (default: one a core), of which only
+as many as fit in STAGED_BYTES of JSON together (one at least) parse and insert their
+events at a time (ingest/trace.py enters _Staging around that): a file staging holds up
+to two batches of its events as Arrow beside DuckDB's memory, which the others, linking
+their kernels, launches and ops, work in. The peak RSS is DuckDB's memory cap plus what
+the files staging hold.
 """
 import os
+import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 
 from ..progress import file_bar, phase
 from ..store.sql import scalar
 from ..store.tuning import asof_by_sort, memory_cap
 from .errors import IngestError
 
-# JSON of the files loaded at once, together (a file larger than this alone): at 16
-# cores a 1 GB trace holds two batches of 192 MB as Arrow at its peak (ingest/trace.py)
-# beside DuckDB's 1 GiB; files of 136 MB are held whole (two batches: 64 MB, then the
-# rest), so four of them stay under that.
-STAGED_BYTES = 576 << 20
-# Files at once when the caller names no number (0: one per CORES_PER_FILE cores). One
-# ingest keeps 3-10 cores busy by phase (docs/benchmarks.md, the 1 GB trace at 16
-# cores); on 2 cores one at a time was as fast as two, with less CPU and memory.
+# JSON of the files parsing and inserting their events at once (a larger file alone):
+# at 16 cores one 1 GB trace holds two batches of 192 MB as Arrow at its peak beside
+# DuckDB's 1 GiB (1.36-1.40 GB, ingest/trace.py), and two rank traces of 136 MB as much.
+# Four at once, not held back: 1.69-1.74 GB (docs/benchmarks.md).
+STAGED_BYTES = 384 << 20
+# Files at once when the caller names no number (0: one a core). On 2 cores two at once
+# took 0.76-0.94x the time of one at a time (8 traces of 136 MB, three same-run rounds):
+# one file's ingest keeps 1.2 of the 2 busy.
 FILES_AT_ONCE = 0
-CORES_PER_FILE = 4
+# What a compressed trace of unknown content size is counted as, times its size
+# (Kineto's JSON in xz or gzip is 8-15x smaller).
+COMPRESSED_RATIO = 10
+
+
+class _Stopped(Exception):
+    """The folder's ingest was stopped (Ctrl-C) while this file waited to stage."""
+
+
+class _Staging:
+    """The files staging their events (parsed to Arrow, inserted), no more than
+    STAGED_BYTES of JSON together, one at least: of(nbytes) is what a file's ingest
+    enters around that (ingest/trace.py), as often as it loads them."""
+
+    def __init__(self, budget):
+        self.budget, self.held, self.stopped = budget, 0, False
+        self.turn = threading.Condition()
+
+    def of(self, nbytes):
+        return _Held(self, min(nbytes, self.budget))
+
+    def stop(self):
+        with self.turn:
+            self.stopped = True
+            self.turn.notify_all()
+
+
+class _Held:
+    def __init__(self, staging, nbytes):
+        self.staging, self.nbytes = staging, nbytes
+
+    def __enter__(self):
+        s = self.staging
+        with phase("folder: waited to stage"), s.turn:
+            while not s.stopped and s.held and s.held + self.nbytes > s.budget:
+                s.turn.wait()
+            if s.stopped:
+                raise _Stopped()
+            s.held += self.nbytes
+
+    def __exit__(self, *exc):
+        s = self.staging
+        with s.turn:
+            s.held -= self.nbytes
+            s.turn.notify_all()
 
 
 def _cores():
@@ -52,11 +99,6 @@ def _cores():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-# What a compressed trace of unknown content size is counted as, times its size
-# (Kineto's JSON in xz or gzip is 8-15x smaller).
-COMPRESSED_RATIO = 10
 
 
 def _content_bytes(path):
@@ -76,12 +118,25 @@ def _content_bytes(path):
     return size * COMPRESSED_RATIO if kind else size
 
 
-def _one(con, path, options):
+def _whole(path):
+    """True for a trace whose ingest does not stage its events in Arrow batches (an
+    Nsight Systems export, read by processes of its own): it loads alone, taking the
+    whole of STAGED_BYTES."""
+    from .registry import detect
+    from .trace import TraceReader
+    try:
+        return not isinstance(detect(path)[0], TraceReader)
+    except IngestError:                # said by its ingest
+        return False
+
+
+def _one(con, path, options, staging):
     """One trace into the target on con (a cursor of its own): (result or (path, error),
     its events)."""
     from . import ingest_file
     try:
-        r = ingest_file(con, path, options=options)
+        with staging.of(staging.budget) if _whole(path) else nullcontext():
+            r = ingest_file(con, path, options=options)
     except IngestError as e:
         return (path, str(e)), 0
     events = scalar(con, "SELECT n_events FROM runs WHERE run = ?", [r.run]) if r.status == "loaded" else 0
@@ -90,14 +145,15 @@ def _one(con, path, options):
 
 def ingest_traces(con, items, jobs=None, options=None, report=print):
     """Ingest trace files into the database behind con, `jobs` at once (default: one
-    per CORES_PER_FILE cores), as many as fit in STAGED_BYTES; items are paths or
-    (path, options of that file) pairs; report(result or (path, error)) per file as
-    it lands, in this thread. Returns the number of files that failed."""
+    a core), as many staging their events as fit in STAGED_BYTES;
+    items are paths or (path, options of that file) pairs; report(result or (path,
+    error)) per file as it lands, in this thread. Returns the number of files that
+    failed."""
     from . import _args_in_zstd
     items = [(str(i), {}) if not isinstance(i, tuple) else (str(i[0]), i[1]) for i in items]
     sizes = {p: os.path.getsize(p) for p, _ in items}          # (the progress bar's MB/s)
-    content = {p: _content_bytes(p) for p, _ in items}
-    at_once = max(1, min(jobs or FILES_AT_ONCE or _cores() // CORES_PER_FILE, len(items)))
+    at_once = max(1, min(jobs or FILES_AT_ONCE or _cores(), len(items)))
+    staging = _Staging(STAGED_BYTES)
     todo = list(reversed(items))          # popped from the end: in the order given
     failed = 0
     running = {}                          # future -> (path, cursor)
@@ -109,14 +165,13 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
         pool = stack.enter_context(ThreadPoolExecutor(at_once, thread_name_prefix="tracedb-ingest"))
         try:
             while todo or running:
-                held = sum(content[p] for p, _ in running.values())
-                while todo and len(running) < at_once and (not running or held + content[todo[-1][0]] <= STAGED_BYTES):
+                while todo and len(running) < at_once:
                     path, own = todo.pop()
                     cur = con.cursor()
                     asof_by_sort(cur)          # as db.connect sets on a connection (a session setting)
-                    own = {**(options or {}), **own, "beside_others": len(items) > 1}
-                    running[pool.submit(_one, cur, path, own)] = (path, cur)
-                    held += content[path]
+                    own = {**(options or {}), **own, "beside_others": len(items) > 1,
+                           "staging": staging.of(_content_bytes(path))}
+                    running[pool.submit(_one, cur, path, own, staging)] = (path, cur)
                 with phase("folder: files waited for"):
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in done:
@@ -127,6 +182,7 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
                     report(result)
                     at(sizes[path], events)
         except BaseException:             # Ctrl-C, SIGTERM: every file under way stops, rolled back
+            staging.stop()
             while running:               # (again and again: an interrupt between two statements is lost)
                 for _, cur in running.values():
                     cur.interrupt()

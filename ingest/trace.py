@@ -7,7 +7,7 @@ import queue
 import re
 import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import duckdb
 import pyarrow as pa
@@ -342,12 +342,13 @@ def _insert_events(con, tf, stages, mended):
     insert it into events (schema/load/trace_events.sql). Returns (events, batches)."""
     threads = scalar(con, "SELECT current_setting('threads')")
     stages = iter(stages)
-    try:
-        return _insert_batches(con, tf, stages, mended, threads)
-    finally:
-        close = getattr(stages, "close", None)
-        if close is not None:
-            close()           # a batch being parsed ahead is waited for and let go
+    with getattr(tf, "staging", None) or nullcontext():
+        try:
+            return _insert_batches(con, tf, stages, mended, threads)
+        finally:
+            close = getattr(stages, "close", None)
+            if close is not None:
+                close()           # a batch being parsed ahead is waited for and let go
 
 
 def _insert_batches(con, tf, stages, mended, threads):
@@ -630,6 +631,7 @@ class TraceReader(Reader):
         if not inflating and scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [tf.content_bytes]):
             tf.wait_hash()
         tf.iteration_marker = options.get("iterations_from")
+        tf.staging = options.get("staging")     # entered to parse and insert the events (ingest/parallel.py)
         prep = Prepared(fmt, tf.content_bytes, None, digest_ready=tf.hashing is None and not inflating, state=tf)
         prep.digest = lambda: (_wait_hash(prep.state), prep.state.hasher.hexdigest())[1]
         return prep
@@ -666,7 +668,7 @@ class TraceReader(Reader):
             old = prep.state
             old.stop()
             prep.state = trace_json.split(old.path, work, hashlib.sha256(), piece_bytes=old.piece_bytes)
-            for kept in ("numbers", "rejoin", "iteration_marker", "per_batch"):
+            for kept in ("numbers", "rejoin", "iteration_marker", "per_batch", "staging"):
                 setattr(prep.state, kept, getattr(old, kept))
         if prep.state.rejoin:
             prep.state.rejoin = False

@@ -11,7 +11,7 @@ from conftest import TRACES, run_name
 from test_trace_pieces import TABLES, tables
 from tracedb.store import db
 from tracedb.store.catalog import run_column_of, table_run_columns
-from tracedb.ingest import caught, ingest_file, trace, trace_json
+from tracedb.ingest import caught, ingest_file, parallel, trace, trace_json
 from tracedb.ingest.parallel import ingest_traces
 
 
@@ -225,3 +225,33 @@ def test_an_interrupted_folder_leaves_whole_runs_only(tmp_path):
     same_rows_in_every_table(par, serial, {run_name(p): run_name(p) for p in files if run_name(p) not in landed})
     for r in landed:
         assert tables(par, r) == tables(serial, r), r
+
+
+def test_files_stage_their_events_within_the_budget(tmp_path, monkeypatch):
+    """Files at once parse and insert their events (the Arrow they hold) no more than
+    STAGED_BYTES of content together; an Nsight Systems export, which stages no Arrow
+    batches, loads alone; the rows are one by one's."""
+    from conftest import DATA
+    nsys = DATA / "nsys" / "healthy_1pct.sqlite.gz"
+    files = [TRACES[0], nsys, TRACES[3], TRACES[2]]
+    monkeypatch.setattr(parallel, "STAGED_BYTES", parallel._content_bytes(TRACES[0]) + parallel._content_bytes(TRACES[3]))
+    seen, enter = [], parallel._Held.__enter__
+
+    def spy(self):
+        enter(self)
+        with self.staging.turn:
+            seen.append((self.nbytes, self.staging.held))
+    monkeypatch.setattr(parallel._Held, "__enter__", spy)
+    par = db.connect(tmp_path / "par.duckdb")
+    got = []
+    assert ingest_traces(par, files, jobs=4, report=got.append) == 0, got
+    budget = parallel.STAGED_BYTES
+    assert len(seen) == len(files) and all(held <= budget for _, held in seen)
+    assert (budget, budget) in seen                      # the export, alone
+    assert sorted(n for n, _ in seen) == sorted([budget] + [parallel._content_bytes(p) for p in files if p != nsys])
+    serial = db.connect(tmp_path / "serial.duckdb")
+    for p in files:
+        ingest_file(serial, p)
+    runs = [r for (r,) in serial.execute("SELECT run FROM runs ORDER BY run").fetchall()]
+    assert sorted(r.run for r in got) == runs
+    same_rows_in_every_table(par, serial, {r: r for r in runs})
