@@ -19,9 +19,9 @@ _OPEN = []          # (thread id, path, list of warnings) of each ingest catchin
 _SAVED = None       # (filters, _showwarnmsg_impl, showwarning) before the first one began
 
 
-def _show_saved(msg):
+def _show_saved(msg, saved):
     """A warning no ingest caught, shown as warnings would have without the hook."""
-    _, impl, show = _SAVED
+    _, impl, show = saved
     if show is not warnings._showwarning_orig:      # a caller's own (the CLI's)
         show(msg.message, msg.category, msg.filename, msg.lineno, msg.file, msg.line)
     else:
@@ -42,7 +42,9 @@ def _route(msg):
             log.append(msg)
             return
     if saved is not None:
-        _show_saved(msg)
+        _show_saved(msg, saved)
+    else:                                              # the last catch ended meanwhile
+        warnings._showwarnmsg_impl(msg)
 
 
 @contextmanager

@@ -58,7 +58,7 @@ def test_parallel_ingest_equals_serial(tmp_path):
 
 
 def test_copies_at_once_keep_duplicates_and_names_apart(tmp_path):
-    """Runs copied into the target at once, each its own transaction: a file and a
+    """Files loaded into the target at once, each its own transaction: a file and a
     copy of it under another name in one call land once (the other skipped as its
     duplicate), and two files of one name and other content get two names, as one
     by one: the same rows."""
@@ -81,9 +81,9 @@ def test_copies_at_once_keep_duplicates_and_names_apart(tmp_path):
     b_run = [r.run for r in got if r.path == str(same_name)][0]
     runs = dict(par.execute("SELECT run, content_hash FROM runs").fetchall())
     assert sorted(runs) == sorted([a_run[0], b_run])
-    # a's name claimed twice: the claim made second (whichever worker finished later)
-    # gets name~2; where the twin landed, b's copy has a's name, or name~2 when a still
-    # held the name as b's copy began (a's refusal gives it back, for the copies after it)
+    # a's name claimed twice: the claim made second (whichever thread got there later)
+    # gets name~2; where the twin landed, b's run has a's name, or name~2 when a still
+    # held the name as b's load began (a's skip gives it back, for the loads after it)
     if a_run[0] == "twin":
         assert b_run in (run_name(a), run_name(a) + "~2")
     else:
