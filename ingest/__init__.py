@@ -48,7 +48,7 @@ class IngestResult:
 # its own, a transaction each: what one ingest decides against the database alone is
 # decided against the runs committed so far (read through a fresh cursor: a
 # transaction sees the database as it was when it began) and against the others under
-# way. _CLAIMED: the run names given to ingests not yet committed (_claim).
+# way. _CLAIMED: the run names given to ingests not yet committed (_claims).
 # _DECIDING: held from the checks against the committed runs (same content, a rank of
 # its job taken) to the commit, so that no run commits between them; a skip's log
 # lines too (a run's log entries are numbered).
@@ -272,6 +272,7 @@ def _load(con, reader, path, name, run, pair_with, work, options, caught, prep):
                     con.rollback()
                     con.begin()
                     reader.reload(prep, work)
+            prep.digest()                          # (the hash waited for before its turn)
             deciding.enter_context(_DECIDING)      # to the commit (the transaction ends first)
             now = deciding.enter_context(_committed(con))
             _check_same_content(now, prep)
