@@ -65,6 +65,7 @@ ROW_GROUP_ROWS = 122880
 DERIVE_PER_BATCH = True
 # The line of derive_trace.sql that ends its per-event part.
 PER_EVENT_END = "-- end of the per-event part"
+BATCH_SOURCE = "events"
 # derive_trace.sql's tables of part 1 (dropped when the events are loaded again).
 PER_EVENT_TABLES = ("_names", "_gpu_rows", "_launch_rows", "_op", "_marker_rows")
 
@@ -366,9 +367,20 @@ def _per_event_sql():
 
 
 def _derive_batch(con, aligned, offset, base_ns, per_event):
-    """derive_trace.sql's per-event part over one staged batch (aligned: its chunks of
-    whole row groups, one scan thread each) as the events it has just been inserted as:
+    """derive_trace.sql's per-event part over one staged batch: the events it has just
+    been inserted as (event_id from offset on), read back from the events table
+    (BATCH_SOURCE 'events': the batch's own row groups, found by their event_id zone
+    maps) or from the Arrow batch (aligned: its chunks of whole row groups) with
     event_id and ts_ns as trace_events.sql makes them."""
+    if BATCH_SOURCE == "events":
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _run_events AS SELECT * FROM events "
+                    f"WHERE run = getvariable('tracedb_run') AND event_id >= {int(offset)} "
+                    f"AND event_id < {int(offset + aligned.num_rows)}")
+        try:
+            run_script(con, per_event)
+        finally:
+            con.execute("DROP VIEW _run_events")
+        return
     ev = aligned.append_column("event_id", pc.add(aligned["pos"], pa.scalar(offset, pa.int64())))
     i = ev.schema.get_field_index("ts_ns")
     ev = ev.set_column(i, "ts_ns", pc.add_checked(ev["ts_ns"], pa.scalar(base_ns, pa.int64())))
