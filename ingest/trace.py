@@ -58,16 +58,6 @@ STAGE_CHUNK_ROWS = 8 * 122880
 # thread), each thread's row groups mixed pieces and ended part-filled, and the
 # checkpoint rewrote them (0.9 s at close).
 ROW_GROUP_ROWS = 122880
-# The derivation's per-event part (schema/load/derive_trace.sql, part 1: GPU rows and
-# their args, launches, ops, marker candidates, names) run on each staged batch as it
-# is inserted, beside the next batch's parse, instead of over the events table after
-# the load (False: after the load, as nsys.py does; tests compare the two).
-DERIVE_PER_BATCH = True
-# The line of derive_trace.sql that ends its per-event part.
-PER_EVENT_END = "-- end of the per-event part"
-BATCH_SOURCE = "events"
-# derive_trace.sql's tables of part 1 (dropped when the events are loaded again).
-PER_EVENT_TABLES = ("_names", "_gpu_rows", "_launch_rows", "_op", "_marker_rows")
 
 
 MIN_PIECE_BYTES = 8 << 20
@@ -360,43 +350,8 @@ def _insert_events(con, tf, stages, mended):
             close()           # a batch being parsed ahead is waited for and let go
 
 
-def _per_event_sql():
-    text = sql_text("schema", "load/derive_trace.sql")
-    assert PER_EVENT_END in text, PER_EVENT_END
-    return text[:text.index(PER_EVENT_END)]
-
-
-def _derive_batch(con, aligned, offset, base_ns, per_event):
-    """derive_trace.sql's per-event part over one staged batch: the events it has just
-    been inserted as (event_id from offset on), read back from the events table
-    (BATCH_SOURCE 'events': the batch's own row groups, found by their event_id zone
-    maps) or from the Arrow batch (aligned: its chunks of whole row groups) with
-    event_id and ts_ns as trace_events.sql makes them."""
-    if BATCH_SOURCE == "events":
-        con.execute(f"CREATE OR REPLACE TEMP VIEW _run_events AS SELECT * FROM events "
-                    f"WHERE run = getvariable('tracedb_run') AND event_id >= {int(offset)} "
-                    f"AND event_id < {int(offset + aligned.num_rows)}")
-        try:
-            run_script(con, per_event)
-        finally:
-            con.execute("DROP VIEW _run_events")
-        return
-    ev = aligned.append_column("event_id", pc.add(aligned["pos"], pa.scalar(offset, pa.int64())))
-    i = ev.schema.get_field_index("ts_ns")
-    ev = ev.set_column(i, "ts_ns", pc.add_checked(ev["ts_ns"], pa.scalar(base_ns, pa.int64())))
-    run_script_over(con, per_event, "_run_events", ev)
-
-
-def drop_per_event(con):
-    """derive_trace.sql's part-1 tables, so that they are made again (from _run_events)."""
-    for t in PER_EVENT_TABLES:
-        con.execute(f"DROP TABLE IF EXISTS {t}")
-
-
 def _insert_batches(con, tf, stages, mended, threads):
     n = batches = 0
-    per_event = _per_event_sql() if DERIVE_PER_BATCH else None
-    base_ns = scalar(con, "SELECT getvariable('tracedb_base_ns')") if per_event else None
     while True:
         with status(f"parsing {tf.path}" + (f" (batch {batches + 1})" if batches else "")):
             with phase("parse (JSON -> Arrow; waited for)"):
@@ -408,15 +363,11 @@ def _insert_batches(con, tf, stages, mended, threads):
                 _count_mended(con, staged, mended)
                 # (this connection only; event_id, from pos, keeps the order)
                 con.execute("SET SESSION preserve_insertion_order = false")
-                aligned = _aligned(staged, ROW_GROUP_ROWS, threads)
                 try:
-                    run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged", aligned)
+                    run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged",
+                                    _aligned(staged, ROW_GROUP_ROWS, threads))
                 finally:
                     con.execute("RESET SESSION preserve_insertion_order")
-            if per_event is not None:
-                with phase("derive per batch (GPU rows, launches, ops, markers)"):
-                    _derive_batch(con, aligned, n, base_ns, per_event)
-            aligned = None
         n += staged.num_rows
         batches += 1
         staged = None          # inserted: let it go (the next one is being parsed)
@@ -453,7 +404,6 @@ def _again(con, tf, run, mended, stages):
     """Load the run's events again (those loaded so far deleted) from stages();
     None when that way too needs the exact path."""
     con.execute("DELETE FROM events WHERE run = ?", [run])
-    drop_per_event(con)
     mended.clear()
     try:
         return _insert_events(con, tf, stages(), mended)
@@ -497,10 +447,7 @@ def load(con, tf, run):
     with status("linking kernels, launches, ops and iterations"), phase("derive (kernels, launches, ops, iterations)"):
         con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS "
                     "SELECT * FROM events WHERE run = getvariable('tracedb_run')")
-        if _ac2g_links(con, path, run) or not DERIVE_PER_BATCH:
-            drop_per_event(con)         # correlations given after the load: part 1 reads the events
-        else:
-            con.execute("SET VARIABLE tracedb_events_done = true")      # part 1 ran per batch
+        _ac2g_links(con, path, run)
         run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
         _load_cupti_ranges(con, path, run)
         dist = tf.members.get("distributedInfo")
@@ -510,7 +457,7 @@ def load(con, tf, run):
         run_script(con, sql_text("schema", "load/trace_system.sql"))
         con.execute("DROP VIEW _run_events")
         for v in ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset",
-                  "tracedb_iteration_marker", "tracedb_events_done"):
+                  "tracedb_iteration_marker"):
             con.execute(f"RESET VARIABLE {v}")
     if iteration_marker is not None and not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):
         raise IngestError(path, f"--iterations-from {iteration_marker!r}: no CPU-side event of that name "
@@ -521,20 +468,18 @@ def load(con, tf, run):
 def _ac2g_links(con, path, run):
     """GPU activity without args.correlation is linked to its launch through the ac2g
     flow events where the trace has them (schema/load/ac2g_links.sql); where it has
-    neither, a warning says that the kernels have no launch (no op, no layer).
-    True when it gave events correlations."""
+    neither, a warning says that the kernels have no launch (no op, no layer)."""
     unwritten = ("SELECT count(*) FILTER (WHERE json_extract_string(args, '$.correlation') IS NULL AND "
                  "json_extract_string(args, '$.correlation_id') IS NULL) "      # unusable ids: warned already
                  "FROM _run_events WHERE ph = 'X' AND correlation IS NULL AND gpu_activity_kind(cat) IS NOT NULL")
     unlinked = scalar(con, unwritten)
     if not unlinked:
-        return False
+        return
     run_script(con, sql_text("schema", "load/ac2g_links.sql"), {"run": run})
     left = scalar(con, unwritten)
     if left:
         warnings.warn(f"{path}: {left} of {unlinked} GPU events without args.correlation have no ac2g flow "
                       "to their launch either: they are kept without a launch, op or layer")
-    return True
 
 
 def _load_cupti_ranges(con, path, run):

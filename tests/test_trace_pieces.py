@@ -487,8 +487,7 @@ def test_a_staged_batch_is_let_go_once_inserted(tmp_path, small_pieces, monkeypa
     is gone from Python (none held by a retry's exception either) and DuckDB holds no
     object for any (a temp table made and dropped inside the transaction, or an Arrow
     table registered, stays to its end: every batch was kept, spilled, 5.7 GB of a
-    10 GB trace's); only the derivation's per-event tables, made at the first batch,
-    stay."""
+    10 GB trace's)."""
     monkeypatch.setattr(trace, "BATCH_BYTES", 1)          # a batch per 128 KB piece
     monkeypatch.setattr(trace, "BATCH_ROWS", 1000)
     monkeypatch.setattr(trace_json, "exact_batches", functools.partial(trace_json.exact_batches, batch_rows=700))
@@ -522,9 +521,7 @@ def test_a_staged_batch_is_let_go_once_inserted(tmp_path, small_pieces, monkeypa
         want = sorted(base + (1_700_000_000_000_000 + int(e["ts"])) * 1000 + 1
                       for e in raw["traceEvents"] if isinstance(e.get("ts"), (int, float)))
         assert [r[0] for r in con.execute("SELECT ts_ns FROM events WHERE ts_ns IS NOT NULL ORDER BY ts_ns").fetchall()] == want
-    # (after the first batch, the derivation's per-event tables: the same ones throughout)
-    part1 = (before[0] + len(trace.PER_EVENT_TABLES), before[1])
-    assert seen == [(0, before)] + [(0, part1)] * (len(seen) - 1)
+    assert seen == [(0, before)] * len(seen)
     con.close()
 
 

@@ -2,178 +2,96 @@
 -- Parameter: $run VARCHAR. (Each event's iteration is the view event_iterations.)
 -- Reads the run's events through the temp view _run_events (trace_events.sql);
 -- writes threads, kernels and iterations; creates and drops its own temp tables.
--- Two parts. The first takes from each event, alone, the rows the second joins
--- (names, GPU rows with their args parsed, launches, ops, marker candidates) into
--- temp tables; ingest/trace.py runs it on each staged batch as the batch is inserted
--- (_run_events then being that batch, still Arrow: no decompression of the events'
--- columns, and no scan of the whole run after the load), and then the whole script
--- with the variable tracedb_events_done set, under which the first part's inserts
--- read nothing. Run once without it (nsys.py; a trace whose correlations ac2g flows
--- gave after the load) the first part reads every event of the run.
--- reads: _run_events; variable tracedb_events_done
--- creates: _names, _gpu_rows, _launch_rows, _op, _marker_rows, _xprof_streams, _launch, _thread_key, _depth,
---          _launch_op, _seq, _marker, _gpu (all dropped at its end but _gpu: collectives.sql and
---          trace_system.sql read it, the latter drops it); macros _gpu_args, _gpu_fields
-
--- ===== Part 1: per event =====
-
--- Process and thread names (metadata events; the last one wins, in part 2).
-CREATE TEMP TABLE IF NOT EXISTS _names (pid VARCHAR, tid VARCHAR, name VARCHAR, value VARCHAR, event_id BIGINT);
-INSERT INTO _names
-SELECT pid, tid, name, args->>'name', event_id
-FROM _run_events
-WHERE getvariable('tracedb_events_done') IS NULL AND ph = 'M' AND name IN ('process_name', 'thread_name');
-
--- The args of GPU rows, parsed once into the kernels table's typed launch fields
--- and two lists, NULL where all their fields are: oa, what trace_system.sql keeps
--- in activity_args (occupancy and copy fields), and ca, collectives.sql's
--- record_param_comms fields. Kept narrow: as a list of all 24 fields, the 2.5 M
--- GPU rows of a 10 GB trace took 1.3 GB and spilled (the kernels' insert 7.0 s).
-CREATE OR REPLACE TEMP MACRO _gpu_args(args) AS
-    json_extract_string(args, ['$.context', '$.grid[0]', '$.grid[1]', '$.grid[2]',
-                               '$.block[0]', '$.block[1]', '$.block[2]',
-                               '$."registers per thread"', '$."shared memory"',
-                               '$.context_id', '$.kernel_details',
-                               '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
-                               '$.bytes', '$."memory bandwidth (GB/s)"',
-                               '$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
-                               '$."Process Group Ranks"', '$."Group size"', '$.dtype',
-                               '$."In msg nelems"', '$."Out msg nelems"']);
--- (a: the list of _gpu_args, a column)
-CREATE OR REPLACE TEMP MACRO _gpu_fields(a) AS {
-    -- Kineto's launch fields, else XProf's kernel_details text (a[11])
-    'context': TRY_CAST(coalesce(a[1], a[10]) AS BIGINT),
-    'grid_x': TRY_CAST(coalesce(a[2], regexp_extract(a[11], 'grid:(\d+),', 1)) AS INTEGER),
-    'grid_y': TRY_CAST(coalesce(a[3], regexp_extract(a[11], 'grid:\d+,(\d+),', 1)) AS INTEGER),
-    'grid_z': TRY_CAST(coalesce(a[4], regexp_extract(a[11], 'grid:\d+,\d+,(\d+)', 1)) AS INTEGER),
-    'block_x': TRY_CAST(coalesce(a[5], regexp_extract(a[11], 'block:(\d+),', 1)) AS INTEGER),
-    'block_y': TRY_CAST(coalesce(a[6], regexp_extract(a[11], 'block:\d+,(\d+),', 1)) AS INTEGER),
-    'block_z': TRY_CAST(coalesce(a[7], regexp_extract(a[11], 'block:\d+,\d+,(\d+)', 1)) AS INTEGER),
-    'registers_per_thread': TRY_CAST(coalesce(a[8], regexp_extract(a[11], 'regs:(\d+)', 1)) AS INTEGER),
-    'shared_mem_bytes': coalesce(TRY_CAST(a[9] AS BIGINT),
-                                 TRY_CAST(regexp_extract(a[11], 'static_shared:(\d+)', 1) AS BIGINT)
-                                 + TRY_CAST(regexp_extract(a[11], 'dynamic_shared:(\d+)', 1) AS BIGINT)),
-    'static_shared_mem_bytes': TRY_CAST(regexp_extract(a[11], 'static_shared:(\d+)', 1) AS BIGINT),
-    'dynamic_shared_mem_bytes': TRY_CAST(regexp_extract(a[11], 'dynamic_shared:(\d+)', 1) AS BIGINT),
-    'oa': CASE WHEN list_any_value(a[12:16]) IS NOT NULL THEN a[12:16] END,
-    'ca': CASE WHEN list_any_value(a[17:24]) IS NOT NULL THEN a[17:24] END};
-
--- GPU activity of Kineto categories (complete events). XProf's (complete events on
--- the stream threads of a /device:GPU:N process) needs the thread names of the
--- whole run: part 2 reads it.
-CREATE TEMP TABLE IF NOT EXISTS _gpu_rows (
-    event_id BIGINT, cat VARCHAR, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT, correlation BIGINT,
-    stream BIGINT, device BIGINT, pid VARCHAR, tid VARCHAR,
-    f STRUCT(context BIGINT, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER,
-             block_z INTEGER, registers_per_thread INTEGER, shared_mem_bytes BIGINT,
-             static_shared_mem_bytes BIGINT, dynamic_shared_mem_bytes BIGINT, oa VARCHAR[], ca VARCHAR[]));
-INSERT INTO _gpu_rows
-SELECT event_id, cat, name, ts_ns, dur_ns, correlation, stream, device, pid, tid, _gpu_fields(a)
-FROM (SELECT *, _gpu_args(args) AS a FROM _run_events
-      WHERE getvariable('tracedb_events_done') IS NULL AND ph = 'X' AND gpu_activity_kind(cat) IS NOT NULL);
-
--- Launch calls with a correlation id (part 2 keeps those of GPU activity).
-CREATE TEMP TABLE IF NOT EXISTS _launch_rows (
-    correlation BIGINT, event_id BIGINT, name VARCHAR, ts_ns BIGINT, end_ns BIGINT, pid VARCHAR, tid VARCHAR);
-INSERT INTO _launch_rows
-SELECT correlation, event_id, name, ts_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns, pid, tid
-FROM _run_events
-WHERE getvariable('tracedb_events_done') IS NULL AND ph = 'X' AND correlation IS NOT NULL
-  AND (is_launch_category(cat) OR (cat IS NULL AND regexp_matches(name, '^cu(da)?(Launch|GraphLaunch|Memcpy|Memset)')));
-
--- Framework ops that can enclose something.
-CREATE TEMP TABLE IF NOT EXISTS _op (event_id BIGINT, pid VARCHAR, tid VARCHAR, ts_ns BIGINT, end_ns BIGINT, name VARCHAR);
-INSERT INTO _op
-SELECT event_id, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, name
-FROM _run_events
-WHERE getvariable('tracedb_events_done') IS NULL AND ph = 'X' AND is_framework_op_category(cat) AND dur_ns > 0;
-
--- Iterations: PyTorch ProfilerStep#N on the CPU side, TensorFlow events with a step_num
--- (XProf events have no category: only those have their args searched). When the
--- ingest names a marker (--iterations-from NAME: DuckDB variable
--- tracedb_iteration_marker), the CPU-side events of that exact name are the
--- iterations instead (a record_function annotation or an op of traces without
--- ProfilerStep markers), numbered 0, 1, ... in time order; GPU-side copies of an
--- annotation (gpu_user_annotation) are left out, as for ProfilerStep.
--- The candidates come from exclusive branches (the named marker; ProfilerStep#N, with
--- or without a number in the name; XProf's step_num) so that each branch's filter
--- reaches the scan and args are read only where the step can come from them (a named
--- marker's step is its number in time order): one OR over all of them decompressed
--- every op's args (2.1 G instructions in a 1 GB trace's ingest), and args read for
--- each ProfilerStep marker still cost 0.6 G there, one zstd block per marker (3.5 s
--- for the 2,800 markers of a 10 GB trace).
-CREATE TEMP TABLE IF NOT EXISTS _marker_rows (event_id BIGINT, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT, args JSON);
-INSERT INTO _marker_rows
-SELECT event_id, name, ts_ns, dur_ns, CAST(NULL AS JSON) AS args FROM _run_events    -- (numbered: no step_num)
-WHERE getvariable('tracedb_events_done') IS NULL AND ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL
-  AND getvariable('tracedb_iteration_marker') IS NOT NULL AND name = getvariable('tracedb_iteration_marker')
-  AND lower(coalesce(cat, '')) NOT IN ('gpu_user_annotation', 'kernel', 'gpu_memcpy', 'gpu_memset')
-UNION ALL
-SELECT event_id, name, ts_ns, dur_ns, CAST(NULL AS JSON) FROM _run_events
-WHERE getvariable('tracedb_events_done') IS NULL AND ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL AND getvariable('tracedb_iteration_marker') IS NULL
-  AND name LIKE 'ProfilerStep#%' AND lower(coalesce(cat, '')) <> 'gpu_user_annotation'
-  AND TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER) IS NOT NULL
-UNION ALL
-SELECT event_id, name, ts_ns, dur_ns, args FROM _run_events
-WHERE getvariable('tracedb_events_done') IS NULL AND ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL AND getvariable('tracedb_iteration_marker') IS NULL
-  AND name LIKE 'ProfilerStep#%' AND lower(coalesce(cat, '')) <> 'gpu_user_annotation'
-  AND TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER) IS NULL
-UNION ALL
-SELECT event_id, name, ts_ns, dur_ns, args FROM _run_events
-WHERE getvariable('tracedb_events_done') IS NULL AND ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL AND getvariable('tracedb_iteration_marker') IS NULL
-  AND cat IS NULL AND NOT coalesce(name LIKE 'ProfilerStep#%', false)
-  AND contains(CAST(args AS VARCHAR), '"step_num"') AND args->>'step_num' IS NOT NULL;
-
--- end of the per-event part
-
--- ===== Part 2: the run's joins =====
+-- reads: _run_events
+-- creates: _xprof_streams, _launch, _op, _thread_key, _depth, _launch_op, _seq, _marker, _gpu (all dropped at its
+--          end but _gpu: collectives.sql and trace_system.sql read it, the latter drops it)
 
 -- Process and thread names (the last metadata event wins, as in the viewer).
 INSERT INTO threads
 WITH p AS (
-    SELECT pid, arg_max(value, event_id) AS process_name
-    FROM _names WHERE name = 'process_name' GROUP BY pid
+    SELECT pid, arg_max(args->>'name', event_id) AS process_name
+    FROM _run_events WHERE ph = 'M' AND name = 'process_name' GROUP BY pid
 ), t AS (
-    SELECT pid, tid, arg_max(value, event_id) AS thread_name
-    FROM _names WHERE name = 'thread_name' GROUP BY pid, tid
+    SELECT pid, tid, arg_max(args->>'name', event_id) AS thread_name
+    FROM _run_events WHERE ph = 'M' AND name = 'thread_name' GROUP BY pid, tid
 )
 SELECT $run, coalesce(t.pid, p.pid), t.tid, p.process_name, t.thread_name
 FROM t FULL OUTER JOIN p ON t.pid = p.pid;
 
--- GPU activity of the run: Kineto categories (part 1), or (XProf: TensorFlow, JAX)
+-- GPU activity of the run: Kineto categories, or (XProf: TensorFlow, JAX)
 -- complete events on the stream threads of a /device:GPU:N process.
 CREATE OR REPLACE TEMP TABLE _xprof_streams AS
 SELECT pid, tid, TRY_CAST(regexp_extract(process_name, '^/device:GPU:(\d+)', 1) AS BIGINT) AS device
 FROM threads
 WHERE run = $run AND process_name LIKE '/device:GPU:%' AND thread_name LIKE 'Stream #%';
 
+-- (Two branches, so that the category filter reaches the scan and only the GPU
+-- rows' args are read; one branch with an OR over the join read them all.)
+-- Their args are parsed once, here, into the kernels table's typed launch fields
+-- and two lists, NULL where all their fields are: oa, what trace_system.sql keeps
+-- in activity_args (occupancy and copy fields), and ca, collectives.sql's
+-- record_param_comms fields. Kept narrow: as a list of all 24 fields, the 2.5 M
+-- GPU rows of a 10 GB trace took 1.3 GB and spilled (the kernels' insert 7.0 s).
 CREATE OR REPLACE TEMP TABLE _gpu AS
 WITH g AS (
-    SELECT r.*, x.tid AS x_tid, x.device AS x_device
-    FROM _gpu_rows r LEFT JOIN _xprof_streams x ON x.pid = r.pid AND x.tid = r.tid
+    SELECT e.*, x.tid AS x_tid, x.device AS x_device
+    FROM _run_events e LEFT JOIN _xprof_streams x ON x.pid = e.pid AND x.tid = e.tid
+    WHERE e.ph = 'X' AND gpu_activity_kind(e.cat) IS NOT NULL
     UNION ALL
-    SELECT e.event_id, e.cat, e.name, e.ts_ns, e.dur_ns, e.correlation, e.stream, e.device, e.pid, e.tid,
-           _gpu_fields(e.a), e.x_tid, e.x_device
-    FROM (SELECT e.*, _gpu_args(e.args) AS a, x.tid AS x_tid, x.device AS x_device
-          FROM _run_events e JOIN _xprof_streams x ON x.pid = e.pid AND x.tid = e.tid
-          WHERE e.ph = 'X' AND gpu_activity_kind(e.cat) IS NULL) e
+    SELECT e.*, x.tid, x.device
+    FROM _run_events e JOIN _xprof_streams x ON x.pid = e.pid AND x.tid = e.tid
+    WHERE e.ph = 'X' AND gpu_activity_kind(e.cat) IS NULL
 )
-SELECT event_id, cat,
-       coalesce(gpu_activity_kind(cat),
-                CASE WHEN name ILIKE '%memcpy%' THEN 'memcpy'
-                     WHEN name ILIKE '%memset%' THEN 'memset' ELSE 'kernel' END) AS kind,
-       name, ts_ns, dur_ns,
-       coalesce(device, x_device) AS device,
-       coalesce(stream, CASE WHEN x_tid IS NOT NULL THEN TRY_CAST(tid AS BIGINT) END) AS stream,
-       correlation, f.*
-FROM g;
+SELECT event_id, cat, kind, name, ts_ns, dur_ns, device, stream, correlation,
+       -- Kineto's launch fields, else XProf's kernel_details text (a[11])
+       TRY_CAST(coalesce(a[1], a[10]) AS BIGINT) AS context,
+       TRY_CAST(coalesce(a[2], regexp_extract(a[11], 'grid:(\d+),', 1)) AS INTEGER) AS grid_x,
+       TRY_CAST(coalesce(a[3], regexp_extract(a[11], 'grid:\d+,(\d+),', 1)) AS INTEGER) AS grid_y,
+       TRY_CAST(coalesce(a[4], regexp_extract(a[11], 'grid:\d+,\d+,(\d+)', 1)) AS INTEGER) AS grid_z,
+       TRY_CAST(coalesce(a[5], regexp_extract(a[11], 'block:(\d+),', 1)) AS INTEGER) AS block_x,
+       TRY_CAST(coalesce(a[6], regexp_extract(a[11], 'block:\d+,(\d+),', 1)) AS INTEGER) AS block_y,
+       TRY_CAST(coalesce(a[7], regexp_extract(a[11], 'block:\d+,\d+,(\d+)', 1)) AS INTEGER) AS block_z,
+       TRY_CAST(coalesce(a[8], regexp_extract(a[11], 'regs:(\d+)', 1)) AS INTEGER) AS registers_per_thread,
+       coalesce(TRY_CAST(a[9] AS BIGINT),
+                TRY_CAST(regexp_extract(a[11], 'static_shared:(\d+)', 1) AS BIGINT)
+                + TRY_CAST(regexp_extract(a[11], 'dynamic_shared:(\d+)', 1) AS BIGINT)) AS shared_mem_bytes,
+       TRY_CAST(regexp_extract(a[11], 'static_shared:(\d+)', 1) AS BIGINT) AS static_shared_mem_bytes,
+       TRY_CAST(regexp_extract(a[11], 'dynamic_shared:(\d+)', 1) AS BIGINT) AS dynamic_shared_mem_bytes,
+       CASE WHEN list_any_value(a[12:16]) IS NOT NULL THEN a[12:16] END AS oa,
+       CASE WHEN list_any_value(a[17:24]) IS NOT NULL THEN a[17:24] END AS ca
+FROM (
+    SELECT g.event_id, g.cat, g.name, g.ts_ns, g.dur_ns, g.correlation,
+           coalesce(g.stream, CASE WHEN g.x_tid IS NOT NULL THEN TRY_CAST(g.tid AS BIGINT) END) AS stream,
+           coalesce(g.device, g.x_device) AS device,
+           coalesce(gpu_activity_kind(g.cat),
+                    CASE WHEN g.name ILIKE '%memcpy%' THEN 'memcpy'
+                         WHEN g.name ILIKE '%memset%' THEN 'memset' ELSE 'kernel' END) AS kind,
+           json_extract_string(g.args, ['$.context', '$.grid[0]', '$.grid[1]', '$.grid[2]',
+                                        '$.block[0]', '$.block[1]', '$.block[2]',
+                                        '$."registers per thread"', '$."shared memory"',
+                                        '$.context_id', '$.kernel_details',
+                                        '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
+                                        '$.bytes', '$."memory bandwidth (GB/s)"',
+                                        '$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
+                                        '$."Process Group Ranks"', '$."Group size"', '$.dtype',
+                                        '$."In msg nelems"', '$."Out msg nelems"']) AS a
+    FROM g
+);
 
 -- The launch call of each correlation id that has GPU activity (first call wins).
 CREATE OR REPLACE TEMP TABLE _launch AS
-SELECT correlation, event_id, name, ts_ns, end_ns, pid, tid
-FROM _launch_rows
-WHERE correlation IN (SELECT correlation FROM _gpu WHERE correlation IS NOT NULL)
+SELECT correlation, event_id, name, ts_ns, ts_ns + coalesce(dur_ns, 0) AS end_ns, pid, tid
+FROM _run_events
+WHERE ph = 'X'
+  AND (is_launch_category(cat) OR (cat IS NULL AND regexp_matches(name, '^cu(da)?(Launch|GraphLaunch|Memcpy|Memset)')))
+  AND correlation IN (SELECT correlation FROM _gpu WHERE correlation IS NOT NULL)
 QUALIFY row_number() OVER (PARTITION BY correlation ORDER BY ts_ns, event_id) = 1;
+
+-- Framework ops that can enclose something.
+CREATE OR REPLACE TEMP TABLE _op AS
+SELECT event_id, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, name
+FROM _run_events
+WHERE ph = 'X' AND is_framework_op_category(cat) AND dur_ns > 0;
 
 -- Threads that have ops or launches, as small integers (partitioning and joining on
 -- them instead of the pid/tid strings saves 0.15 s on 2.2 M boundaries).
@@ -219,14 +137,47 @@ FROM (
 ) lo
 JOIN _op op ON op.event_id = lo.op_event_id;
 
--- Iterations from the marker candidates of part 1 (the markers of one step: the first).
+-- Iterations: PyTorch ProfilerStep#N on the CPU side, TensorFlow events with a step_num
+-- (XProf events have no category: only those have their args searched). When the
+-- ingest names a marker (--iterations-from NAME: DuckDB variable
+-- tracedb_iteration_marker), the CPU-side events of that exact name are the
+-- iterations instead (a record_function annotation or an op of traces without
+-- ProfilerStep markers), numbered 0, 1, ... in time order; GPU-side copies of an
+-- annotation (gpu_user_annotation) are left out, as for ProfilerStep.
+-- The candidates come from exclusive branches (the named marker; ProfilerStep#N, with
+-- or without a number in the name; XProf's step_num) so that each branch's filter
+-- reaches the scan and args are read only where the step can come from them (a named
+-- marker's step is its number in time order): one OR over all of them decompressed
+-- every op's args (2.1 G instructions in a 1 GB trace's ingest), and args read for
+-- each ProfilerStep marker still cost 0.6 G there, one zstd block per marker (3.5 s
+-- for the 2,800 markers of a 10 GB trace).
 CREATE OR REPLACE TEMP TABLE _marker AS
-WITH m AS (
+WITH c AS (
+    SELECT event_id, name, ts_ns, dur_ns, CAST(NULL AS JSON) AS args FROM _run_events    -- (numbered: no step_num)
+    WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL
+      AND getvariable('tracedb_iteration_marker') IS NOT NULL AND name = getvariable('tracedb_iteration_marker')
+      AND lower(coalesce(cat, '')) NOT IN ('gpu_user_annotation', 'kernel', 'gpu_memcpy', 'gpu_memset')
+    UNION ALL
+    SELECT event_id, name, ts_ns, dur_ns, CAST(NULL AS JSON) FROM _run_events
+    WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL AND getvariable('tracedb_iteration_marker') IS NULL
+      AND name LIKE 'ProfilerStep#%' AND lower(coalesce(cat, '')) <> 'gpu_user_annotation'
+      AND TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER) IS NOT NULL
+    UNION ALL
+    SELECT event_id, name, ts_ns, dur_ns, args FROM _run_events
+    WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL AND getvariable('tracedb_iteration_marker') IS NULL
+      AND name LIKE 'ProfilerStep#%' AND lower(coalesce(cat, '')) <> 'gpu_user_annotation'
+      AND TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER) IS NULL
+    UNION ALL
+    SELECT event_id, name, ts_ns, dur_ns, args FROM _run_events
+    WHERE ph = 'X' AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL AND getvariable('tracedb_iteration_marker') IS NULL
+      AND cat IS NULL AND NOT coalesce(name LIKE 'ProfilerStep#%', false)
+      AND contains(CAST(args AS VARCHAR), '"step_num"') AND args->>'step_num' IS NOT NULL
+), m AS (
     SELECT event_id, name, ts_ns AS start_ns, ts_ns + dur_ns AS marker_end_ns,
            coalesce(TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER),
                     TRY_CAST(args->>'step_num' AS INTEGER)) AS marked_step,
            CAST(row_number() OVER (ORDER BY ts_ns, event_id) - 1 AS INTEGER) AS numbered
-    FROM _marker_rows
+    FROM c
 ), s AS (
     SELECT event_id, name, start_ns, marker_end_ns,
            CASE WHEN getvariable('tracedb_iteration_marker') IS NOT NULL THEN numbered ELSE marked_step END AS step
@@ -235,7 +186,6 @@ WITH m AS (
 SELECT * FROM s
 QUALIFY step IS NOT NULL
     AND row_number() OVER (PARTITION BY step ORDER BY start_ns, event_id) = 1;
-
 
 -- Launch order, numbered on the narrow key alone (a window over the wide rows cost
 -- 0.5 s on 270 k kernels); the kernels are then written in that order (unordered,
@@ -289,13 +239,7 @@ DROP TABLE _seq;
 DROP TABLE _xprof_streams;
 DROP TABLE _launch;
 DROP TABLE _op;
-DROP TABLE _names;
-DROP TABLE _gpu_rows;
-DROP TABLE _launch_rows;
-DROP TABLE _marker_rows;
 DROP TABLE _depth;
 DROP TABLE _thread_key;
 DROP TABLE _launch_op;
 DROP TABLE _marker;
-DROP MACRO _gpu_fields;
-DROP MACRO _gpu_args;
