@@ -10,6 +10,8 @@ from contextlib import contextmanager
 # Phases of long work (an ingest's pieces, parse, insert, derivation, commit), timed when
 # TRACEDB_PROFILE is set: name -> [wall s, CPU s of the whole process (every thread), times].
 _PHASES = {}
+# The phases open now, innermost last (a sampler of memory reads which phase it is in).
+OPEN = []
 
 
 def profiling():
@@ -26,9 +28,11 @@ def phase(name):
     if not _PHASES:
         atexit.register(_print_phases)
     w, c = time.perf_counter(), time.process_time()
+    OPEN.append(name)
     try:
         yield
     finally:
+        OPEN.pop()
         p = _PHASES.setdefault(name, [0.0, 0.0, 0])
         p[0] += time.perf_counter() - w
         p[1] += time.process_time() - c

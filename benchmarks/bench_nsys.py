@@ -1,7 +1,7 @@
 """Nsight Systems ingest benchmark: a large SQLite export into a fresh database, in MB/s.
 
 usage: python benchmarks/bench_nsys.py BIG.sqlite [--make MB] [--from tests/data/nsys/mfu_2gpu_before.sqlite.gz]
-                                     [--readers N] [--against BIG.json]
+                                     [--readers N] [--against BIG.json] [--phases]
 
 --make MB builds BIG.sqlite first (when it is missing) with scale_nsys.py: a real
 export's activity and NVTX rows replicated, each copy shifted past the previous one
@@ -11,6 +11,9 @@ the peak RSS printed is its own (its worker readers' apart); its CPU counts thei
 --against BIG.json measures the ingest of a Kineto trace in the same run (make one
 with ../shared/tools/scale_trace.py), before and after the export's, so that the two
 rates are compared under the same load; and prints their ratio, per MB and per event.
+
+--phases prints TRACEDB_PROFILE's wall and CPU seconds per phase and statement, and
+the peak RSS and DuckDB memory (duckdb_memory(), by tag) in each, sampled every 10 ms.
 """
 import argparse
 import json
@@ -22,30 +25,75 @@ import sys
 import tempfile
 import time
 
-def _child(path, db, readers):
+def _child(path, db, readers, phases):
     from tracedb.store import db as tdb
     from tracedb.ingest import ingest_file, nsys
     if readers >= 0:          # worker processes reading rowid ranges (0: the reading thread)
         nsys.PROCESS_READERS, nsys.PROCESS_MIN_ROWS = readers, 0
     t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     con = tdb.connect(db)
-    ingest_file(con, path)
+    sampler = _PhaseMemory(con) if phases else None
+    try:
+        ingest_file(con, path)
+    finally:
+        if sampler:
+            sampler.stop()
     n = tdb.scalar(con, "SELECT count(*) FROM events")
     k = tdb.scalar(con, "SELECT count(*) FROM kernels")
+    closing = time.perf_counter()
     con.close()
     secs = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)      # (the worker readers, joined by now)
     readers_cpu = kids.ru_utime + kids.ru_stime
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime) + readers_cpu
-    print(json.dumps({"seconds": secs, "cpu_seconds": cpu, "events": n, "gpu_activities": k,
+    print(json.dumps({"seconds": secs, "close_seconds": secs - (closing - t), "cpu_seconds": cpu, "events": n,
+                      "gpu_activities": k,
                       "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "reader_peak_rss_bytes": kids.ru_maxrss * 1024, "reader_cpu_seconds": readers_cpu}))
 
 
+class _PhaseMemory:
+    """--phases: the process's RSS and DuckDB's own memory (duckdb_memory(), by tag)
+    sampled every 10 ms, the peak of each in each phase (the innermost open one of
+    TRACEDB_PROFILE's), printed to stderr at stop()."""
+
+    def __init__(self, con):
+        import threading
+        from tracedb import progress
+        self.open, self.cur, self.peaks, self.done = progress.OPEN, con.cursor(), {}, False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self.done:
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * page
+            name = self.open[-1] if self.open else "(outside the phases)"
+            try:
+                tags = dict(self.cur.execute("SELECT tag, memory_usage_bytes FROM duckdb_memory()").fetchall())
+            except Exception:          # (a sample the load's own statements did not leave room for)
+                tags = {}
+            p = self.peaks.setdefault(name, [0, 0, {}])
+            p[0] = max(p[0], rss)
+            if sum(tags.values()) > p[1]:
+                p[1], p[2] = sum(tags.values()), tags
+            time.sleep(0.01)
+
+    def stop(self):
+        self.done = True
+        self.thread.join()
+        print(f"{'phase':44} {'peak RSS MB':>11} {'DuckDB MB':>9}  DuckDB's largest tags (MB)", file=sys.stderr)
+        for name, (rss, mem, tags) in self.peaks.items():
+            top = sorted(((v, k) for k, v in tags.items() if v >= 1e6), reverse=True)[:4]
+            print(f"{name[:44]:44} {rss / 1e6:11.0f} {mem / 1e6:9.0f}  " + " ".join(f"{k}={v / 1e6:.0f}" for v, k in top),
+                  file=sys.stderr)
+
+
 def main():
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        return _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+        return _child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1")
     ap = argparse.ArgumentParser()
     ap.add_argument("path")
     ap.add_argument("--make", type=float, metavar="MB")
@@ -54,6 +102,8 @@ def main():
     ap.add_argument("--readers", type=int, default=-1,
                     help="worker processes reading the export (0: one thread; default: as tracedb chooses)")
     ap.add_argument("--against", metavar="TRACE", help="a Kineto trace to ingest in the same run")
+    ap.add_argument("--phases", action="store_true",
+                    help="TRACEDB_PROFILE's wall and CPU per phase, and peak RSS and DuckDB memory per phase")
     a = ap.parse_args()
     if a.make and not os.path.exists(a.path):
         from scale_nsys import make
@@ -65,8 +115,11 @@ def main():
     size = os.path.getsize(a.path)
     d = tempfile.mkdtemp(prefix="bench-nsys-")
     try:
-        out = subprocess.run([sys.executable, __file__, "--child", a.path, os.path.join(d, "b.duckdb"), str(a.readers)],
-                             capture_output=True, text=True)
+        env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if a.phases else {}))
+        out = subprocess.run([sys.executable, __file__, "--child", a.path, os.path.join(d, "b.duckdb"), str(a.readers),
+                              "1" if a.phases else "0"], capture_output=True, text=True, env=env)
+        if a.phases:
+            print("\n".join(l for l in out.stderr.splitlines() if "Warning" not in l and not l.startswith("  warn")))
         if out.returncode:
             sys.exit(f"{a.path}: the ingest failed (exit status {out.returncode}):\n{out.stderr[-4000:]}")
         r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -75,7 +128,8 @@ def main():
     print(f"{a.path}: {size / 1e6:.0f} MB, {r['events']} events, {r['gpu_activities']} GPU activities: "
           f"{r['seconds']:.1f} s, {size / 1e6 / r['seconds']:.1f} MB/s, {r['events'] / r['seconds']:,.0f} events/s; "
           f"CPU {r['cpu_seconds']:.1f} s ({size / 1e6 / r['cpu_seconds']:.1f} MB per CPU second); "
-          f"peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB; load average {os.getloadavg()[0]:.1f}")
+          f"peak RSS {r['peak_rss_bytes'] / 1e6:.0f} MB; closing (checkpoint) {r['close_seconds']:.1f} s; "
+          f"load average {os.getloadavg()[0]:.1f}")
     if r["reader_cpu_seconds"]:
         print(f"  of which worker readers: CPU {r['reader_cpu_seconds']:.1f} s, the largest one's peak RSS "
               f"{r['reader_peak_rss_bytes'] / 1e6:.0f} MB")

@@ -25,13 +25,14 @@ import sqlite3
 import subprocess
 import threading
 import warnings
+from contextlib import contextmanager
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..store.catalog import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, statements
-from ..store.tuning import memory_cap
+from ..store.tuning import memory_cap, setting, unless_set
 from .errors import IngestError
 from . import nsys_csv
 from .reader import Prepared, Reader
@@ -341,8 +342,15 @@ class NsysReader(Reader):
             notes.append(f"rank {rank} of {len(procs)}: process {state.pid}")
         return Prepared(fmt, size, lambda: digest, state=state, notes=notes)
 
+    @contextmanager
     def loading(self, con, prep):
-        return memory_cap(con)
+        # (DuckDB's cap bounds what its buffer manager holds; the allocator's settings,
+        # what the freed memory of its threads keeps of the process's RSS)
+        with memory_cap(con), setting(con, "allocator_flush_threshold", unless_set(
+                con, "allocator_flush_threshold", ALLOCATOR_FLUSH)), setting(
+                con, "allocator_background_threads", unless_set(
+                    con, "allocator_background_threads", ALLOCATOR_BACKGROUND)):
+            yield
 
     def load(self, con, prep, run):
         st = prep.state
@@ -609,6 +617,13 @@ def _default_readers():
 # (0: the one reading thread); TRACEDB_NSYS_READERS=N sets their number.
 PROCESS_READERS = max(0, min(32, int(os.environ.get("TRACEDB_NSYS_READERS", "") or _default_readers())))
 PROCESS_MIN_ROWS = 4 << 20       # below, starting the processes costs more than they save
+
+# DuckDB's allocator while an export loads: each thread's freed memory is handed back
+# to the OS after a task that allocated ALLOCATOR_FLUSH (DuckDB's own: 128 MiB), and
+# with ALLOCATOR_BACKGROUND, by the allocator's own threads as it ages (None: DuckDB's
+# setting is left as it is).
+ALLOCATOR_FLUSH = os.environ.get("TRACEDB_NSYS_ALLOCATOR_FLUSH") or "32MiB"
+ALLOCATOR_BACKGROUND = {"": True, "0": None, "1": True}.get(os.environ.get("TRACEDB_NSYS_ALLOCATOR_BG", ""), True)
 
 
 def _range_batch(ex, kind, lo, hi, bulk=None):
