@@ -678,7 +678,7 @@ def test_reading_in_parts_loads_the_same_run(nsys_db, tmp_path, monkeypatch, rea
     each table loaded in parts of 10,000 rows or more, as a large table is loaded
     while the rest is read) or by the reading thread (each range's batch loaded
     alone), gives the same events (their ids too) and kernels as the whole tables
-    read at once."""
+    read at once, and the same rows in every table of the run."""
     from tracedb.ingest import nsys
     monkeypatch.setattr(nsys, "PROCESS_READERS", readers)       # (TRACEDB_NSYS_READERS)
     monkeypatch.setattr(nsys, "PROCESS_MIN_ROWS", 0)
@@ -700,6 +700,15 @@ def test_reading_in_parts_loads_the_same_run(nsys_db, tmp_path, monkeypatch, rea
     assert max(loads) == (3 if readers else 1)       # (parts of 3 files of 4096 rows; a batch alone)
     assert con.execute(digest).fetchone() == nsys_db.execute(digest).fetchone()
     assert con.execute(kernels).fetchone() == nsys_db.execute(kernels).fetchone()
+    # every table of the run, row for row (the derivation's too: threads, iterations, collectives ...)
+    tables = [t for (t,) in con.execute(
+        "SELECT table_name FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = 'main' "
+        "AND column_name = 'run' AND table_name IN (SELECT table_name FROM duckdb_tables()) "
+        "AND table_name NOT IN ('runs', 'ingest_log') ORDER BY table_name").fetchall()]
+    assert {"events", "kernels", "threads", "collectives", "activity_args"} <= set(tables)
+    for t in tables:
+        rows = f"SELECT * EXCLUDE (run) FROM {t} WHERE run = 'mfu_2gpu_before' ORDER BY ALL"
+        assert con.execute(rows).fetchall() == nsys_db.execute(rows).fetchall(), t
     con.close()
 
 
@@ -776,3 +785,33 @@ def test_out_of_memory_is_said_not_hidden(tmp_path, monkeypatch, cap_mib):
     assert "transaction is aborted" not in str(e.value)
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+
+
+def test_a_plain_export_hashed_beside_its_load(tmp_path, plain):
+    """An uncompressed export is hashed by a thread while it loads (no run of its size
+    is there): the run's content hash is the file's sha256, computed here; a renamed
+    copy of it, then, is hashed before its load (a run of its size is there) and
+    skipped as the same content, and so is the same file given another run name."""
+    import hashlib
+    from tracedb.ingest import nsys
+    threads = []
+    real = nsys._InThread.__init__
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(nsys._InThread, "__init__", lambda self, fn, *a: threads.append(fn.__name__) or real(self, fn, *a))
+    try:
+        con = db.connect(tmp_path / "h.duckdb")
+        first = ingest_file(con, str(plain["mock"]))
+        assert first.status == "loaded" and "hash_file" in threads
+        copy = tmp_path / "again.sqlite"
+        shutil.copy(plain["mock"], copy)
+        threads.clear()
+        second = ingest_file(con, str(copy))
+        third = ingest_file(con, str(plain["mock"]), run="other")
+    finally:
+        monkey.undo()
+    assert "hash_file" not in threads
+    assert (second.status, second.run, third.status) == ("skipped", "mock", "skipped")
+    want = hashlib.sha256(plain["mock"].read_bytes()).hexdigest()
+    assert con.execute("SELECT content_hash, content_bytes FROM runs").fetchall() == [
+        (want, plain["mock"].stat().st_size)]
+    con.close()
