@@ -55,8 +55,9 @@ SELECT event_id, cat, kind, name, ts_ns, dur_ns, device, stream, correlation,
        coalesce(TRY_CAST(a[9] AS BIGINT),
                 TRY_CAST(regexp_extract(a[11], 'static_shared:(\d+)', 1) AS BIGINT)
                 + TRY_CAST(regexp_extract(a[11], 'dynamic_shared:(\d+)', 1) AS BIGINT)) AS shared_mem_bytes,
-       TRY_CAST(regexp_extract(a[11], 'static_shared:(\d+)', 1) AS BIGINT) AS static_shared_mem_bytes,
-       TRY_CAST(regexp_extract(a[11], 'dynamic_shared:(\d+)', 1) AS BIGINT) AS dynamic_shared_mem_bytes,
+       -- (static and dynamic apart: an Nsight Systems export's kernels (nsys_rows.sql), else XProf's text)
+       TRY_CAST(coalesce(a[25], regexp_extract(a[11], 'static_shared:(\d+)', 1)) AS BIGINT) AS static_shared_mem_bytes,
+       TRY_CAST(coalesce(a[26], regexp_extract(a[11], 'dynamic_shared:(\d+)', 1)) AS BIGINT) AS dynamic_shared_mem_bytes,
        CASE WHEN list_any_value(a[12:16]) IS NOT NULL THEN a[12:16] END AS oa,
        CASE WHEN list_any_value(a[17:24]) IS NOT NULL THEN a[17:24] END AS ca
 FROM (
@@ -74,7 +75,8 @@ FROM (
                                         '$.bytes', '$."memory bandwidth (GB/s)"',
                                         '$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
                                         '$."Process Group Ranks"', '$."Group size"', '$.dtype',
-                                        '$."In msg nelems"', '$."Out msg nelems"']) AS a
+                                        '$."In msg nelems"', '$."Out msg nelems"',
+                                        '$."static shared memory"', '$."dynamic shared memory"']) AS a
     FROM g
 );
 

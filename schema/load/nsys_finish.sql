@@ -1,16 +1,13 @@
--- What an Nsight Systems export says of its kernels beyond what derive_trace.sql
--- reads from a trace's args: static and dynamic shared memory apart (nsys gives
--- both; Kineto only their sum); and names for the GPU side's processes and threads.
+-- What an Nsight Systems export says beyond what derive_trace.sql reads from a
+-- trace's events: names for the GPU side's processes and threads. (Static and
+-- dynamic shared memory apart, which nsys gives and Kineto only as their sum,
+-- derive_trace.sql reads from the kernels' args: an UPDATE of the kernels here made
+-- DuckDB write the whole run into its log at the commit, 1.3 s, and hold it in
+-- memory until a checkpoint, for the 1 GB export.)
 -- Runs after derive_trace.sql (ingest/nsys.py).
 -- Parameter: $run VARCHAR.
--- reads: _run_events (trace_events.sql), kernels, threads
+-- reads: kernels, threads
 -- creates: nothing
-UPDATE kernels SET static_shared_mem_bytes = e.ssm, dynamic_shared_mem_bytes = e.dsm
-FROM (SELECT event_id, TRY_CAST(a[1] AS BIGINT) AS ssm, TRY_CAST(a[2] AS BIGINT) AS dsm
-      FROM (SELECT event_id, json_extract_string(args, ['$."static shared memory"', '$."dynamic shared memory"']) AS a
-            FROM _run_events WHERE cat = 'kernel' AND ph = 'X')) e
-WHERE kernels.run = $run AND kernels.kernel_id = e.event_id;
-
 -- The GPU side's names, as Kineto's trace names them: a process per device (pid =
 -- device; `GPU N`, with its name where TARGET_INFO_GPU gave one) and a thread per
 -- stream (tid = stream, `stream N`).
