@@ -13,7 +13,9 @@ with ../shared/tools/scale_trace.py), before and after the export's, so that the
 rates are compared under the same load; and prints their ratio, per MB and per event.
 
 --phases prints TRACEDB_PROFILE's wall and CPU seconds per phase and statement, and
-the peak RSS and DuckDB memory (duckdb_memory(), by tag) in each, sampled every 10 ms.
+the peak RSS in each, sampled every 10 ms; --duckdb-memory adds DuckDB's own memory
+by tag (duckdb_memory()), read beside the load: DuckDB then keeps the loaded rows in
+memory after the commit, so the RSS is no longer the ingest's alone.
 """
 import argparse
 import json
@@ -26,13 +28,14 @@ import tempfile
 import time
 
 def _child(path, db, readers, phases):
+    """phases: "" (none), "rss" or "duckdb" (with DuckDB's memory by tag)."""
     from tracedb.store import db as tdb
     from tracedb.ingest import ingest_file, nsys
     if readers >= 0:          # worker processes reading rowid ranges (0: the reading thread)
         nsys.PROCESS_READERS, nsys.PROCESS_MIN_ROWS = readers, 0
     t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     con = tdb.connect(db)
-    sampler = _PhaseMemory(con) if phases else None
+    sampler = _PhaseMemory(con, phases == "duckdb") if phases else None
     try:
         ingest_file(con, path)
     finally:
@@ -54,14 +57,18 @@ def _child(path, db, readers, phases):
 
 
 class _PhaseMemory:
-    """--phases: the process's RSS and DuckDB's own memory (duckdb_memory(), by tag)
-    sampled every 10 ms, the peak of each in each phase (the innermost open one of
-    TRACEDB_PROFILE's), printed to stderr at stop()."""
+    """--phases: the process's RSS sampled every 10 ms, its peak in each phase (the
+    innermost open one of TRACEDB_PROFILE's), printed to stderr at stop(); with
+    --duckdb-memory, DuckDB's own memory too (duckdb_memory(), by tag). That one is
+    read by a query on a cursor of its own, a transaction beside the load's, and
+    DuckDB then holds the load's rows in memory after its commit (IN_MEMORY_TABLE)
+    instead of leaving them in the file it wrote them to: it changes what it measures."""
 
-    def __init__(self, con):
+    def __init__(self, con, duckdb_memory):
         import threading
         from tracedb import progress
-        self.open, self.cur, self.peaks, self.done = progress.OPEN, con.cursor(), {}, False
+        self.open, self.peaks, self.done = progress.OPEN, {}, False
+        self.cur = con.cursor() if duckdb_memory else None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -72,7 +79,8 @@ class _PhaseMemory:
                 rss = int(f.read().split()[1]) * page
             name = self.open[-1] if self.open else "(outside the phases)"
             try:
-                tags = dict(self.cur.execute("SELECT tag, memory_usage_bytes FROM duckdb_memory()").fetchall())
+                tags = dict(self.cur.execute("SELECT tag, memory_usage_bytes FROM duckdb_memory()").fetchall()
+                            if self.cur else {})
             except Exception:          # (a sample the load's own statements did not leave room for)
                 tags = {}
             p = self.peaks.setdefault(name, [0, 0, {}])
@@ -84,6 +92,8 @@ class _PhaseMemory:
     def stop(self):
         self.done = True
         self.thread.join()
+        if self.cur:
+            self.cur.close()
         print(f"{'phase':44} {'peak RSS MB':>11} {'DuckDB MB':>9}  DuckDB's largest tags (MB)", file=sys.stderr)
         for name, (rss, mem, tags) in self.peaks.items():
             top = sorted(((v, k) for k, v in tags.items() if v >= 1e6), reverse=True)[:4]
@@ -93,7 +103,7 @@ class _PhaseMemory:
 
 def main():
     if len(sys.argv) == 6 and sys.argv[1] == "--child":
-        return _child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1")
+        return _child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     ap = argparse.ArgumentParser()
     ap.add_argument("path")
     ap.add_argument("--make", type=float, metavar="MB")
@@ -103,7 +113,9 @@ def main():
                     help="worker processes reading the export (0: one thread; default: as tracedb chooses)")
     ap.add_argument("--against", metavar="TRACE", help="a Kineto trace to ingest in the same run")
     ap.add_argument("--phases", action="store_true",
-                    help="TRACEDB_PROFILE's wall and CPU per phase, and peak RSS and DuckDB memory per phase")
+                    help="TRACEDB_PROFILE's wall and CPU per phase, and the peak RSS in each")
+    ap.add_argument("--duckdb-memory", action="store_true",
+                    help="with --phases: DuckDB's memory by tag in each phase too (a query beside the load's)")
     a = ap.parse_args()
     if a.make and not os.path.exists(a.path):
         from scale_nsys import make
@@ -117,7 +129,8 @@ def main():
     try:
         env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if a.phases else {}))
         out = subprocess.run([sys.executable, __file__, "--child", a.path, os.path.join(d, "b.duckdb"), str(a.readers),
-                              "1" if a.phases else "0"], capture_output=True, text=True, env=env)
+                              "duckdb" if a.phases and a.duckdb_memory else "rss" if a.phases else ""],
+                             capture_output=True, text=True, env=env)
         if a.phases:
             print("\n".join(l for l in out.stderr.splitlines() if "Warning" not in l and not l.startswith("  warn")))
         if out.returncode:
