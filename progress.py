@@ -10,7 +10,8 @@ from contextlib import contextmanager
 # Phases of long work (an ingest's pieces, parse, insert, derivation, commit), timed when
 # TRACEDB_PROFILE is set: name -> [wall s, CPU s of the whole process (every thread), times].
 _PHASES = {}
-# The phases open now, innermost last (a sampler of memory reads which phase it is in).
+# The phases open now, innermost last (a sampler of memory reads which phase it is in;
+# those of several threads interleave).
 OPEN = []
 
 

@@ -94,11 +94,12 @@ class _PhaseMemory:
         self.thread.join()
         if self.cur:
             self.cur.close()
-        print(f"{'phase':44} {'peak RSS MB':>11} {'DuckDB MB':>9}  DuckDB's largest tags (MB)", file=sys.stderr)
+        print(f"{'phase':44} {'peak RSS MB':>11}" + (f" {'DuckDB MB':>9}  DuckDB's largest tags (MB)" if self.cur else ""),
+              file=sys.stderr)
         for name, (rss, mem, tags) in self.peaks.items():
             top = sorted(((v, k) for k, v in tags.items() if v >= 1e6), reverse=True)[:4]
-            print(f"{name[:44]:44} {rss / 1e6:11.0f} {mem / 1e6:9.0f}  " + " ".join(f"{k}={v / 1e6:.0f}" for v, k in top),
-                  file=sys.stderr)
+            print(f"{name[:44]:44} {rss / 1e6:11.0f}" + (f" {mem / 1e6:9.0f}  " + " ".join(
+                f"{k}={v / 1e6:.0f}" for v, k in top) if self.cur else ""), file=sys.stderr)
 
 
 def main():
