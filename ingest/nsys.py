@@ -508,7 +508,8 @@ def _insert(con, staged, offset):
 
 
 def _lookups(con, ex):
-    """Temp tables nsys_rows.sql joins: strings, processes, memory kinds, NVTX domains and categories."""
+    """Temp tables nsys_rows.sql joins: strings, processes, memory kinds (NVTX domains
+    and categories: _nvtx_lookups)."""
     strings = ex.first_table("StringIds", "StringTable")
     if strings:
         cur = ex.con.execute(f'SELECT id, value FROM "{strings}"')
@@ -538,18 +539,36 @@ def _lookups(con, ex):
                       if r["label"] is not None})
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_mem_kinds (id BIGINT, value VARCHAR)")
     con.executemany("INSERT INTO _nsys_mem_kinds VALUES (?, ?)", sorted(kinds.items()))
-    # NVTX domain names (DomainCreate, 75) and category names (33), by domain
-    domains, categories = {}, {}
-    nvtx = ex.table_of("nvtx")
-    if nvtx:
-        src = ex.source("nvtx", event_types=(33, 75))[1]
-        text = (f"coalesce(text, (SELECT value FROM \"{strings}\" WHERE id = text_id))" if strings else "text")
-        for etype, dom, cat, name in ex.con.execute(f"SELECT event_type, domain_id, category, {text} FROM ({src})"):
-            # (domain and category ids are a process's: the first name of an id is kept)
-            if etype == 75:
-                domains.setdefault(dom, name)
-            else:
-                categories.setdefault((dom, cat), name)
+
+
+def _nvtx_names(path, db_path, pid):
+    """NVTX domain names (DomainCreate, 75) and category names (33), by domain:
+    ({domain id: name}, {(domain id, category id): name}), read on a connection of
+    its own (a scan of the NVTX table, which has no index on the event type: 1.3 s
+    of the 1 GB export, beside the load of the tables before NVTX's)."""
+    ex = Export(path, db_path)
+    ex.pid = pid
+    try:
+        domains, categories = {}, {}
+        nvtx = ex.table_of("nvtx")
+        if nvtx:
+            strings = ex.first_table("StringIds", "StringTable")
+            src = ex.source("nvtx", event_types=(33, 75))[1]
+            text = (f"coalesce(text, (SELECT value FROM \"{strings}\" WHERE id = text_id))" if strings else "text")
+            for etype, dom, cat, name in ex.con.execute(f"SELECT event_type, domain_id, category, {text} FROM ({src})"):
+                # (domain and category ids are a process's: the first name of an id is kept)
+                if etype == 75:
+                    domains.setdefault(dom, name)
+                else:
+                    categories.setdefault((dom, cat), name)
+        return domains, categories
+    finally:
+        ex.close()
+
+
+def _nvtx_lookups(con, names):
+    """The temp tables of _nvtx_names' names (names: its _InThread) that nsys_rows.sql joins."""
+    domains, categories = names.result()
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_domains (id BIGINT, name VARCHAR)")
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_categories (domain_id BIGINT, id BIGINT, name VARCHAR)")
     if domains:
@@ -958,6 +977,7 @@ def _load_run(con, ex, run, iteration_marker, work):
     counts = {}
     scratch = os.path.join(work, "nsys-staged")
     os.makedirs(scratch, exist_ok=True)
+    nvtx_names = _InThread(_nvtx_names, ex.path, ex.db_path, ex.pid)
     with status(f"reading {path}"), phase("nsys: read and load"), _staged(ex, scratch) as staged:
         with phase("nsys: lookups"):       # (while the first ranges are read)
             _lookups(con, ex)
@@ -977,7 +997,12 @@ def _load_run(con, ex, run, iteration_marker, work):
             names = names.append_column("pos", pa.array(range(len(meta)), pa.int64()))
             _insert(con, names, n)
             n += len(meta)
+        named = False
         for kind, files in _in_parts(staged):
+            if kind == "nvtx" and not named:
+                with phase("nsys: NVTX domain names"):      # (read beside the tables before)
+                    _nvtx_lookups(con, nvtx_names)
+                named = True
             with phase(f"nsys: load {kind}"):
                 k = _insert_files(con, sections[kind], files, n)
             for f, _ in files:
@@ -985,6 +1010,8 @@ def _load_run(con, ex, run, iteration_marker, work):
                     os.remove(f)
             n += k
             counts[kind] = counts.get(kind, 0) + k
+        if not named:
+            _nvtx_lookups(con, nvtx_names)
     if not any(counts.get(k) for k in ("kernel", "memcpy", "memset", "runtime", "nvtx")):
         raise IngestError(path, f"the export holds no CUDA activity, runtime calls or NVTX ranges ({ex.version_text()}): "
                                 "profile with --trace=cuda,nvtx")
