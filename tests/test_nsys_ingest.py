@@ -815,3 +815,20 @@ def test_a_plain_export_hashed_beside_its_load(tmp_path, plain):
     assert con.execute("SELECT content_hash, content_bytes FROM runs").fetchall() == [
         (want, plain["mock"].stat().st_size)]
     con.close()
+
+
+def test_the_run_is_in_the_database_file_when_the_ingest_returns(tmp_path):
+    """The load checkpoints under its memory cap: nothing of the run waits in DuckDB's
+    log for the connection's close (whose checkpoint runs under DuckDB's own limit),
+    and a second connection reads the run from the file alone."""
+    p = tmp_path / "w.duckdb"
+    con = db.connect(p)
+    r = ingest_file(con, str(gz("mfu_2gpu_before")))
+    wal = Path(str(p) + ".wal")
+    assert not wal.exists() or wal.stat().st_size < 64 << 10
+    n = con.execute("SELECT count(*) FROM events WHERE run = ?", [r.run]).fetchone()[0]
+    shutil.copy(p, tmp_path / "copy.duckdb")          # (the file alone, without its log)
+    con.close()
+    other = db.connect(tmp_path / "copy.duckdb", read_only=True)
+    assert other.execute("SELECT count(*) FROM events WHERE run = ?", [r.run]).fetchone()[0] == n > 20000
+    other.close()
