@@ -230,6 +230,8 @@ SELECT l.correlation, l.event_id, l.name, l.ts_ns, l.end_ns, l.pid, l.tid,
        CASE WHEN lo.op_end_ns >= l.ts_ns THEN lo.op_event_id END AS op_event_id,
        CASE WHEN lo.op_end_ns >= l.ts_ns THEN lo.op_name END AS op_name
 FROM _launch l LEFT JOIN _launch_op lo ON lo.launch_event_id = l.event_id;
+DROP TABLE _launch_op;
+DROP TABLE _launch;
 
 INSERT INTO kernels
 SELECT
@@ -252,7 +254,5 @@ GROUP BY m.step, m.name, m.event_id, m.start_ns, m.marker_end_ns;
 
 DROP TABLE _seq;
 DROP TABLE _xprof_streams;
-DROP TABLE _launch;
-DROP TABLE _launch_op;
 DROP TABLE _launch_with_op;
 DROP TABLE _marker;
