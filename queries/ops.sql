@@ -67,6 +67,7 @@ WITH asked AS (
     SELECT e.run, e.event_id, e.name, e.pid, coalesce(e.tid, '') AS tid, e.ts_ns, e.end_ns, e.dur_ns, e.level
     FROM cpu_events e JOIN bounds b ON b.run = e.run AND e.ts_ns BETWEEN b.lo_ns AND b.hi_ns
     WHERE e.ts_ns BETWEEN (SELECT min(lo_ns) FROM bounds) AND (SELECT max(hi_ns) FROM bounds)
+      AND e.run IN (SELECT run FROM walked)     -- none walked: DuckDB then skips the scan
 ), depth AS (        -- open events on the thread at each start (at equal times ends first,
                     -- zero-length events' last; starts outer before inner, then file order)
     SELECT * FROM (
@@ -82,6 +83,7 @@ WITH asked AS (
     FROM kernels k JOIN bounds b ON b.run = k.run
     WHERE k.launch_event_id IS NOT NULL AND k.dur_ns IS NOT NULL
       AND k.launch_ts_ns BETWEEN (SELECT min(lo_ns) FROM bounds) AND (SELECT max(hi_ns) FROM bounds)
+      AND k.run IN (SELECT run FROM walked)
     GROUP BY k.run, k.launch_event_id
 ), up AS (           -- (event, an event it nests in): the last start before it on a level
                     -- above (a window per thread and level: linear, where a join could go

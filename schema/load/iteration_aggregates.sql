@@ -12,74 +12,100 @@
 --     time and activities launched (an event's GPU total is the sum between its start
 --     and the first boundary after it that closes its level: everything started in
 --     between nests in it, at any depth);
---  2. per thread and level, by that order: each event's start, then the starts of its
---     direct children (one level deeper, before the next start on its level), then its
---     closing boundary; a running count of the starts numbers each event's group.
+--  2. an ASOF join per thread and level: a start's parent is the last start one level
+--     up before it, and the boundary that closes an event is the first end at its level
+--     after its start, so the last start at that level before the end is the event.
+-- Each call hands its duration and own GPU time to its parent's key, and its GPU total
+-- to its own key: what is summed per key is small, and no step groups by event.
 
 CREATE OR REPLACE TEMP TABLE _ia_ev AS
+SELECT pid, coalesce(tid, '') AS tid, event_id, ts_ns, end_ns, dur_ns, level, name
+FROM cpu_events WHERE run = $run;
+
+-- Threads, and the calls' level and name, as small numbers for the sorts.
+CREATE OR REPLACE TEMP TABLE _ia_th AS
+SELECT pid, tid, CAST(row_number() OVER () AS INTEGER) AS th FROM (SELECT DISTINCT pid, tid FROM _ia_ev);
+CREATE OR REPLACE TEMP TABLE _ia_nm AS
+SELECT level, name, CAST(row_number() OVER () AS INTEGER) AS nm FROM (SELECT DISTINCT level, name FROM _ia_ev);
+
+-- Each call narrow: thread, times, name, and the GPU activity its own launches made.
+CREATE OR REPLACE TEMP TABLE _ia_call AS
 WITH g AS (
-    SELECT launch_event_id AS event_id, sum(dur_ns) AS gpu_ns, count(*) AS n
+    SELECT launch_event_id AS event_id, CAST(sum(dur_ns) AS BIGINT) AS gpu_ns, count(*) AS n
     FROM kernels
     WHERE run = $run AND launch_event_id IS NOT NULL AND dur_ns IS NOT NULL AND launch_ts_ns IS NOT NULL
     GROUP BY launch_event_id
-), th AS (
-    SELECT pid, tid, CAST(row_number() OVER () AS INTEGER) AS th
-    FROM (SELECT DISTINCT pid, coalesce(tid, '') AS tid FROM cpu_events WHERE run = $run)
 )
-SELECT t.th, e.event_id, e.ts_ns, e.end_ns, e.dur_ns, e.level, e.name,
-       coalesce(g.gpu_ns, 0) AS gpu_ns, coalesce(g.n, 0) AS n,
-       CASE WHEN e.ts_ns < i.marker_end_ns THEN i.iteration END AS iteration
-FROM cpu_events e
-JOIN th t ON t.pid IS NOT DISTINCT FROM e.pid AND t.tid = coalesce(e.tid, '')
-LEFT JOIN g ON g.event_id = e.event_id
-ASOF LEFT JOIN (SELECT * FROM iterations WHERE run = $run) i ON e.ts_ns >= i.start_ns
-WHERE e.run = $run;
+SELECT t.th, e.event_id, e.ts_ns, e.end_ns, e.dur_ns, m.nm, coalesce(g.gpu_ns, 0) AS gpu_ns, coalesce(g.n, 0) AS n
+FROM _ia_ev e
+JOIN _ia_th t ON t.pid IS NOT DISTINCT FROM e.pid AND t.tid = e.tid
+JOIN _ia_nm m ON m.level = e.level AND m.name IS NOT DISTINCT FROM e.name
+LEFT JOIN g ON g.event_id = e.event_id;
 
--- 1. Every boundary in the report's order; pos numbers them per thread. A start carries
--- its duration and own launches, and the running sums before it; an end the sums after it.
+-- 1. Every boundary in the report's order (at equal times ends, then starts by later end
+-- first, then zero-length events' ends; then event_id); pos numbers them. A start
+-- carries its name, duration and own launches, and the running sums before it; an end
+-- the depth it leaves and the running sums after it. Each thread also gets every step
+-- marker's start (before the events at its time), counted: a call's iteration is the
+-- last marker started at or before it, where the call starts before that marker's end
+-- (the report's ASOF join, without sorting the calls by time once more).
+CREATE OR REPLACE TEMP TABLE _ia_mk AS
+SELECT iteration, start_ns, marker_end_ns, row_number() OVER (ORDER BY start_ns, iteration) AS mk
+FROM iterations WHERE run = $run;
+
 CREATE OR REPLACE TEMP TABLE _ia_b AS
-SELECT th, pos, event_id, is_start, dur_ns, gpu_ns,
-       CAST(open_after - CAST(is_start AS INTEGER) AS INTEGER) AS lvl,
-       cg - gpu_ns AS cg, cn - n AS cn
+SELECT b.th, b.pos, b.kind = 1 AS is_start, CASE WHEN b.t < m.marker_end_ns THEN m.iteration END AS iteration,
+       b.nm, b.dur_ns, b.gpu_ns, b.n,
+       CAST(b.open_after - CAST(b.kind = 1 AS INTEGER) AS INTEGER) AS lvl,
+       b.cg - b.gpu_ns AS cg, b.cn - b.n AS cn
 FROM (
-    SELECT th, event_id, ord = 1 AS is_start, dur_ns, gpu_ns, n,
+    SELECT th, t, kind, nm, dur_ns, gpu_ns, n,
            row_number() OVER w AS pos,
-           sum(CASE ord WHEN 1 THEN 1 ELSE -1 END) OVER w AS open_after,
-           sum(gpu_ns) OVER w AS cg, sum(n) OVER w AS cn
-    FROM (SELECT th, ts_ns AS t, CAST(1 AS TINYINT) AS ord, -end_ns AS tie, event_id, dur_ns, gpu_ns, n FROM _ia_ev
+           sum(CASE kind WHEN 1 THEN 1 WHEN 0 THEN -1 ELSE 0 END) OVER w AS open_after,
+           sum(gpu_ns) OVER w AS cg, sum(n) OVER w AS cn,
+           sum(CASE kind WHEN 2 THEN 1 ELSE 0 END) OVER w AS mk
+    FROM (SELECT th, ts_ns AS t, -end_ns AS tie, event_id, CAST(1 AS TINYINT) AS kind, nm, dur_ns, gpu_ns, n
+          FROM _ia_call
           UNION ALL
-          SELECT th, end_ns, CAST(CASE WHEN dur_ns > 0 THEN 0 ELSE 2 END AS TINYINT), 0, event_id, 0, 0, 0 FROM _ia_ev)
-    WINDOW w AS (PARTITION BY th ORDER BY t, ord, tie, event_id ROWS UNBOUNDED PRECEDING));
+          SELECT th, end_ns, CASE WHEN dur_ns > 0 THEN -9223372036854775808 ELSE 9223372036854775807 END,
+                 event_id, CAST(0 AS TINYINT), NULL, 0, 0, 0
+          FROM _ia_call
+          UNION ALL
+          SELECT t.th, m.start_ns, -9223372036854775808, -1, CAST(2 AS TINYINT), NULL, 0, 0, 0
+          FROM _ia_th t, _ia_mk m)
+    WINDOW w AS (PARTITION BY th ORDER BY t, tie, event_id ROWS UNBOUNDED PRECEDING)) b
+LEFT JOIN _ia_mk m ON m.mk = b.mk
+WHERE b.kind <> 2;
 
--- 2. Per thread and level: a start (kind 0) at its depth, a start as a child (kind 1)
--- one level up, an end (kind 2) at the depth it leaves. Each event's group: its start,
--- its direct children, the end that closes it.
-CREATE OR REPLACE TEMP TABLE _ia_call AS
-WITH x AS (
-    SELECT th, lvl, pos, CAST(0 AS TINYINT) AS kind, event_id, dur_ns, gpu_ns, cg, cn FROM _ia_b WHERE is_start
+-- 2. A start as a child, one level up, and an end, at the level it leaves: the last
+-- start before it on that level is its parent, or the event it closes.
+CREATE OR REPLACE TEMP TABLE _ia_sum AS
+WITH s AS (
+    SELECT th, lvl, pos, iteration, nm, cg, cn FROM _ia_b WHERE is_start
+), l AS (
+    SELECT th, lvl - 1 AS lvl, pos, dur_ns, gpu_ns, NULL::BIGINT AS cg, NULL::BIGINT AS cn
+    FROM _ia_b WHERE is_start AND lvl > 0
     UNION ALL
-    SELECT th, lvl - 1, pos, CAST(1 AS TINYINT), NULL, dur_ns, gpu_ns, NULL, NULL FROM _ia_b WHERE is_start AND lvl > 0
-    UNION ALL
-    SELECT th, lvl, pos, CAST(2 AS TINYINT), NULL, NULL, NULL, cg, cn FROM _ia_b WHERE NOT is_start
-), grp AS (
-    SELECT *, count(event_id) OVER (PARTITION BY th, lvl ORDER BY pos ROWS UNBOUNDED PRECEDING) AS g
-    FROM x
+    SELECT th, lvl, pos, NULL, NULL, cg, cn FROM _ia_b WHERE NOT is_start
 )
-SELECT max(event_id) AS event_id,
-       coalesce(sum(dur_ns) FILTER (WHERE kind = 1), 0) AS child_ns,
-       max(gpu_ns) FILTER (WHERE kind = 0) + coalesce(sum(gpu_ns) FILTER (WHERE kind = 1), 0) AS gpu_self_ns,
-       max(cg) FILTER (WHERE kind = 2) - max(cg) FILTER (WHERE kind = 0) AS gpu_total_ns,
-       max(cn) FILTER (WHERE kind = 2) - max(cn) FILTER (WHERE kind = 0) AS kernels
-FROM grp
-GROUP BY th, lvl, g;
+SELECT x.iteration, x.nm, sum(l.dur_ns) AS child_ns, sum(l.gpu_ns) AS child_gpu_ns,
+       sum(l.cg - x.cg) AS gpu_total_ns, sum(l.cn - x.cn) AS kernels
+FROM l ASOF JOIN s x ON x.th = l.th AND x.lvl = l.lvl AND l.pos > x.pos
+GROUP BY x.iteration, x.nm;
 
 DELETE FROM op_iteration_totals WHERE run = $run;
 INSERT INTO op_iteration_totals
-SELECT $run, e.iteration, e.level, e.name, count(*), sum(e.dur_ns), sum(e.dur_ns - c.child_ns),
-       sum(c.gpu_total_ns), sum(c.gpu_self_ns), sum(c.kernels)
-FROM _ia_ev e JOIN _ia_call c USING (event_id)
-GROUP BY e.iteration, e.level, e.name;
+SELECT $run, o.iteration, m.level, m.name, o.calls, o.cpu_total_ns, o.cpu_total_ns - coalesce(s.child_ns, 0),
+       coalesce(s.gpu_total_ns, 0), o.gpu_ns + coalesce(s.child_gpu_ns, 0), coalesce(s.kernels, 0)
+FROM (SELECT iteration, nm, count(*) AS calls, sum(dur_ns) AS cpu_total_ns, sum(gpu_ns) AS gpu_ns
+      FROM _ia_b WHERE is_start GROUP BY iteration, nm) o
+JOIN _ia_nm m USING (nm)
+LEFT JOIN _ia_sum s ON s.iteration IS NOT DISTINCT FROM o.iteration AND s.nm = o.nm;
 
 DROP TABLE _ia_ev;
-DROP TABLE _ia_b;
+DROP TABLE _ia_th;
+DROP TABLE _ia_nm;
 DROP TABLE _ia_call;
+DROP TABLE _ia_mk;
+DROP TABLE _ia_b;
+DROP TABLE _ia_sum;
