@@ -9,7 +9,8 @@
 --   the earlier event); self CPU time is the duration less that of the direct
 --   children; GPU self time counts the activity launched by runtime calls that
 --   are direct children, GPU total that launched anywhere inside (method.md
---   section 10).
+--   section 10). With iteration=all a trace run's rows are read from
+--   op_iteration_totals, which the ingest stores from the same walk.
 -- steady: run
 -- iteration_all: sql, whole run
 -- parameters:

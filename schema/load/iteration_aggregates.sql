@@ -2,6 +2,8 @@
 -- read them answer iteration=all without sweeping every event (docs/benchmarks.md,
 -- "Reports with iteration=all"). Runs after derive_trace.sql, in the ingest's
 -- transaction; $run is the run.
+-- reads: cpu_events, kernels and iterations of the run
+-- creates: _ia_ev, _ia_th, _ia_nm, _ia_call, _ia_mk, _ia_b, _ia_sum (dropped at its end); rows of op_iteration_totals
 --
 -- op_iteration_totals: the ops report's per-call walk (queries/ops.sql) over the whole
 -- run, summed per iteration, level and name. The nesting is the report's: on each
