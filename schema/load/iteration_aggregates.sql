@@ -123,7 +123,6 @@ SELECT it0 AS iteration, nm0 AS nm, sum(rd - rd0) AS child_ns, sum(rg - rg0) AS 
        sum(cg - cg0) AS gpu_total_ns, sum(cn - cn0) AS kernels
 FROM e WHERE kind = 2
 GROUP BY it0, nm0;
-DROP TABLE _ia_b;
 
 DELETE FROM op_iteration_totals WHERE run = $run;
 INSERT INTO op_iteration_totals
@@ -134,5 +133,6 @@ FROM (SELECT iteration, nm, count(*) AS calls, sum(dur_ns) AS cpu_total_ns, sum(
 JOIN _ia_nm m USING (nm)
 LEFT JOIN _ia_sum s ON s.iteration IS NOT DISTINCT FROM o.iteration AND s.nm = o.nm;
 
+DROP TABLE _ia_b;
 DROP TABLE _ia_nm;
 DROP TABLE _ia_sum;
