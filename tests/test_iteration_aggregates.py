@@ -112,3 +112,28 @@ def test_without_the_aggregates(path, tmp_path, name, monkeypatch):
         assert _same(c, name, monkeypatch) >= 20
     finally:
         c.close()
+
+
+def test_both_forms_of_the_depth_sweep(path, tmp_path):
+    """The load script's depth sweep has two forms, picked by DuckDB's threads (a
+    streaming window up to 4, a window partitioned by thread above): each stores the
+    rows the ingest stored, for every trace."""
+    import shutil
+    from tracedb.store.catalog import sql_text
+    from tracedb.store.sql import run_script
+    copy = tmp_path / "forms.duckdb"
+    shutil.copyfile(path, copy)
+    c = db.connect(copy)
+    try:
+        q = "SELECT * FROM op_iteration_totals ORDER BY ALL"
+        ingested = c.execute(q).fetchall()
+        runs = [r for (r,) in c.execute("SELECT DISTINCT run FROM op_iteration_totals ORDER BY run").fetchall()]
+        for threads in (1, 8):
+            c.execute(f"SET threads = {threads}")
+            c.execute("DELETE FROM op_iteration_totals")
+            for run in runs:
+                run_script(c, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
+            assert c.execute(q).fetchall() == ingested, threads
+        assert len(ingested) > 500
+    finally:
+        c.close()

@@ -3,7 +3,7 @@
 -- "Reports with iteration=all"). Runs after derive_trace.sql, in the ingest's
 -- transaction; $run is the run.
 -- reads: cpu_events, kernels and iterations of the run
--- creates: _ia_ev, _ia_th, _ia_nm, _ia_call, _ia_mk, _ia_b, _ia_sum (each dropped once read); rows of op_iteration_totals
+-- creates: _ia_ev, _ia_th, _ia_nm, _ia_call, _ia_mk, _ia_bounds, _ia_b, _ia_sum (each dropped once read), the variable tracedb_ia_streaming (reset); rows of op_iteration_totals
 --
 -- op_iteration_totals: the ops report's per-call walk (queries/ops.sql) over the whole
 -- run, summed per iteration, level and name. The nesting is the report's: on each
@@ -14,8 +14,9 @@
 --     time and activities launched (an event's GPU total is the sum between its start
 --     and the first boundary after it that closes its level: everything started in
 --     between nests in it, at any depth);
---  2. the boundaries again, by thread, level and order: an event's start, its direct
---     children, the end that closes it.
+--  2. an ASOF join per thread and level: a start's parent is the last start one level
+--     up before it, and the boundary that closes an event is the first end at its level
+--     after its start, so the last start at that level before the end is the event.
 -- Each call hands its duration and own GPU time to its parent's key, and its GPU total
 -- to its own key: what is summed per key is small, and no step groups by event.
 
@@ -46,19 +47,38 @@ LEFT JOIN g ON g.event_id = e.event_id;
 DROP TABLE _ia_ev;          -- (each table dropped once read: the ingest's peak memory)
 
 -- 1. Every boundary in the report's order (per thread: at equal times ends, then starts
--- by later end first, then zero-length events' ends; then event_id), sorted once; the
--- running sums are DuckDB's streaming window over the sorted rows (one pass, no second
--- sort; a window partitioned by thread sorts again and took 2-4x the CPU). pos numbers
--- the boundaries. A start carries its name, duration and own launches, and the sums
--- before it; an end the depth it leaves and the sums after it. The sums run across
--- threads: every thread's starts and ends cancel, and only differences within a thread
--- are read. Each thread also gets every step marker's start (before the events at its
--- time), counted: a call's iteration is the last marker started at or before it, where
--- the call starts before that marker's end (the report's ASOF join, without sorting the
--- calls by time once more).
+-- by later end first, then zero-length events' ends; then event_id), numbered by pos,
+-- with running sums: the depth, and the GPU time and activities launched. A start
+-- carries its name, duration and own launches, and the sums before it; an end the
+-- depth it leaves and the sums after it. Each thread also gets every step marker's
+-- start (before the events at its time), counted: a call's iteration is the last marker
+-- started at or before it, where the call starts before that marker's end (the report's
+-- ASOF join, without sorting the calls by time once more).
+-- Two forms of the same rows, by the threads DuckDB runs on (the other form's branch is
+-- pruned when the statement is planned):
+-- - up to 4 threads: the rows sorted once, the sums DuckDB's streaming window over them
+--   (one pass on one thread; across threads, where every thread's starts and ends
+--   cancel and only differences within a thread are read). 1 GB trace pinned to 2
+--   cores of the 16-core host: 1.36 s wall, 1.65 CPU s;
+-- - more: a window partitioned by thread, whose sort and sums run on every thread.
+--   Pinned to 2 cores 2.13 s, 3.97 CPU s; the 10 GB trace on 16 cores 6.9 s against
+--   15.4 s for the streaming form.
+SET VARIABLE tracedb_ia_streaming = CAST(current_setting('threads') AS INTEGER) <= 4;
+
 CREATE OR REPLACE TEMP TABLE _ia_mk AS
 SELECT iteration, start_ns, marker_end_ns, row_number() OVER (ORDER BY start_ns, iteration) AS mk
 FROM iterations WHERE run = $run;
+
+CREATE OR REPLACE TEMP VIEW _ia_bounds AS
+SELECT th, ts_ns AS t, -end_ns AS tie, event_id, CAST(1 AS TINYINT) AS kind, nm, dur_ns, gpu_ns, n
+FROM _ia_call
+UNION ALL
+SELECT th, end_ns, CASE WHEN dur_ns > 0 THEN -9223372036854775808 ELSE 9223372036854775807 END,
+       event_id, CAST(0 AS TINYINT), NULL, 0, 0, 0
+FROM _ia_call
+UNION ALL
+SELECT t.th, m.start_ns, -9223372036854775808, -1, CAST(2 AS TINYINT), NULL, 0, 0, 0
+FROM _ia_th t, _ia_mk m;
 
 CREATE OR REPLACE TEMP TABLE _ia_b AS
 SELECT b.th, b.pos, b.kind = 1 AS is_start, CASE WHEN b.t < m.marker_end_ns THEN m.iteration END AS iteration,
@@ -72,57 +92,46 @@ FROM (
            sum(gpu_ns) OVER (ROWS UNBOUNDED PRECEDING) AS cg, sum(n) OVER (ROWS UNBOUNDED PRECEDING) AS cn,
            sum(CASE kind WHEN 2 THEN 1 ELSE 0 END) OVER (ROWS UNBOUNDED PRECEDING)
              - (th - 1) * (SELECT count(*) FROM _ia_mk) AS mk
-    FROM (SELECT * FROM (
-              SELECT th, ts_ns AS t, -end_ns AS tie, event_id, CAST(1 AS TINYINT) AS kind, nm, dur_ns, gpu_ns, n
-              FROM _ia_call
-              UNION ALL
-              SELECT th, end_ns, CASE WHEN dur_ns > 0 THEN -9223372036854775808 ELSE 9223372036854775807 END,
-                     event_id, CAST(0 AS TINYINT), NULL, 0, 0, 0
-              FROM _ia_call
-              UNION ALL
-              SELECT t.th, m.start_ns, -9223372036854775808, -1, CAST(2 AS TINYINT), NULL, 0, 0, 0
-              FROM _ia_th t, _ia_mk m)
-          ORDER BY th, t, tie, event_id)) b
+    FROM (SELECT * FROM _ia_bounds ORDER BY th, t, tie, event_id)
+    WHERE getvariable('tracedb_ia_streaming')
+    UNION ALL
+    SELECT th, t, kind, nm, dur_ns, gpu_ns, n,
+           row_number() OVER w,
+           sum(CASE kind WHEN 1 THEN 1 WHEN 0 THEN -1 ELSE 0 END) OVER w,
+           sum(gpu_ns) OVER w, sum(n) OVER w,
+           sum(CASE kind WHEN 2 THEN 1 ELSE 0 END) OVER w
+    FROM _ia_bounds
+    WHERE NOT getvariable('tracedb_ia_streaming')
+    WINDOW w AS (PARTITION BY th ORDER BY t, tie, event_id ROWS UNBOUNDED PRECEDING)) b
 LEFT JOIN _ia_mk m ON m.mk = b.mk
 WHERE b.kind <> 2;
+DROP VIEW _ia_bounds;
 DROP TABLE _ia_call;
 DROP TABLE _ia_th;
 DROP TABLE _ia_mk;
+RESET VARIABLE tracedb_ia_streaming;
 
--- 2. Per thread and level, by pos: a start (kind 0) at its depth, a start as a child
--- (kind 1) one level up, an end (kind 2) at the depth it leaves. There an event's start
--- is followed by its direct children, then by the end that closes it, then by the next
--- start (a child's parent is the last start one level up before it; the first boundary
--- after a start that leaves its level closes it, and no child comes between that end
--- and the next start there). So, sorted once and read in order (streaming windows):
--- running sums of the children's duration and own GPU time, and each end read with the
--- start before it (starts and ends alternate): its event's key, the children's sums
--- between them, and the GPU sums of step 1 at both. Each call hands its duration and own
--- GPU time to its parent's key, and its GPU total to its own key: what is summed per key
--- is small, and no step groups by event. (An ASOF join per thread and level for the
--- parents and ends instead: 1.1-1.4 CPU s against 0.97 for the 1 GB trace.)
+-- 2. A start as a child, one level up, and an end, at the level it leaves: the last
+-- start before it on that level (an ASOF join per thread and level) is its parent, or
+-- the event it closes. Each call hands its duration and own GPU time to its parent's
+-- key, and its GPU total (the sums between its start and its closing end) to its own
+-- key: what is summed per key is small, and no step groups by event. (Sorted by thread,
+-- level and pos and read in order instead, where each end follows its event's start:
+-- 1.17 s wall, 1.61 CPU s for the 1 GB trace pinned to 2 cores, against 1.03 s, 2.03 CPU
+-- s; on 16 cores 10.6 s for the 10 GB trace against 4.4 s.)
 CREATE OR REPLACE TEMP TABLE _ia_sum AS
-WITH x AS (
-    SELECT th, lvl, pos, CAST(0 AS TINYINT) AS kind, iteration, nm, 0::BIGINT AS dur_ns, 0::BIGINT AS gpu_ns, cg, cn
-    FROM _ia_b WHERE is_start
+WITH s AS (
+    SELECT th, lvl, pos, iteration, nm, cg, cn FROM _ia_b WHERE is_start
+), l AS (
+    SELECT th, lvl - 1 AS lvl, pos, dur_ns, gpu_ns, NULL::BIGINT AS cg, NULL::BIGINT AS cn
+    FROM _ia_b WHERE is_start AND lvl > 0
     UNION ALL
-    SELECT th, lvl - 1, pos, CAST(1 AS TINYINT), NULL, NULL, dur_ns, gpu_ns, NULL, NULL FROM _ia_b WHERE is_start AND lvl > 0
-    UNION ALL
-    SELECT th, lvl, pos, CAST(2 AS TINYINT), NULL, NULL, 0, 0, cg, cn FROM _ia_b WHERE NOT is_start
-), r AS (
-    SELECT kind, iteration, nm, cg, cn,
-           sum(dur_ns) OVER (ROWS UNBOUNDED PRECEDING) AS rd, sum(gpu_ns) OVER (ROWS UNBOUNDED PRECEDING) AS rg
-    FROM (SELECT * FROM x ORDER BY th, lvl, pos)
-), e AS (
-    SELECT kind, cg, cn, rd, rg,
-           lag(iteration) OVER () AS it0, lag(nm) OVER () AS nm0, lag(cg) OVER () AS cg0, lag(cn) OVER () AS cn0,
-           lag(rd) OVER () AS rd0, lag(rg) OVER () AS rg0
-    FROM r WHERE kind <> 1
+    SELECT th, lvl, pos, NULL, NULL, cg, cn FROM _ia_b WHERE NOT is_start
 )
-SELECT it0 AS iteration, nm0 AS nm, sum(rd - rd0) AS child_ns, sum(rg - rg0) AS child_gpu_ns,
-       sum(cg - cg0) AS gpu_total_ns, sum(cn - cn0) AS kernels
-FROM e WHERE kind = 2
-GROUP BY it0, nm0;
+SELECT x.iteration, x.nm, sum(l.dur_ns) AS child_ns, sum(l.gpu_ns) AS child_gpu_ns,
+       sum(l.cg - x.cg) AS gpu_total_ns, sum(l.cn - x.cn) AS kernels
+FROM l ASOF JOIN s x ON x.th = l.th AND x.lvl = l.lvl AND l.pos > x.pos
+GROUP BY x.iteration, x.nm;
 
 DELETE FROM op_iteration_totals WHERE run = $run;
 INSERT INTO op_iteration_totals
