@@ -14,8 +14,8 @@
 --     time and activities launched (an event's GPU total is the sum between its start
 --     and the first boundary after it that closes its level: everything started in
 --     between nests in it, at any depth);
---  2. an ASOF join per thread and level: a start's parent is the last start one level
---     up before it, and the boundary that closes an event is the first end at its level
+--  2. by thread, level and order: a start's parent is the last start one level up
+--     before it, and the boundary that closes an event is the first end at its level
 --     after its start, so the last start at that level before the end is the event.
 -- Each call hands its duration and own GPU time to its parent's key, and its GPU total
 -- to its own key: what is summed per key is small, and no step groups by event.
@@ -109,18 +109,43 @@ DROP VIEW _ia_bounds;
 DROP TABLE _ia_call;
 DROP TABLE _ia_th;
 DROP TABLE _ia_mk;
-RESET VARIABLE tracedb_ia_streaming;
 
--- 2. A start as a child, one level up, and an end, at the level it leaves: the last
--- start before it on that level (an ASOF join per thread and level) is its parent, or
--- the event it closes. Each call hands its duration and own GPU time to its parent's
--- key, and its GPU total (the sums between its start and its closing end) to its own
--- key: what is summed per key is small, and no step groups by event. (Sorted by thread,
--- level and pos and read in order instead, where each end follows its event's start:
--- 1.17 s wall, 1.61 CPU s for the 1 GB trace pinned to 2 cores, against 1.03 s, 2.03 CPU
--- s; on 16 cores 10.6 s for the 10 GB trace against 4.4 s.)
+-- 2. Each call's parent, and the event each end closes, per thread and level; two
+-- forms of the same sums, picked as in step 1:
+-- - up to 4 threads: the rows sorted by thread, level and pos: a start (kind 0) at its
+--   depth, a start as a child (kind 1) one level up, an end (kind 2) at the depth it
+--   leaves. There an event's start is followed by its direct children, then by the end
+--   that closes it, then by the next start (a child's parent is the last start one
+--   level up before it; the first boundary after a start that leaves its level closes
+--   it, and no child comes between that end and the next start there). Read in order
+--   (streaming windows): running sums of the children's duration and own GPU time, and
+--   each end read with the start before it (starts and ends alternate). 1 GB trace
+--   pinned to 2 cores: 1.17 s wall, 1.61 CPU s;
+-- - more: an ASOF join per thread and level (the last start before a child one level
+--   up is its parent; the last start at an end's level, the event it closes), run on
+--   every thread. Pinned to 2 cores 1.03 s, 2.03 CPU s; the 10 GB trace on 16 cores
+--   4.4 s against 10.6 s for the streaming form.
+-- Each call hands its duration and own GPU time to its parent's key, and its GPU total
+-- (the sums between its start and its closing end) to its own key: what is summed per
+-- key is small, and no step groups by event.
 CREATE OR REPLACE TEMP TABLE _ia_sum AS
-WITH s AS (
+WITH x AS (
+    SELECT th, lvl, pos, CAST(0 AS TINYINT) AS kind, iteration, nm, 0::BIGINT AS dur_ns, 0::BIGINT AS gpu_ns, cg, cn
+    FROM _ia_b WHERE is_start
+    UNION ALL
+    SELECT th, lvl - 1, pos, CAST(1 AS TINYINT), NULL, NULL, dur_ns, gpu_ns, NULL, NULL FROM _ia_b WHERE is_start AND lvl > 0
+    UNION ALL
+    SELECT th, lvl, pos, CAST(2 AS TINYINT), NULL, NULL, 0, 0, cg, cn FROM _ia_b WHERE NOT is_start
+), r AS (
+    SELECT kind, iteration, nm, cg, cn,
+           sum(dur_ns) OVER (ROWS UNBOUNDED PRECEDING) AS rd, sum(gpu_ns) OVER (ROWS UNBOUNDED PRECEDING) AS rg
+    FROM (SELECT * FROM x ORDER BY th, lvl, pos)
+), e AS (
+    SELECT kind, cg, cn, rd, rg,
+           lag(iteration) OVER () AS it0, lag(nm) OVER () AS nm0, lag(cg) OVER () AS cg0, lag(cn) OVER () AS cn0,
+           lag(rd) OVER () AS rd0, lag(rg) OVER () AS rg0
+    FROM r WHERE kind <> 1
+), s AS (
     SELECT th, lvl, pos, iteration, nm, cg, cn FROM _ia_b WHERE is_start
 ), l AS (
     SELECT th, lvl - 1 AS lvl, pos, dur_ns, gpu_ns, NULL::BIGINT AS cg, NULL::BIGINT AS cn
@@ -128,10 +153,16 @@ WITH s AS (
     UNION ALL
     SELECT th, lvl, pos, NULL, NULL, cg, cn FROM _ia_b WHERE NOT is_start
 )
-SELECT x.iteration, x.nm, sum(l.dur_ns) AS child_ns, sum(l.gpu_ns) AS child_gpu_ns,
-       sum(l.cg - x.cg) AS gpu_total_ns, sum(l.cn - x.cn) AS kernels
+SELECT it0 AS iteration, nm0 AS nm, sum(rd - rd0) AS child_ns, sum(rg - rg0) AS child_gpu_ns,
+       sum(cg - cg0) AS gpu_total_ns, sum(cn - cn0) AS kernels
+FROM e WHERE kind = 2 AND getvariable('tracedb_ia_streaming')
+GROUP BY it0, nm0
+UNION ALL
+SELECT x.iteration, x.nm, sum(l.dur_ns), sum(l.gpu_ns), sum(l.cg - x.cg), sum(l.cn - x.cn)
 FROM l ASOF JOIN s x ON x.th = l.th AND x.lvl = l.lvl AND l.pos > x.pos
+WHERE NOT getvariable('tracedb_ia_streaming')
 GROUP BY x.iteration, x.nm;
+RESET VARIABLE tracedb_ia_streaming;
 
 DELETE FROM op_iteration_totals WHERE run = $run;
 INSERT INTO op_iteration_totals
