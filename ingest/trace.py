@@ -456,6 +456,7 @@ def load(con, tf, run):
         run_script(con, sql_text("schema", "load/collectives.sql"),
                    {"run": run, "world_size": world if isinstance(world, int) else None})
         run_script(con, sql_text("schema", "load/trace_system.sql"))
+        run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
         con.execute("DROP VIEW _run_events")
         for v in ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset",
                   "tracedb_iteration_marker"):

@@ -9,7 +9,8 @@
 --   the earlier event); self CPU time is the duration less that of the direct
 --   children; GPU self time counts the activity launched by runtime calls that
 --   are direct children, GPU total that launched anywhere inside (method.md
---   section 10).
+--   section 10). With iteration=all a trace run's rows are read from
+--   op_iteration_totals, which the ingest stores from the same walk.
 -- steady: run
 -- iteration_all: sql, whole run
 -- parameters:
@@ -48,6 +49,12 @@ WITH asked AS (
                                         FROM iterations i WHERE i.run = a.run), 'none') || ')')
                 ELSE a.iteration END AS iteration
     FROM asked a
+), stored AS (      -- iteration=all of a run whose rows the ingest stored (op_iteration_totals):
+                    -- read from them; other runs (older databases, nsys runs) are walked here
+    SELECT c.run FROM checked c
+    WHERE c.iteration IS NULL AND c.run IN (SELECT run FROM op_iteration_totals)
+), walked AS (
+    SELECT c.* FROM checked c WHERE c.run NOT IN (SELECT run FROM stored)
 ), bounds AS (       -- the events to read: those starting in the asked iteration and every
                     -- event that starts inside one of them (their children); all: every event.
                     -- (A plain range, no OR: DuckDB then skips the rest of the events table.)
@@ -56,11 +63,12 @@ WITH asked AS (
            CASE WHEN c.iteration IS NULL THEN 9223372036854775807
                 ELSE (SELECT max(e.end_ns) FROM cpu_events e
                       WHERE e.run = c.run AND e.ts_ns >= i.start_ns AND e.ts_ns < i.marker_end_ns) END AS hi_ns
-    FROM checked c LEFT JOIN iterations i ON i.run = c.run AND i.iteration = c.iteration
+    FROM walked c LEFT JOIN iterations i ON i.run = c.run AND i.iteration = c.iteration
 ), ev AS (
     SELECT e.run, e.event_id, e.name, e.pid, coalesce(e.tid, '') AS tid, e.ts_ns, e.end_ns, e.dur_ns, e.level
     FROM cpu_events e JOIN bounds b ON b.run = e.run AND e.ts_ns BETWEEN b.lo_ns AND b.hi_ns
     WHERE e.ts_ns BETWEEN (SELECT min(lo_ns) FROM bounds) AND (SELECT max(hi_ns) FROM bounds)
+      AND e.run IN (SELECT run FROM walked)     -- none walked: DuckDB then skips the scan
 ), depth AS (        -- open events on the thread at each start (at equal times ends first,
                     -- zero-length events' last; starts outer before inner, then file order)
     SELECT * FROM (
@@ -76,6 +84,7 @@ WITH asked AS (
     FROM kernels k JOIN bounds b ON b.run = k.run
     WHERE k.launch_event_id IS NOT NULL AND k.dur_ns IS NOT NULL
       AND k.launch_ts_ns BETWEEN (SELECT min(lo_ns) FROM bounds) AND (SELECT max(hi_ns) FROM bounds)
+      AND k.run IN (SELECT run FROM walked)
     GROUP BY k.run, k.launch_event_id
 ), up AS (           -- (event, an event it nests in): the last start before it on a level
                     -- above (a window per thread and level: linear, where a join could go
@@ -124,10 +133,10 @@ WITH asked AS (
     LEFT JOIN (SELECT run, event_id, sum(ns) AS ns, sum(n) AS n FROM gpu_total GROUP BY ALL) gt
       ON gt.run = e.run AND gt.event_id = e.event_id
 ), scoped AS (       -- the asked iteration; with all: every iteration, and the whole trace as iteration NULL
-    SELECT p.*, p.iteration AS scope FROM per_call p JOIN checked c ON c.run = p.run
+    SELECT p.*, p.iteration AS scope FROM per_call p JOIN walked c ON c.run = p.run
     WHERE p.iteration = c.iteration OR (c.iteration IS NULL AND p.iteration IS NOT NULL)
     UNION ALL
-    SELECT p.*, NULL AS scope FROM per_call p JOIN checked c ON c.run = p.run
+    SELECT p.*, NULL AS scope FROM per_call p JOIN walked c ON c.run = p.run
     WHERE c.iteration IS NULL
 )
 SELECT run, scope AS iteration, level, name, count(*) AS calls,
@@ -137,4 +146,15 @@ SELECT run, scope AS iteration, level, name, count(*) AS calls,
        CAST(sum(kernels) AS BIGINT) AS kernels
 FROM scoped
 GROUP BY run, scope, level, name
-ORDER BY run, scope NULLS LAST, cpu_total_ns DESC, level, name;
+UNION ALL
+SELECT t.run, t.iteration, t.level, t.name, t.calls, t.cpu_total_ns, t.cpu_self_ns,
+       round(t.cpu_total_ns / t.calls, 1), t.gpu_total_ns, t.gpu_self_ns, t.kernels
+FROM op_iteration_totals t JOIN stored s ON s.run = t.run
+WHERE t.iteration IS NOT NULL
+UNION ALL
+SELECT t.run, NULL, t.level, t.name, CAST(sum(t.calls) AS BIGINT), CAST(sum(t.cpu_total_ns) AS BIGINT),
+       CAST(sum(t.cpu_self_ns) AS BIGINT), round(sum(t.cpu_total_ns) / sum(t.calls), 1),
+       CAST(sum(t.gpu_total_ns) AS BIGINT), CAST(sum(t.gpu_self_ns) AS BIGINT), CAST(sum(t.kernels) AS BIGINT)
+FROM op_iteration_totals t JOIN stored s ON s.run = t.run
+GROUP BY t.run, t.level, t.name
+ORDER BY run, iteration NULLS LAST, cpu_total_ns DESC, level, name;

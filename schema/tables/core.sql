@@ -98,6 +98,23 @@ CREATE TABLE IF NOT EXISTS iterations (
     dur_ns         BIGINT NOT NULL           -- end_ns − start_ns
 );
 
+-- The ops report's rows of every iteration of a trace run, stored at ingest
+-- (schema/load/iteration_aggregates.sql): its per-call walk over the whole run summed
+-- per iteration, level and name. A run without rows here (made by an older tracedb, or
+-- without CPU events) is walked by the report itself.
+CREATE TABLE IF NOT EXISTS op_iteration_totals (
+    run          VARCHAR NOT NULL,
+    iteration    INTEGER,                    -- iteration whose step marker holds the call's start (NULL: none)
+    level        VARCHAR,                    -- op | user | runtime | python
+    name         VARCHAR,
+    calls        BIGINT,
+    cpu_total_ns BIGINT,                     -- summed call duration, ns
+    cpu_self_ns  BIGINT,                     -- summed duration less the direct children's, ns
+    gpu_total_ns BIGINT,                     -- GPU activity launched inside the calls, ns
+    gpu_self_ns  BIGINT,                     -- GPU activity launched by their own runtime calls, ns
+    kernels      BIGINT                      -- GPU activities launched inside the calls
+);
+
 -- Hardware counters (ncu): one row per kernel and metric, in base units.
 CREATE TABLE IF NOT EXISTS counters (
     run       VARCHAR NOT NULL,              -- the ncu run

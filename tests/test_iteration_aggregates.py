@@ -1,0 +1,139 @@
+"""Reports with iteration=all read per-iteration aggregates stored at ingest
+(schema/load/iteration_aggregates.sql) instead of walking every event. Their rows
+must be those of the SQL that walked them (a frozen copy in tests/reports_before/,
+run on the same connection): iteration=all, the steady default and a numbered
+iteration, one run and every run at once, on real traces of several kinds:
+PyTorch with several iterations, one without step markers (CUPTI), TensorFlow,
+JAX through XProf, the ranks of a DDP job (a folder ingest: the workers' tables
+carried into the database), and an Nsight Systems export (no aggregate stored: the
+report walks it as before). A database made before the aggregates (no rows, or no
+table at all in a read-only file) gives the same rows by the walk."""
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA
+from tracedb.store import db
+from tracedb.query import reports
+from tracedb.ingest import ingest_file
+
+BEFORE = Path(__file__).parent / "reports_before"
+TRACES = {
+    "amp": DATA / "torch" / "h100_resnet50_bs64_amp.json.gz",
+    "gpt2": DATA / "flops" / "h100_gpt2_bs8_amp.json.gz",
+    "cupti": DATA / "cupti" / "a100_cupti_range_profiler.json.gz",       # no step markers
+    "tf": DATA / "tf" / "cpu_async_resnet50_bs4.json.gz",
+    "jax": DATA / "jax" / "h200_jax_mlp.trace.json.gz",
+    "nsys": DATA / "nsys" / "mfu_2gpu_before.sqlite.gz",
+}
+# report -> the tables its stored form reads
+STORED = {"ops": "op_iteration_totals"}
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory):
+    from tracedb.cli import main
+    p = tmp_path_factory.mktemp("itagg") / "a.duckdb"
+    con = db.connect(p)
+    for run, f in TRACES.items():
+        ingest_file(con, f, run=run, options={"iterations_from": "FlashAttnFunc"} if run == "nsys" else None)
+    con.close()
+    assert main(["ingest", str(DATA / "dist" / "ddp"), "--db", str(p)]) == 0
+    return p
+
+
+@pytest.fixture(scope="module")
+def con(path):
+    c = db.connect(path)
+    yield c
+    c.close()
+
+
+def _rows(con, name, params, monkeypatch=None):
+    if monkeypatch is not None:          # the report as it was: the walk, whatever is stored
+        rep = dataclasses.replace(reports.get(name), sql=(BEFORE / f"{name}.sql").read_text())
+        get = reports.get
+        monkeypatch.setattr(reports, "get", lambda n: rep if n == name else get(n))
+    try:
+        return reports.run(con, name, params).to_pylist()
+    except reports.ReportError as e:
+        return str(e)
+    finally:
+        if monkeypatch is not None:
+            monkeypatch.undo()
+
+
+def _cases(con, name):
+    runs = [r for (r,) in con.execute("SELECT run FROM runs WHERE kind = 'trace' ORDER BY run").fetchall()]
+    for run in [None] + runs:
+        yield {"iteration": "all"} | ({"run": run} if run else {})
+        if run:
+            yield {"run": run}
+            first = con.execute("SELECT min(iteration) FROM iterations WHERE run = ?", [run]).fetchall()[0][0]
+            if first is not None:
+                yield {"run": run, "iteration": str(first + 1)}
+
+
+def _same(con, name, monkeypatch):
+    compared = 0
+    for params in _cases(con, name):
+        new = _rows(con, name, params)
+        assert new == _rows(con, name, params, monkeypatch), (name, params)
+        compared += isinstance(new, list) and len(new) > 0
+    return compared
+
+
+@pytest.mark.parametrize("name", sorted(STORED))
+def test_stored_rows_equal_the_walk(con, name, monkeypatch):
+    table = STORED[name]
+    stored = {r for (r,) in con.execute(f"SELECT DISTINCT run FROM {table}").fetchall()}
+    # every trace read by the trace reader has its aggregate (the job's ranks through the
+    # folder ingest's workers too); the nsys run has none and is walked
+    assert stored == {"amp", "gpt2", "cupti", "tf", "jax", "ddp.rank0", "ddp.rank1"}
+    assert _same(con, name, monkeypatch) >= 20
+
+
+@pytest.mark.parametrize("name", sorted(STORED))
+def test_without_the_aggregates(path, tmp_path, name, monkeypatch):
+    """A database whose runs have no stored rows (an older tracedb's, migrated), and a
+    read-only one without the table: the walk gives the rows."""
+    import shutil
+    old = tmp_path / "old.duckdb"
+    shutil.copyfile(path, old)
+    c = db.connect(old)
+    c.execute(f"DELETE FROM {STORED[name]} WHERE run <> 'amp'")     # amp stored, the others walked
+    assert _same(c, name, monkeypatch) >= 20
+    c.execute(f"DROP TABLE {STORED[name]}")          # as the tracedb before it (schema 4) made it
+    c.execute("UPDATE schema_info SET value = '4' WHERE key = 'version'")
+    c.close()
+    c = db.connect(old, read_only=True)
+    try:
+        assert _same(c, name, monkeypatch) >= 20
+    finally:
+        c.close()
+
+
+def test_both_forms_of_the_depth_sweep(path, tmp_path):
+    """The load script's depth sweep has two forms, picked by DuckDB's threads (a
+    streaming window up to 4, a window partitioned by thread above): each stores the
+    rows the ingest stored, for every trace."""
+    import shutil
+    from tracedb.store.catalog import sql_text
+    from tracedb.store.sql import run_script
+    copy = tmp_path / "forms.duckdb"
+    shutil.copyfile(path, copy)
+    c = db.connect(copy)
+    try:
+        q = "SELECT * FROM op_iteration_totals ORDER BY ALL"
+        ingested = c.execute(q).fetchall()
+        runs = [r for (r,) in c.execute("SELECT DISTINCT run FROM op_iteration_totals ORDER BY run").fetchall()]
+        for threads in (1, 8):
+            c.execute(f"SET threads = {threads}")
+            c.execute("DELETE FROM op_iteration_totals")
+            for run in runs:
+                run_script(c, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
+            assert c.execute(q).fetchall() == ingested, threads
+        assert len(ingested) > 500
+    finally:
+        c.close()
