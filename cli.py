@@ -56,7 +56,8 @@ def _write(table, args):
 def cmd_ingest(args):
     options = {"columns": args.columns, "tz": args.tz, "offset_ns": args.offset_ns,
                "start_ns": args.start_ns, "interval_ms": args.interval_ms,
-               "iterations_from": args.iterations_from, "force_pair": args.force_pair}
+               "iterations_from": args.iterations_from, "force_pair": args.force_pair,
+               "op_totals": args.op_totals}
     from .ingest.jobs import ingest_groups
     try:     # a capture folder is its files; another directory one job of its rank traces (jobs.py)
         groups = ingest_groups(args.paths, job=args.job, rank=args.rank)
@@ -431,6 +432,10 @@ def parser():
     sp.add_argument("--iterations-from", metavar="NAME",
                     help="trace: the annotation or op (exact name) whose CPU-side events are the iterations, "
                          "for traces without ProfilerStep markers")
+    sp.add_argument("--op-totals", action="store_true",
+                    help="trace: also store each iteration's op totals (the ops report's walk, done once), so that "
+                         "ops with iteration=all reads them instead of walking every event (a 10 GB trace: "
+                         "0.2 s instead of 52 s) at about 13%% more ingest CPU")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")

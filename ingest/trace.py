@@ -456,7 +456,8 @@ def load(con, tf, run):
         run_script(con, sql_text("schema", "load/collectives.sql"),
                    {"run": run, "world_size": world if isinstance(world, int) else None})
         run_script(con, sql_text("schema", "load/trace_system.sql"))
-        run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
+        if getattr(tf, "op_totals", False):
+            run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
         con.execute("DROP VIEW _run_events")
         for v in ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset",
                   "tracedb_iteration_marker"):
@@ -632,6 +633,7 @@ class TraceReader(Reader):
         if not inflating and scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [tf.content_bytes]):
             tf.wait_hash()
         tf.iteration_marker = options.get("iterations_from")
+        tf.op_totals = bool(options.get("op_totals"))   # --op-totals: iteration_aggregates.sql too
         tf.staging = options.get("staging")     # entered to parse and insert the events (ingest/parallel.py)
         prep = Prepared(fmt, tf.content_bytes, None, digest_ready=tf.hashing is None and not inflating, state=tf)
         prep.digest = lambda: (_wait_hash(prep.state), prep.state.hasher.hexdigest())[1]
@@ -669,7 +671,7 @@ class TraceReader(Reader):
             old = prep.state
             old.stop()
             prep.state = trace_json.split(old.path, work, hashlib.sha256(), piece_bytes=old.piece_bytes)
-            for kept in ("numbers", "rejoin", "iteration_marker", "per_batch", "staging"):
+            for kept in ("numbers", "rejoin", "iteration_marker", "per_batch", "staging", "op_totals"):
                 setattr(prep.state, kept, getattr(old, kept))
         if prep.state.rejoin:
             prep.state.rejoin = False

@@ -10,7 +10,8 @@
 --   children; GPU self time counts the activity launched by runtime calls that
 --   are direct children, GPU total that launched anywhere inside (method.md
 --   section 10). With iteration=all a trace run's rows are read from
---   op_iteration_totals, which the ingest stores from the same walk.
+--   op_iteration_totals where an ingest with --op-totals stored them (the same
+--   walk, done once); other runs are walked.
 -- steady: run
 -- iteration_all: sql, whole run
 -- parameters:

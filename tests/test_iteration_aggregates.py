@@ -37,9 +37,10 @@ def path(tmp_path_factory):
     p = tmp_path_factory.mktemp("itagg") / "a.duckdb"
     con = db.connect(p)
     for run, f in TRACES.items():
-        ingest_file(con, f, run=run, options={"iterations_from": "FlashAttnFunc"} if run == "nsys" else None)
+        ingest_file(con, f, run=run, options={"op_totals": True,
+                                              **({"iterations_from": "FlashAttnFunc"} if run == "nsys" else {})})
     con.close()
-    assert main(["ingest", str(DATA / "dist" / "ddp"), "--db", str(p)]) == 0
+    assert main(["ingest", str(DATA / "dist" / "ddp"), "--db", str(p), "--op-totals"]) == 0
     return p
 
 
@@ -136,4 +137,20 @@ def test_both_forms_of_the_depth_sweep(path, tmp_path):
             assert c.execute(q).fetchall() == ingested, threads
         assert len(ingested) > 500
     finally:
+        c.close()
+
+
+def test_stored_only_when_asked(tmp_path):
+    """The totals cost ingest time (docs/benchmarks.md), so a plain ingest stores none
+    and `--op-totals` stores them; the report's rows are the same either way."""
+    from tracedb.cli import main
+    dbs = {}
+    for flag in ([], ["--op-totals"]):
+        p = tmp_path / f"{len(flag)}.duckdb"
+        assert main(["ingest", str(TRACES["amp"]), "--db", str(p), "--run", "amp", *flag]) == 0
+        dbs[bool(flag)] = db.connect(p)
+    stored = {k: c.execute("SELECT count(*) FROM op_iteration_totals").fetchone()[0] for k, c in dbs.items()}
+    assert stored[False] == 0 and stored[True] > 100
+    assert _rows(dbs[False], "ops", {"iteration": "all"}) == _rows(dbs[True], "ops", {"iteration": "all"})
+    for c in dbs.values():
         c.close()

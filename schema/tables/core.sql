@@ -98,10 +98,11 @@ CREATE TABLE IF NOT EXISTS iterations (
     dur_ns         BIGINT NOT NULL           -- end_ns − start_ns
 );
 
--- The ops report's rows of every iteration of a trace run, stored at ingest
--- (schema/load/iteration_aggregates.sql): its per-call walk over the whole run summed
--- per iteration, level and name. A run without rows here (made by an older tracedb, or
--- without CPU events) is walked by the report itself.
+-- The ops report's rows of every iteration of a trace run, stored by an ingest with
+-- --op-totals (schema/load/iteration_aggregates.sql): its per-call walk over the whole
+-- run summed per iteration, level and name. A run without rows here (ingested without
+-- --op-totals, made by an older tracedb, or without CPU events) is walked by the report
+-- itself.
 CREATE TABLE IF NOT EXISTS op_iteration_totals (
     run          VARCHAR NOT NULL,
     iteration    INTEGER,                    -- iteration whose step marker holds the call's start (NULL: none)
