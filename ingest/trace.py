@@ -458,6 +458,7 @@ def load(con, tf, run):
         run_script(con, sql_text("schema", "load/trace_system.sql"))
         if getattr(tf, "op_totals", False):
             run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
+            run_script(con, sql_text("schema", "load/flop_aggregates.sql"), {"run": run})
         con.execute("DROP VIEW _run_events")
         for v in ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset",
                   "tracedb_iteration_marker"):

@@ -5,7 +5,10 @@
 --   convolution and matmul/linear (gradients of the input and of the
 --   weight), 1 to 2 for elementwise and normalization ops. note says why a
 --   ratio is off: a first layer has no input gradient, attention's backward
---   recomputes the scores (2.5), ops without a counted backward.
+--   recomputes the scores (2.5), ops without a counted backward. The analytic
+--   rows of a run an ingest with --op-totals summed per iteration
+--   (op_flop_totals) are read from there while flop_formulas is unchanged;
+--   other runs' ops are swept.
 -- steady: run
 -- op_windows: iteration
 -- iteration_all: sql, whole run
@@ -24,9 +27,10 @@
 -- requires:
 --   events: trace events (tracedb ingest TRACE.json)
 -- engines: duckdb, spark
-WITH o AS (         -- the windows asked for (op_flops_windows); iteration NULL = the whole trace
-    SELECT run, iteration, op_event_id, op_name, pass, category, dtype, source, flops
-    FROM op_flops_windows
+WITH o AS (         -- the windows asked for (op_flop_sums_windows: op_flops_windows, stored
+                    -- sums where an ingest with --op-totals made them); iteration NULL = the whole trace
+    SELECT run, iteration, op_event_id, op_name, pass, category, dtype, source, calls, ops, counted, flops
+    FROM op_flop_sums_windows
     WHERE ($run IS NULL OR run = $run)
       AND (($iteration IS NULL AND (steady OR no_iterations)) OR $iteration = 'all'
            OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))

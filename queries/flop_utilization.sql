@@ -6,7 +6,9 @@
 --   passes, the other FLOPs (elementwise, normalization, reductions,
 --   optimizer), achieved TFLOP/s over the iteration and over its kernel-busy
 --   time, and mfu_pct against the dense peak of the device (table peak_flops)
---   for the data type that carries most matrix FLOPs.
+--   for the data type that carries most matrix FLOPs. The analytic rows of a
+--   run an ingest with --op-totals summed per iteration (op_flop_totals) are
+--   read from there while flop_formulas is unchanged; other runs' ops are swept.
 -- steady: run
 -- op_windows: iteration
 -- iteration_all: sql, whole run
@@ -31,9 +33,10 @@
 -- requires:
 --   events: trace events (tracedb ingest TRACE.json)
 -- engines: duckdb, spark
-WITH o AS (         -- the windows asked for (op_flops_windows); iteration NULL = the whole trace
-    SELECT run, iteration, op_event_id, op_name, pass, category, dtype, source, flops
-    FROM op_flops_windows
+WITH o AS (         -- the windows asked for (op_flop_sums_windows: op_flops_windows, stored
+                    -- sums where an ingest with --op-totals made them); iteration NULL = the whole trace
+    SELECT run, iteration, op_event_id, op_name, pass, category, dtype, source, calls, ops, counted, flops
+    FROM op_flop_sums_windows
     WHERE ($run IS NULL OR run = $run)
       AND (($iteration IS NULL AND (steady OR no_iterations)) OR $iteration = 'all'
            OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))
@@ -42,7 +45,7 @@ WITH o AS (         -- the windows asked for (op_flops_windows); iteration NULL 
            sum(CASE WHEN category = 'matrix' AND pass = 'forward' THEN flops END) AS fwd,
            sum(CASE WHEN category = 'matrix' AND pass = 'backward' THEN flops END) AS bwd,
            sum(CASE WHEN NOT (category = 'matrix' AND pass IN ('forward', 'backward')) THEN flops END) AS other,
-           count(flops) AS counted, count(*) AS ops
+           sum(counted) AS counted, sum(ops) AS ops
     FROM o GROUP BY run, iteration, source
 ), f2 AS (
     SELECT *, CASE WHEN fwd IS NOT NULL OR bwd IS NOT NULL THEN coalesce(fwd, 0) + coalesce(bwd, 0) END AS tot FROM f

@@ -8,7 +8,10 @@
 --   inside it. pass: backward inside autograd's evaluate_function nodes,
 --   optimizer inside Optimizer.step/zero_grad (and GradScaler's _amp_ ops),
 --   else forward. check compares a source with the other side (analytic
---   against the hardware count, a hardware count against analytic).
+--   against the hardware count, a hardware count against analytic). The
+--   analytic rows of a run an ingest with --op-totals summed per iteration
+--   (op_flop_totals) are read from there while flop_formulas is unchanged;
+--   other runs' ops are swept.
 -- steady: run
 -- op_windows: iteration
 -- iteration_all: sql, whole run
@@ -28,14 +31,16 @@
 -- requires:
 --   events: trace events (tracedb ingest TRACE.json)
 -- engines: duckdb, spark
-WITH o AS (         -- the windows asked for (op_flops_windows); iteration NULL = the whole trace
-    SELECT run, iteration, op_event_id, op_name, pass, category, dtype, source, flops
-    FROM op_flops_windows
+WITH o AS (         -- the windows asked for (op_flop_sums_windows: op_flops_windows, stored
+                    -- sums where an ingest with --op-totals made them); iteration NULL = the whole trace
+    SELECT run, iteration, op_event_id, op_name, pass, category, dtype, source, calls, ops, counted, flops
+    FROM op_flop_sums_windows
     WHERE ($run IS NULL OR run = $run)
       AND (($iteration IS NULL AND (steady OR no_iterations)) OR $iteration = 'all'
            OR iteration = CAST(CASE WHEN $iteration <> 'all' THEN $iteration END AS INTEGER))
 ), f AS (
-    SELECT run, iteration, op_name, pass, source, count(DISTINCT op_event_id) AS calls,
+    SELECT run, iteration, op_name, pass, source,
+           CAST(count(DISTINCT op_event_id) + coalesce(sum(calls), 0) AS BIGINT) AS calls,   -- ops, or stored groups
            CAST(sum(flops) AS BIGINT) AS flops
     FROM o GROUP BY run, iteration, op_name, pass, source
 ), ana AS (

@@ -1,13 +1,17 @@
 """Reports with iteration=all read per-iteration aggregates stored at ingest
-(schema/load/iteration_aggregates.sql) instead of walking every event. Their rows
+(schema/load/iteration_aggregates.sql: ops; flop_aggregates.sql: flops_by_op,
+flop_utilization, bwd_fwd_ratio) instead of walking every event. Their rows
 must be those of the SQL that walked them (a frozen copy in tests/reports_before/,
 run on the same connection): iteration=all, the steady default and a numbered
 iteration, one run and every run at once, on real traces of several kinds:
-PyTorch with several iterations, one without step markers (CUPTI), TensorFlow,
-JAX through XProf, the ranks of a DDP job (a folder ingest: the workers' tables
-carried into the database), and an Nsight Systems export (no aggregate stored: the
-report walks it as before). A database made before the aggregates (no rows, or no
-table at all in a read-only file) gives the same rows by the walk."""
+PyTorch with several iterations, record_shapes traces (tests/data/flops; GPT-2
+paired with its ncu counters: hardware rows beside the stored analytic ones), one
+without step markers and with its own CUPTI counters, TensorFlow, JAX through
+XProf, the ranks of a DDP job (a folder ingest: the workers' tables carried into
+the database), and an Nsight Systems export (no aggregate stored: the report walks
+it as before). A database made before the aggregates (no rows, or no table at all
+in a read-only file), and FLOP totals stored under other flop_formulas, give the
+same rows by the walk."""
 import dataclasses
 from pathlib import Path
 
@@ -22,13 +26,15 @@ BEFORE = Path(__file__).parent / "reports_before"
 TRACES = {
     "amp": DATA / "torch" / "h100_resnet50_bs64_amp.json.gz",
     "gpt2": DATA / "flops" / "h100_gpt2_bs8_amp.json.gz",
+    "mobilenet": DATA / "flops" / "h100_mobilenet_v2_ops.json.gz",
     "cupti": DATA / "cupti" / "a100_cupti_range_profiler.json.gz",       # no step markers
     "tf": DATA / "tf" / "cpu_async_resnet50_bs4.json.gz",
     "jax": DATA / "jax" / "h200_jax_mlp.trace.json.gz",
     "nsys": DATA / "nsys" / "mfu_2gpu_before.sqlite.gz",
 }
 # report -> the tables its stored form reads
-STORED = {"ops": "op_iteration_totals"}
+STORED = {"ops": "op_iteration_totals", "flops_by_op": "op_flop_totals",
+          "flop_utilization": "op_flop_totals", "bwd_fwd_ratio": "op_flop_totals"}
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +45,7 @@ def path(tmp_path_factory):
     for run, f in TRACES.items():
         ingest_file(con, f, run=run, options={"op_totals": True,
                                               **({"iterations_from": "FlashAttnFunc"} if run == "nsys" else {})})
+    ingest_file(con, DATA / "flops" / "h100_gpt2_bs8_amp_ncu_raw_baseunits.csv.gz", pair_with="gpt2")
     con.close()
     assert main(["ingest", str(DATA / "dist" / "ddp"), "--db", str(p), "--op-totals"]) == 0
     return p
@@ -91,8 +98,8 @@ def test_stored_rows_equal_the_walk(con, name, monkeypatch):
     stored = {r for (r,) in con.execute(f"SELECT DISTINCT run FROM {table}").fetchall()}
     # every trace read by the trace reader has its aggregate (the job's ranks through the
     # folder ingest's workers too); the nsys run has none and is walked
-    assert stored == {"amp", "gpt2", "cupti", "tf", "jax", "ddp.rank0", "ddp.rank1"}
-    assert _same(con, name, monkeypatch) >= 20
+    assert stored == {"amp", "gpt2", "mobilenet", "cupti", "tf", "jax", "ddp.rank0", "ddp.rank1"}
+    assert _same(con, name, monkeypatch) >= (20 if name == "ops" else 12)
 
 
 @pytest.mark.parametrize("name", sorted(STORED))
@@ -104,13 +111,13 @@ def test_without_the_aggregates(path, tmp_path, name, monkeypatch):
     shutil.copyfile(path, old)
     c = db.connect(old)
     c.execute(f"DELETE FROM {STORED[name]} WHERE run <> 'amp'")     # amp stored, the others walked
-    assert _same(c, name, monkeypatch) >= 20
+    assert _same(c, name, monkeypatch) >= (20 if name == "ops" else 12)
     c.execute(f"DROP TABLE {STORED[name]}")          # as the tracedb before it (schema 4) made it
     c.execute("UPDATE schema_info SET value = '4' WHERE key = 'version'")
     c.close()
     c = db.connect(old, read_only=True)
     try:
-        assert _same(c, name, monkeypatch) >= 20
+        assert _same(c, name, monkeypatch) >= (20 if name == "ops" else 12)
     finally:
         c.close()
 
@@ -149,8 +156,35 @@ def test_stored_only_when_asked(tmp_path):
         p = tmp_path / f"{len(flag)}.duckdb"
         assert main(["ingest", str(TRACES["amp"]), "--db", str(p), "--run", "amp", *flag]) == 0
         dbs[bool(flag)] = db.connect(p)
-    stored = {k: c.execute("SELECT count(*) FROM op_iteration_totals").fetchone()[0] for k, c in dbs.items()}
-    assert stored[False] == 0 and stored[True] > 100
-    assert _rows(dbs[False], "ops", {"iteration": "all"}) == _rows(dbs[True], "ops", {"iteration": "all"})
+    for table, least in (("op_iteration_totals", 100), ("op_flop_totals", 20)):
+        stored = {k: c.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for k, c in dbs.items()}
+        assert stored[False] == 0 and stored[True] > least, table
+    for name in sorted(STORED):
+        assert _rows(dbs[False], name, {"iteration": "all"}) == _rows(dbs[True], name, {"iteration": "all"})
     for c in dbs.values():
+        c.close()
+
+
+FLOP_REPORTS = sorted(n for n, t in STORED.items() if t == "op_flop_totals")
+
+
+def test_flop_totals_follow_the_formulas(path, tmp_path, monkeypatch):
+    """FLOP totals are counted under the flop_formulas of their ingest (users may change
+    them): once a formula changes, no run's totals are read and the reports count the
+    ops again by the new formula, the rows of the walk; before, they are read."""
+    import shutil
+    copy = tmp_path / "formulas.duckdb"
+    shutil.copyfile(path, copy)
+    c = db.connect(copy)
+    try:
+        stored = lambda: {r for (r,) in c.execute("SELECT run FROM flop_stored_runs").fetchall()}  # noqa: E731
+        assert "amp" in stored()
+        old = {n: _rows(c, n, {"iteration": "all"}) for n in FLOP_REPORTS}
+        c.execute("UPDATE flop_formulas SET flops_per_element = flops_per_element + 1 WHERE formula = 'eltwise'")
+        assert stored() == set()
+        for name in FLOP_REPORTS:
+            new = _rows(c, name, {"iteration": "all"})
+            assert new == _rows(c, name, {"iteration": "all"}, monkeypatch), name
+            assert new != old[name], name           # the new formula counts: no stale sums read
+    finally:
         c.close()

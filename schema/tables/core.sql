@@ -116,6 +116,25 @@ CREATE TABLE IF NOT EXISTS op_iteration_totals (
     kernels      BIGINT                      -- GPU activities launched inside the calls
 );
 
+-- The FLOP reports' analytic rows of every iteration of a trace run, stored at ingest
+-- with --op-totals (schema/load/flop_aggregates.sql): the counted ops of flop_ops over
+-- the whole run, summed per iteration, op name, pass, category and dtype, under the
+-- flop_formulas of that time (formulas: flop_formulas_digest()). A run swept with no
+-- op of a formula has one row with op_name NULL and ops 0. The reports read a run's
+-- rows while flop_formulas is as it was; other runs they sweep themselves.
+CREATE TABLE IF NOT EXISTS op_flop_totals (
+    run       VARCHAR NOT NULL,
+    iteration INTEGER,                       -- flop_ops.iteration (NULL: none)
+    op_name   VARCHAR,                       -- flop_ops.name
+    pass      VARCHAR,                       -- forward | backward | optimizer
+    category  VARCHAR,                       -- matrix | other
+    dtype     VARCHAR,                       -- flop_ops.dtype
+    ops       BIGINT NOT NULL,               -- counted ops
+    counted   BIGINT NOT NULL,               -- of them, those with FLOPs (shapes recorded)
+    flops     BIGINT,                        -- their FLOPs summed (NULL: none counted)
+    formulas  VARCHAR NOT NULL               -- flop_formulas_digest() when stored
+);
+
 -- Hardware counters (ncu): one row per kernel and metric, in base units.
 CREATE TABLE IF NOT EXISTS counters (
     run       VARCHAR NOT NULL,              -- the ncu run

@@ -59,17 +59,33 @@ CREATE OR REPLACE MACRO flop_kernel_in_window(run, kernel_id, launch_ts_ns, ts_n
         AND coalesce(launch_ts_ns, ts_ns) BETWEEN getvariable('tracedb_op_windows').runs[run].lo_ns
                                               AND getvariable('tracedb_op_windows').runs[run].hi_ns);
 
+-- A digest of flop_formulas as it is: the stored FLOP totals (op_flop_totals) were
+-- counted under the formulas whose digest they carry.
+CREATE OR REPLACE MACRO flop_formulas_digest() AS (
+    SELECT md5(coalesce(string_agg(concat_ws('|', op, formula, category, flops_per_element), chr(10) ORDER BY op), ''))
+    FROM flop_formulas);
+
+-- The runs whose FLOP totals an ingest with --op-totals stored (op_flop_totals) under
+-- today's flop_formulas: the FLOP reports read those rows instead of sweeping the run.
+CREATE OR REPLACE VIEW flop_stored_runs AS
+SELECT DISTINCT run FROM op_flop_totals WHERE formulas = flop_formulas_digest();
+
 -- The runs the FLOP views sweep: every run, or (paired_only) the trace runs whose kernels
 -- are matched to counters (match_runs). kernel_flop_ops needs flop_ops of those only: a
 -- run without counters is then not swept twice by op_flops (analytic and hardware rows);
 -- filtered at the events scan, where DuckDB skips an unasked run's row groups.
-CREATE OR REPLACE MACRO flop_runs(paired_only) AS TABLE
-    SELECT run FROM runs WHERE NOT paired_only
+-- walked_only: not the runs of flop_stored_runs (their analytic rows are stored); one_run:
+-- that run alone (the ingest's, before its runs row: schema/load/flop_aggregates.sql).
+CREATE OR REPLACE MACRO flop_runs(paired_only, walked_only := false, one_run := NULL) AS TABLE
+    SELECT run FROM runs WHERE NOT paired_only AND one_run IS NULL
+                         AND NOT (walked_only AND run IN (SELECT run FROM flop_stored_runs))
     UNION ALL
-    SELECT DISTINCT trace_run FROM match_runs WHERE paired_only;
+    SELECT DISTINCT trace_run FROM match_runs WHERE paired_only AND one_run IS NULL
+    UNION ALL
+    SELECT CAST(one_run AS VARCHAR) WHERE one_run IS NOT NULL;
 
 -- flop_op_candidates (below) of the runs of flop_runs(paired_only).
-CREATE OR REPLACE MACRO flop_op_candidates_of(paired_only) AS TABLE
+CREATE OR REPLACE MACRO flop_op_candidates_of(paired_only, walked_only := false, one_run := NULL) AS TABLE
 SELECT run, event_id, name, pid, tid, ts_ns, end_ns, formula, category, flops_per_element,
        TRY_CAST(a[1] AS BIGINT[][]) AS dims, TRY_CAST(a[2] AS VARCHAR[]) AS types, TRY_CAST(a[3] AS VARCHAR[]) AS ci
 FROM (
@@ -80,7 +96,8 @@ FROM (
     FROM events e
     JOIN flop_formulas f ON f.op = e.name
     WHERE e.ph = 'X' AND e.dur_ns IS NOT NULL AND is_framework_op_category(e.cat)
-      AND flop_event_in_window(e.run, e.event_id, e.ts_ns) AND e.run IN (SELECT run FROM flop_runs(paired_only)));
+      AND flop_event_in_window(e.run, e.event_id, e.ts_ns)
+      AND e.run IN (SELECT run FROM flop_runs(paired_only, walked_only := walked_only, one_run := one_run)));
 
 -- Framework ops with a row in flop_formulas, their shapes and arguments parsed.
 --
@@ -99,12 +116,12 @@ FROM (
 CREATE OR REPLACE VIEW flop_op_candidates AS SELECT * FROM flop_op_candidates_of(false);
 
 -- flop_pass_spans (below) of the runs of flop_runs(paired_only).
-CREATE OR REPLACE MACRO flop_pass_spans_of(paired_only) AS TABLE
+CREATE OR REPLACE MACRO flop_pass_spans_of(paired_only, walked_only := false, one_run := NULL) AS TABLE
 SELECT run, event_id, pid, tid, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns,
        CASE WHEN name LIKE 'autograd::engine::evaluate_function:%' THEN 'backward' ELSE 'optimizer' END AS pass
 FROM events
 WHERE ph = 'X' AND dur_ns IS NOT NULL AND flop_event_in_window(run, event_id, ts_ns)
-  AND run IN (SELECT run FROM flop_runs(paired_only))
+  AND run IN (SELECT run FROM flop_runs(paired_only, walked_only := walked_only, one_run := one_run))
   AND (name LIKE 'autograd::engine::evaluate_function:%' OR name LIKE 'Optimizer.step#%'
        OR name LIKE 'Optimizer.zero_grad#%');
 
@@ -123,11 +140,11 @@ WHERE ph = 'X' AND dur_ns IS NOT NULL AND flop_event_in_window(run, event_id, ts
 CREATE OR REPLACE VIEW flop_pass_spans AS SELECT * FROM flop_pass_spans_of(false);
 
 -- flop_ops (below) of the runs of flop_runs(paired_only).
-CREATE OR REPLACE MACRO flop_ops_of(paired_only) AS TABLE
+CREATE OR REPLACE MACRO flop_ops_of(paired_only, walked_only := false, one_run := NULL) AS TABLE
 WITH ordered AS (
     -- nested: a candidate before it in (start, longer first, id) order ends at or after its end
     SELECT *, coalesce(max(end_ns) OVER w_before >= end_ns, false) AS nested
-    FROM flop_op_candidates_of(paired_only)
+    FROM flop_op_candidates_of(paired_only, walked_only := walked_only, one_run := one_run)
     WINDOW w_before AS (PARTITION BY run, pid, tid ORDER BY ts_ns, end_ns DESC, event_id
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ), owned AS (
@@ -151,7 +168,7 @@ WITH ordered AS (
     SELECT run, event_id,
            max(CASE WHEN pass = 'optimizer' THEN end_ns END) OVER w AS optimizer_end_ns,
            max(CASE WHEN pass = 'backward' THEN end_ns END) OVER w AS backward_end_ns
-    FROM (SELECT run, pid, tid, start_ns AS ts_ns, end_ns, pass, CAST(NULL AS BIGINT) AS event_id FROM flop_pass_spans_of(paired_only)
+    FROM (SELECT run, pid, tid, start_ns AS ts_ns, end_ns, pass, CAST(NULL AS BIGINT) AS event_id FROM flop_pass_spans_of(paired_only, walked_only := walked_only, one_run := one_run)
           WHERE run IN (SELECT run FROM outer_ops)
           UNION ALL
           SELECT run, pid, tid, ts_ns, end_ns, NULL, event_id FROM outer_ops)
@@ -324,6 +341,34 @@ FROM in_op k
 LEFT JOIN flop_ops_of(true) o ON o.run = k.run AND o.event_id = k.flop_event_id
 LEFT JOIN spans s ON s.run = k.run AND s.kernel_id = k.kernel_id AND k.flop_event_id IS NULL;
 
+-- op_flops (below); walked_only: the analytic rows of the runs not in flop_stored_runs
+-- only (the hardware rows of every run).
+CREATE OR REPLACE MACRO op_flops_of(walked_only) AS TABLE
+SELECT run, iteration, event_id AS op_event_id, name AS op_name, pass, category, dtype,
+       'analytic' AS source, NULL::VARCHAR AS counter_run, CAST(NULL AS BIGINT) AS kernels, flops
+FROM flop_ops_of(false, walked_only := walked_only)
+UNION ALL
+SELECT o.run, o.iteration, o.op_event_id, o.op_name, o.pass, o.category,
+       CASE greatest(coalesce(sum(c.tensor_flops), 0), coalesce(sum(c.fp64_flops), 0),
+                     coalesce(sum(c.fp32_flops), 0), coalesce(sum(c.fp16_flops), 0))
+            WHEN 0 THEN NULL
+            WHEN coalesce(sum(c.tensor_flops), 0) THEN coalesce(max(c.tensor_dtype), 'fp16')
+            WHEN coalesce(sum(c.fp32_flops), 0) THEN 'fp32'
+            WHEN coalesce(sum(c.fp16_flops), 0) THEN 'fp16' ELSE 'fp64' END AS dtype,
+       CASE WHEN mk.ncu_run = mk.run THEN 'cupti' ELSE 'ncu' END AS source, mk.ncu_run,
+       count(*) AS kernels,
+       CAST(round(sum(coalesce(c.tensor_flops, 0) + coalesce(c.fp64_flops, 0) + coalesce(c.fp32_flops, 0)
+                      + coalesce(c.fp16_flops, 0))) AS BIGINT) AS flops
+FROM kernel_flop_ops o
+JOIN matched_kernels mk ON mk.run = o.run AND mk.kernel_id = o.kernel_id
+JOIN (SELECT trace_run, ncu_run FROM ncu_pairings WHERE trace_run <> ncu_run   -- a forced pairing last
+      QUALIFY row_number() OVER (PARTITION BY trace_run ORDER BY forced, matched_at DESC, ncu_run) = 1
+      UNION ALL
+      SELECT trace_run, ncu_run FROM match_runs WHERE trace_run = ncu_run) p
+  ON p.trace_run = mk.run AND p.ncu_run = mk.ncu_run
+JOIN kernel_flop_counters c ON c.run = mk.ncu_run AND c.kernel_id = mk.ncu_id
+GROUP BY o.run, o.iteration, o.op_event_id, o.op_name, o.pass, o.category, mk.ncu_run, mk.run;
+
 -- FLOPs per op event and source, one row each: analytic (flop_ops), and the
 -- hardware counts of the op's kernels: cupti (the trace's own counters) or ncu
 -- (the ncu run matched to the trace last). dtype: analytic, of the op's first
@@ -352,31 +397,7 @@ LEFT JOIN spans s ON s.run = k.run AND s.kernel_id = k.kernel_id AND k.flop_even
 -- @column flops        FLOPs: analytic, by the op's formula (NULL where its shapes are
 --                      missing); hardware, the kernels' tensor, fp64, fp32 and fp16 FLOPs
 --                      summed and rounded
-CREATE OR REPLACE VIEW op_flops AS
-SELECT run, iteration, event_id AS op_event_id, name AS op_name, pass, category, dtype,
-       'analytic' AS source, NULL::VARCHAR AS counter_run, CAST(NULL AS BIGINT) AS kernels, flops
-FROM flop_ops
-UNION ALL
-SELECT o.run, o.iteration, o.op_event_id, o.op_name, o.pass, o.category,
-       CASE greatest(coalesce(sum(c.tensor_flops), 0), coalesce(sum(c.fp64_flops), 0),
-                     coalesce(sum(c.fp32_flops), 0), coalesce(sum(c.fp16_flops), 0))
-            WHEN 0 THEN NULL
-            WHEN coalesce(sum(c.tensor_flops), 0) THEN coalesce(max(c.tensor_dtype), 'fp16')
-            WHEN coalesce(sum(c.fp32_flops), 0) THEN 'fp32'
-            WHEN coalesce(sum(c.fp16_flops), 0) THEN 'fp16' ELSE 'fp64' END AS dtype,
-       CASE WHEN mk.ncu_run = mk.run THEN 'cupti' ELSE 'ncu' END AS source, mk.ncu_run,
-       count(*) AS kernels,
-       CAST(round(sum(coalesce(c.tensor_flops, 0) + coalesce(c.fp64_flops, 0) + coalesce(c.fp32_flops, 0)
-                      + coalesce(c.fp16_flops, 0))) AS BIGINT) AS flops
-FROM kernel_flop_ops o
-JOIN matched_kernels mk ON mk.run = o.run AND mk.kernel_id = o.kernel_id
-JOIN (SELECT trace_run, ncu_run FROM ncu_pairings WHERE trace_run <> ncu_run   -- a forced pairing last
-      QUALIFY row_number() OVER (PARTITION BY trace_run ORDER BY forced, matched_at DESC, ncu_run) = 1
-      UNION ALL
-      SELECT trace_run, ncu_run FROM match_runs WHERE trace_run = ncu_run) p
-  ON p.trace_run = mk.run AND p.ncu_run = mk.ncu_run
-JOIN kernel_flop_counters c ON c.run = mk.ncu_run AND c.kernel_id = mk.ncu_id
-GROUP BY o.run, o.iteration, o.op_event_id, o.op_name, o.pass, o.category, mk.ncu_run, mk.run;
+CREATE OR REPLACE VIEW op_flops AS SELECT * FROM op_flops_of(false);
 
 -- The peak FLOP/s rows of each run's device: those of the first peak_flops gpu
 -- whose pattern matches the device name (users' rows first, then priority).
@@ -432,3 +453,39 @@ JOIN (SELECT run, iteration, steady, false AS no_iterations FROM iteration_stead
       SELECT run, CAST(NULL AS INTEGER), CAST(NULL AS BOOLEAN), run NOT IN (SELECT run FROM iterations)
       FROM runs WHERE kind = 'trace') s
   ON s.run = f.run AND (s.iteration IS NULL OR s.iteration = f.iteration);
+
+-- op_flops_windows for the FLOP reports that sum it (flops_by_op, flop_utilization,
+-- bwd_fwd_ratio), with the analytic rows of the runs of flop_stored_runs read from
+-- op_flop_totals (summed per iteration at ingest with --op-totals) instead of swept:
+-- the same sums in every window. A row is an op of op_flops (the hardware rows, and
+-- the analytic rows of the other runs: calls NULL, ops 1) or a stored group of ops
+-- (op_event_id NULL; calls and ops, its number of ops).
+--
+-- @column iteration      the window: iteration N; NULL for the whole trace
+-- @column steady         true for the run's steady iteration (iteration_steadiness); NULL on
+--                        the whole-trace rows
+-- @column no_iterations  true on the whole-trace rows of a run without iterations; else false
+-- @column op_event_id    the op event (op_flops.op_event_id); NULL for a stored group
+-- @column calls          a stored group's number of ops; NULL for a row of op_flops
+-- @column ops            ops the row stands for: 1, or a stored group's number
+-- @column counted        of them, those with FLOPs (flops not NULL)
+-- @column flops          FLOPs of the op, or the group's summed (NULL: none counted)
+-- @columns_from op_flops
+CREATE OR REPLACE VIEW op_flop_sums_windows AS
+WITH w AS (
+    SELECT run, iteration, steady, false AS no_iterations FROM iteration_steadiness
+    UNION ALL
+    SELECT run, CAST(NULL AS INTEGER), CAST(NULL AS BOOLEAN), run NOT IN (SELECT run FROM iterations)
+    FROM runs WHERE kind = 'trace'
+)
+SELECT f.run, s.iteration, s.steady, s.no_iterations, f.op_event_id, f.op_name, f.pass, f.category,
+       f.dtype, f.source, CAST(NULL AS BIGINT) AS calls, CAST(1 AS BIGINT) AS ops,
+       CAST(f.flops IS NOT NULL AS BIGINT) AS counted, f.flops
+FROM op_flops_of(true) f
+JOIN w s ON s.run = f.run AND (s.iteration IS NULL OR s.iteration = f.iteration)
+UNION ALL
+SELECT t.run, s.iteration, s.steady, s.no_iterations, CAST(NULL AS BIGINT), t.op_name, t.pass, t.category,
+       t.dtype, 'analytic', t.ops, t.ops, t.counted, t.flops
+FROM op_flop_totals t
+JOIN w s ON s.run = t.run AND (s.iteration IS NULL OR s.iteration = t.iteration)
+WHERE t.ops > 0 AND t.run IN (SELECT run FROM flop_stored_runs);
