@@ -67,6 +67,8 @@ CREATE OR REPLACE MACRO flop_formulas_digest() AS (
 
 -- The runs whose FLOP totals an ingest with --op-totals stored (op_flop_totals) under
 -- today's flop_formulas: the FLOP reports read those rows instead of sweeping the run.
+--
+-- @column run  trace run with rows in op_flop_totals counted under flop_formulas as it is
 CREATE OR REPLACE VIEW flop_stored_runs AS
 SELECT DISTINCT run FROM op_flop_totals WHERE formulas = flop_formulas_digest();
 
