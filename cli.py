@@ -436,7 +436,7 @@ def parser():
                     help="trace: also store per-iteration totals: the op totals (the ops report's walk, done "
                          "once) and the counted ops' FLOPs, so that ops, flops_by_op, flop_utilization and "
                          "bwd_fwd_ratio read them instead of sweeping every event (ops on a 10 GB trace: "
-                         "0.2 s instead of 52 s), at about 13%% more ingest CPU for the ops and 14%% for the FLOPs")
+                         "0.2 s instead of 52 s), at about 13%% more ingest CPU for the ops and 10%% for the FLOPs")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")
