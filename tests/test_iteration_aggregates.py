@@ -188,3 +188,18 @@ def test_flop_totals_follow_the_formulas(path, tmp_path, monkeypatch):
             assert new != old[name], name           # the new formula counts: no stale sums read
     finally:
         c.close()
+
+
+def test_stored_runs_are_not_swept(con):
+    """What makes the stored form fast: the FLOP reports' sweep (op_flops_of(true), the
+    rows besides the stored sums) leaves the runs of flop_stored_runs out of the events
+    scan, and keeps every other run's ops and every hardware row (GPT-2's ncu counts:
+    kernels are matched after the ingest, so never stored)."""
+    q = lambda sql: con.execute(sql).fetchall()     # noqa: E731
+    stored = {r for (r,) in q("SELECT run FROM flop_stored_runs")}
+    assert {"amp", "gpt2", "mobilenet"} <= stored and "nsys" not in stored
+    swept = q("SELECT run, source, count(*) FROM op_flops_of(true) GROUP BY ALL ORDER BY ALL")
+    every = q("SELECT run, source, count(*) FROM op_flops GROUP BY ALL ORDER BY ALL")
+    assert swept == [r for r in every if r[1] != "analytic" or r[0] not in stored]
+    assert ("gpt2", "ncu") in {(r, s) for r, s, _ in swept} and ("amp", "analytic", ) not in {r[:2] for r in swept}
+    assert ("amp", "analytic") in {r[:2] for r in every}
