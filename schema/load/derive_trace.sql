@@ -3,7 +3,7 @@
 -- Reads the run's events through the temp view _run_events (trace_events.sql);
 -- writes threads, kernels and iterations; creates and drops its own temp tables.
 -- reads: _run_events
--- creates: _xprof_streams, _launch, _thread_key, _op, _depth, _launch_with_op, _seq, _marker, _gpu (all dropped at its
+-- creates: _xprof_streams, _launch, _thread_key, _op, _depth, _launch_op, _launch_with_op, _seq, _marker, _gpu (all dropped at its
 --          end but _gpu: collectives.sql and trace_system.sql read it, the latter drops it)
 
 -- Process and thread names (the last metadata event wins, as in the viewer).
@@ -131,31 +131,19 @@ FROM (
     FROM b)
 WHERE ord <> 0;
 
--- Each launch with its innermost enclosing op (the op's name, when it is still open
--- at the launch): the op of a launch at depth d is the latest op start on the
--- thread at or before it whose own depth is d - 1; the op's name and end are joined
--- here, where the launches are the small side (the kernels' insert joining every op
--- spilled its hash table, 6 s of 13 on a 10 GB trace). One statement, which replaces
--- _launch: launch order (_seq) and the kernels' insert read the launches from it.
--- (Apart from the kernels' insert: three hash tables of every launch held at once
--- beside the sort needed over 850 MiB at 16 threads for the 2.2 M kernels of a 1 GB
--- Nsight Systems export, past the load's 1 GiB cap on a 16-core host; two need under 700.)
-CREATE OR REPLACE TEMP TABLE _launch_with_op AS
-SELECT l.correlation, l.event_id, l.name, l.ts_ns, l.end_ns, l.pid, l.tid,
-       CASE WHEN lo.op_end_ns >= l.ts_ns THEN lo.op_event_id END AS op_event_id,
-       CASE WHEN lo.op_end_ns >= l.ts_ns THEN lo.op_name END AS op_name
-FROM _launch l
-LEFT JOIN (
-    SELECT lo.launch_event_id, lo.op_event_id, op.name AS op_name, op.end_ns AS op_end_ns
-    FROM (
-        SELECT p.event_id AS launch_event_id, o.event_id AS op_event_id
-        FROM (SELECT *, depth - 1 AS parent_depth FROM _depth WHERE NOT is_op AND depth > 0) p
-        ASOF JOIN (SELECT * FROM _depth WHERE is_op) o
-            ON p.th = o.th AND p.parent_depth = o.depth AND p.t >= o.t
-    ) lo
-    JOIN _op op ON op.event_id = lo.op_event_id
-) lo ON lo.launch_event_id = l.event_id;
-DROP TABLE _launch;
+-- Innermost enclosing op of a launch at depth d: the latest op start on the
+-- thread at or before it whose own depth is d - 1; with that op's name and end
+-- (joined here, where the launches are the small side: the kernels' insert joining
+-- every op spilled its hash table, 6 s of 13 on a 10 GB trace).
+CREATE OR REPLACE TEMP TABLE _launch_op AS
+SELECT lo.launch_event_id, lo.op_event_id, op.name AS op_name, op.end_ns AS op_end_ns
+FROM (
+    SELECT p.event_id AS launch_event_id, o.event_id AS op_event_id
+    FROM (SELECT *, depth - 1 AS parent_depth FROM _depth WHERE NOT is_op AND depth > 0) p
+    ASOF JOIN (SELECT * FROM _depth WHERE is_op) o
+        ON p.th = o.th AND p.parent_depth = o.depth AND p.t >= o.t
+) lo
+JOIN _op op ON op.event_id = lo.op_event_id;
 
 -- The ops and their nesting are not read after this: let their memory go before the
 -- sorts and joins below (a 10 GB trace's 8.8 M ops and 11 M boundaries, under the
@@ -229,7 +217,7 @@ SELECT k.event_id, k.t, row_number() OVER (ORDER BY k.t, k.event_id) - 1 AS seq,
        CASE WHEN k.t <= m.marker_end_ns THEN m.step END AS iteration,
        k.t > m.marker_end_ns AND k.t <= m.reach_ns AS held_before
 FROM (SELECT g.event_id, coalesce(l.ts_ns, g.ts_ns) AS t
-      FROM _gpu g LEFT JOIN _launch_with_op l ON l.correlation = g.correlation) k
+      FROM _gpu g LEFT JOIN _launch l ON l.correlation = g.correlation) k
 ASOF LEFT JOIN (SELECT *, max(marker_end_ns) OVER (ORDER BY start_ns) AS reach_ns FROM _marker) m
     ON k.t >= m.start_ns;
 
@@ -239,6 +227,17 @@ FROM (SELECT s.event_id, arg_max(m.step, (m.start_ns, m.step)) AS step
       WHERE s.held_before
       GROUP BY s.event_id) h
 WHERE _seq.event_id = h.event_id;
+
+-- (Each launch with its op first, apart: three hash tables of every launch held at once
+-- beside the sort needed over 850 MiB at 16 threads for the 2.2 M kernels of a 1 GB Nsight
+-- Systems export, past the load's 1 GiB cap on a 16-core host; two need under 700.)
+CREATE OR REPLACE TEMP TABLE _launch_with_op AS
+SELECT l.correlation, l.event_id, l.name, l.ts_ns, l.end_ns, l.pid, l.tid,
+       CASE WHEN lo.op_end_ns >= l.ts_ns THEN lo.op_event_id END AS op_event_id,
+       CASE WHEN lo.op_end_ns >= l.ts_ns THEN lo.op_name END AS op_name
+FROM _launch l LEFT JOIN _launch_op lo ON lo.launch_event_id = l.event_id;
+DROP TABLE _launch_op;
+DROP TABLE _launch;
 
 INSERT INTO kernels
 SELECT
