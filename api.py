@@ -146,15 +146,17 @@ class TraceDB:
 
     # -- writing --
     def ingest(self, path, run=None, pair_with=None, offset_ns=None, tz=None, columns=None,
-               start_ns=None, interval_ms=None, job=None, rank=None, iterations_from=None, jobs=None):
+               start_ns=None, interval_ms=None, job=None, rank=None, iterations_from=None, jobs=None,
+               op_totals=False):
         """Load a file as `tracedb ingest` does (ingest/batch.py: the same pairing of
         ncu reports and logs): one IngestResult; or a directory's files (a job's rank
         traces, a capture folder's trace and logs): a list. The first file that fails
-        raises its IngestError, after the others are loaded."""
+        raises its IngestError, after the others are loaded. op_totals: as
+        `--op-totals`, each trace's per-iteration op and FLOP totals stored too."""
         from .ingest.batch import ingest_groups_into
         from .ingest.jobs import ingest_groups
         options = {"offset_ns": offset_ns, "tz": tz, "columns": columns, "start_ns": start_ns,
-                   "interval_ms": interval_ms, "iterations_from": iterations_from}
+                   "interval_ms": interval_ms, "iterations_from": iterations_from, "op_totals": op_totals}
         groups = ingest_groups([path], job=job, rank=rank)
         with self._con(write=True) as con:
             outcomes = ingest_groups_into(con, groups, run=run, pair_with=pair_with, jobs=jobs, options=options)

@@ -2,8 +2,8 @@
 capture's own load all do, here once.
 
 The paths become groups (ingest/jobs.py: a capture folder is its files, another
-directory one job of rank traces); several traces are parsed across cores
-(ingest/parallel.py); then each file that pairs with a trace (an ncu report, a
+directory one job of rank traces); several traces load at once, each on a thread
+and a cursor of its own (ingest/parallel.py); then each file that pairs with a trace (an ncu report, a
 power or host log) pairs with its capture folder's trace, with --pair-with's, or
 with the one trace that can be its own (ingest/autopair.py). Nothing is printed:
 each file's Outcome carries the lines a person reads, and on_outcome(outcome)
@@ -54,8 +54,8 @@ def loaded_lines(con, path, r):
             + [("info", note) for note in reader.notes(con, path, r.run)])
 
 
-def traces_for_workers(items, run=None, jobs=None):
-    """The (trace file, options) items parsed in worker processes: with jobs > 1
+def traces_at_once(items, run=None, jobs=None):
+    """The (trace file, options) items loaded at once (ingest/parallel.py): with jobs > 1
     every trace file; by default those of a directory (the ranks of a job), when
     there are several."""
     if run or len(items) < 2 or jobs == 1 or (os.cpu_count() or 1) == 1:
@@ -96,8 +96,8 @@ def ingest_groups_into(con, groups, run=None, pair_with=None, jobs=None, options
             capture_traces[folders[r.path]] = r.run
             note_manifest(con, folders[r.path], r.run)
 
-    parallel = traces_for_workers(items, run, jobs)
-    if parallel:        # several traces: parsed across cores, then the files that pair with them
+    parallel = traces_at_once(items, run, jobs)
+    if parallel:        # several traces at once, then the files that pair with them
         from .parallel import ingest_traces
 
         def landed(r):

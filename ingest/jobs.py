@@ -62,7 +62,7 @@ def assign(con, path, fields, job=None, rank=None, require_rank=False):
 def clash(con, job, rank, world, path=None):
     """Why a trace of rank `rank` (world size `world`) cannot join job `job` in the
     database behind con (the rank is taken; another world size), or None. Also asked
-    when a parallel ingest copies a worker's run in. With path (a trace of a
+    by each file of a folder ingest before its commit. With path (a trace of a
     directory loaded as a job), the runs of the same folder are left to settle(),
     which tells its jobs apart, or refuses the folder, once all are loaded."""
     for other, other_rank, other_world, other_path in rows(con, "SELECT run, rank, world_size, path FROM runs "

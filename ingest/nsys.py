@@ -37,7 +37,7 @@ from ..store.tuning import memory_cap
 from .errors import IngestError
 from . import nsys_csv
 from .reader import Prepared, Reader
-from .trace import TraceReader
+from .trace import TraceReader, store_op_totals
 from ..progress import phase, status
 from .source import compression, hash_file, head, plain_copy
 
@@ -264,6 +264,7 @@ class NsysState:
         self.rank = None
         self.processes = []          # (pid, lowest device) of the processes with GPU activity, in rank order
         self.work = None             # the ingest's work directory (the load stages rows there)
+        self.op_totals = False       # --op-totals
 
 
 class NsysReader(Reader):
@@ -341,6 +342,7 @@ class NsysReader(Reader):
             ex.close()
         state = NsysState(path, db_path, options.get("iterations_from"))
         state.work = work                # (the load stages the export's rows there)
+        state.op_totals = bool(options.get("op_totals"))
         state.processes = procs
         notes = [f"written by {version}"]
         if metrics:
@@ -367,12 +369,14 @@ class NsysReader(Reader):
             # The run is written into the database file here, under the cap, and not at
             # the connection's close (or a later commit), where DuckDB's own limit (most
             # of the machine's memory) holds: the close after the 1 GB export's load took
-            # the process from 1.47 to 2.5-2.9 GB on 16 cores. (Where another
-            # transaction is open, DuckDB refuses it: the close does it then.)
+            # the process from 1.47 to 2.5-2.9 GB on 16 cores. (DuckDB refuses it while
+            # another transaction has updates or deletes pending, as in a folder's
+            # ingest: "Cannot CHECKPOINT: there are other write transactions active";
+            # the close, or a later checkpoint, writes the run then.)
             with phase("checkpoint"):
                 try:
                     con.execute("CHECKPOINT")
-                except duckdb.Error:
+                except duckdb.TransactionException:
                     pass
 
     def load(self, con, prep, run):
@@ -384,6 +388,8 @@ class NsysReader(Reader):
                 fields = _load(con, ex, run, st.iteration_marker, st.work)
             except sqlite3.DatabaseError as e:    # a page that does not read (a damaged or cut file)
                 raise IngestError(st.path, f"SQLite cannot read it ({e}); nothing was loaded") from None
+            if st.op_totals:
+                store_op_totals(con, run)
             if isinstance(st.processes, _InThread):
                 st.processes = st.processes.result()
             if st.pid is not None:

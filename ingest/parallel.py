@@ -28,9 +28,10 @@ their kernels, launches and ops, work in. The peak RSS is DuckDB's memory cap pl
 the files staging hold.
 """
 import os
+import signal
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 
 from ..progress import file_bar, phase
 from ..store.sql import scalar
@@ -106,16 +107,30 @@ def _content_bytes(path):
     its size; a gzip's own count of its content (the trailer's, modulo 4 GiB); xz
     COMPRESSED_RATIO times its size."""
     from .source import compression
-    size = os.path.getsize(path)
     try:
+        size = os.path.getsize(path)
         kind = compression(path)
         if kind == "gzip" and size >= 18:
             with open(path, "rb") as f:
                 f.seek(-4, os.SEEK_END)
                 return max(size, int.from_bytes(f.read(4), "little"))
-    except (IngestError, OSError):     # reported by its ingest
+    except OSError:                    # gone, unreadable: reported by its ingest
+        return 0
+    except IngestError:                # reported by its ingest
         return size
     return size * COMPRESSED_RATIO if kind else size
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:                    # reported by its ingest
+        return 0
+
+
+def _out_of_memory(result):
+    """A file that failed for want of DuckDB's memory (shared by the files at once)."""
+    return isinstance(result, tuple) and "Out of Memory" in result[1]
 
 
 def _whole(path):
@@ -147,47 +162,91 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
     """Ingest trace files into the database behind con, `jobs` at once (default: one
     a core), as many staging their events as fit in STAGED_BYTES;
     items are paths or (path, options of that file) pairs; report(result or (path,
-    error)) per file as it lands, in this thread. Returns the number of files that
-    failed."""
+    error)) per file as it lands, in this thread. A file that ran out of DuckDB's memory
+    cap beside others (the cap is the database's, shared by the files at work) is
+    loaded again alone once they are done, and reported then. Returns the number of
+    files that failed."""
     from . import _args_in_zstd
     items = [(str(i), {}) if not isinstance(i, tuple) else (str(i[0]), i[1]) for i in items]
-    sizes = {p: os.path.getsize(p) for p, _ in items}          # (the progress bar's MB/s)
+    sizes = {p: _size(p) for p, _ in items}          # (the progress bar's MB/s)
     at_once = max(1, min(jobs or FILES_AT_ONCE or _cores(), len(items)))
     staging = _Staging(STAGED_BYTES)
     todo = list(reversed(items))          # popped from the end: in the order given
+    again, alone = [], False              # out of memory beside others: alone, after them
     failed = 0
-    running = {}                          # future -> (path, cursor)
-    with ExitStack() as stack:
+    running = {}                          # future -> (item, cursor)
+    held = ExitStack()                    # Ctrl-C held back while the files stop (below)
+    with held, ExitStack() as stack:
         # DuckDB's settings for a load, once for all (each ingest leaves them as found)
         stack.enter_context(memory_cap(con))
         stack.enter_context(_args_in_zstd(con))
         at = stack.enter_context(file_bar(len(items)))     # (no spinner per file under it)
         pool = stack.enter_context(ThreadPoolExecutor(at_once, thread_name_prefix="tracedb-ingest"))
         try:
-            while todo or running:
+            while todo or running or again:
+                if not todo and not running:             # the others done: one at a time
+                    todo, again, alone, at_once = list(reversed(again)), [], True, 1
                 while todo and len(running) < at_once:
-                    path, own = todo.pop()
+                    item = todo.pop()
+                    path, own = item
                     cur = con.cursor()
                     asof_by_sort(cur)          # as db.connect sets on a connection (a session setting)
                     own = {**(options or {}), **own, "beside_others": len(items) > 1,
                            "staging": staging.of(_content_bytes(path))}
-                    running[pool.submit(_one, cur, path, own, staging)] = (path, cur)
+                    running[pool.submit(_one, cur, path, own, staging)] = (item, cur)
                 with phase("folder: files waited for"):
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in done:
-                    path, cur = running.pop(fut)
+                    item, cur = running.pop(fut)
                     cur.close()
                     result, events = fut.result()
+                    if not alone and len(items) > 1 and _out_of_memory(result):
+                        again.append(item)
+                        continue
                     failed += isinstance(result, tuple)
                     report(result)
-                    at(sizes[path], events)
+                    at(sizes[item[0]], events)
         except BaseException:             # Ctrl-C, SIGTERM: every file under way stops, rolled back
+            held.enter_context(_signals_held())
             staging.stop()
-            while running:               # (again and again: an interrupt between two statements is lost)
-                for _, cur in running.values():
-                    cur.interrupt()
-                done, _ = wait(list(running), timeout=0.05)
-                for fut in done:
-                    running.pop(fut)[1].close()
+            _stop(running, report)
             raise
     return failed
+
+
+@contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM ignored (a handler is the main thread's to set) until the files
+    under way have stopped and the database's settings are back: a second Ctrl-C there
+    met the connection busy, or ended the process with threads inside DuckDB."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: h for s, h in old.items() if h is not None}       # (None: not set from Python)
+    for s in old:
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _stop(running, report):
+    """Interrupt every file under way until all have ended (again and again: an
+    interrupt between two statements is lost), and close their cursors before the
+    database's settings are put back; a further Ctrl-C meanwhile does not cut this
+    short (threads left inside DuckDB at exit abort the interpreter). A file that
+    committed before its interrupt is reported."""
+    while running:
+        try:
+            for _, cur in running.values():
+                cur.interrupt()
+            done, _ = wait(list(running), timeout=0.05)
+            for fut in done:
+                running.pop(fut)[1].close()
+                if fut.exception() is None and not isinstance(fut.result()[0], tuple):
+                    report(fut.result()[0])
+        except KeyboardInterrupt:
+            continue

@@ -149,7 +149,7 @@ def _stage_fast(con, tf, pieces):
     read as doubles unless tf.numbers says 'text' (as text, DuckDB formats each
     double back into a string: 0.5 s more per GB, and as much again to convert it)."""
     numbers = tf.numbers
-    con.execute("SET preserve_insertion_order = true")    # the event order is the file order
+    con.execute("SET SESSION preserve_insertion_order = true")    # the event order is the file order
     _read_pieces(con, pieces, numbers)
     try:
         rows = con.sql("SELECT * FROM _trace_rows").to_arrow_table(STAGE_CHUNK_ROWS)
@@ -457,8 +457,7 @@ def load(con, tf, run):
                    {"run": run, "world_size": world if isinstance(world, int) else None})
         run_script(con, sql_text("schema", "load/trace_system.sql"))
         if getattr(tf, "op_totals", False):
-            run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
-            run_script(con, sql_text("schema", "load/flop_aggregates.sql"), {"run": run})
+            store_op_totals(con, run)
         con.execute("DROP VIEW _run_events")
         for v in ("tracedb_run", "tracedb_base_ns", "tracedb_event_offset",
                   "tracedb_iteration_marker"):
@@ -467,6 +466,15 @@ def load(con, tf, run):
         raise IngestError(path, f"--iterations-from {iteration_marker!r}: no CPU-side event of that name "
                                 "with a duration in the trace")
     return {"base_time_ns": base_ns}
+
+
+def store_op_totals(con, run):
+    """--op-totals: the run's per-iteration op and FLOP totals stored (after its
+    derivation, in its transaction), which ops and the FLOP reports read for
+    iteration=all instead of sweeping every event (docs/benchmarks.md)."""
+    with phase("op totals (iteration_aggregates.sql, flop_aggregates.sql)"):
+        run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
+        run_script(con, sql_text("schema", "load/flop_aggregates.sql"), {"run": run})
 
 
 def _ac2g_links(con, path, run):

@@ -43,8 +43,9 @@ def path(tmp_path_factory):
     p = tmp_path_factory.mktemp("itagg") / "a.duckdb"
     con = db.connect(p)
     for run, f in TRACES.items():
-        ingest_file(con, f, run=run, options={"op_totals": True,
-                                              **({"iterations_from": "FlashAttnFunc"} if run == "nsys" else {})})
+        # (the nsys run without --op-totals: a run the reports walk; stored below)
+        ingest_file(con, f, run=run, options={"iterations_from": "FlashAttnFunc"} if run == "nsys" else
+                    {"op_totals": True})
     ingest_file(con, DATA / "flops" / "h100_gpt2_bs8_amp_ncu_raw_baseunits.csv.gz", pair_with="gpt2")
     con.close()
     assert main(["ingest", str(DATA / "dist" / "ddp"), "--db", str(p), "--op-totals"]) == 0
@@ -203,3 +204,29 @@ def test_stored_runs_are_not_swept(con):
     assert swept == [r for r in every if r[1] != "analytic" or r[0] not in stored]
     assert ("gpt2", "ncu") in {(r, s) for r, s, _ in swept} and ("amp", "analytic", ) not in {r[:2] for r in swept}
     assert ("amp", "analytic") in {r[:2] for r in every}
+
+
+def test_an_nsys_run_stores_its_totals_when_asked(tmp_path, monkeypatch):
+    """--op-totals on an Nsight Systems export (its ops from emit_nvtx ranges): the
+    totals are stored, and every report reads the rows of the walk."""
+    c = db.connect(tmp_path / "n.duckdb")
+    ingest_file(c, TRACES["nsys"], run="nsys", options={"iterations_from": "FlashAttnFunc", "op_totals": True})
+    for name, table in STORED.items():
+        assert c.execute(f"SELECT count(*) FROM {table} WHERE run = 'nsys'").fetchone()[0] > 0, table
+        assert _same(c, name, monkeypatch) >= 1, name
+    c.close()
+
+
+def test_op_totals_through_the_api_and_refused_with_a_lake(tmp_path, capsys):
+    """The Python API takes op_totals as the CLI takes --op-totals; a lake ingest, whose
+    reports do not read the totals, refuses the flag in one line and writes nothing."""
+    from tracedb.api import connect
+    from tracedb.cli import main
+    with connect(tmp_path / "api.duckdb", read_only=False) as t:
+        t.ingest(str(TRACES["jax"]), run="jax", op_totals=True)
+    c = db.connect(tmp_path / "api.duckdb", read_only=True)
+    assert c.execute("SELECT count(*) FROM op_iteration_totals WHERE run = 'jax'").fetchone()[0] > 0
+    c.close()
+    assert main(["ingest", str(TRACES["jax"]), "--lake", str(tmp_path / "lake"), "--op-totals"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--op-totals" in err[0] and not (tmp_path / "lake").exists()

@@ -24,7 +24,7 @@ def test_two_files_claiming_rank_0_in_one_folder(tmp_path, capsys):
     with gzip.open(job / "b.json.gz", "wt") as f:
         json.dump(doc, f)
     dbf = tmp_path / "x.duckdb"
-    for jobs in ("2", "1"):                           # worker processes, and one by one
+    for jobs in ("2", "1"):                           # files at once, and one by one
         assert main(["ingest", str(job), "--db", str(dbf), "--jobs", jobs]) == 1
         err = capsys.readouterr().err
         # one error naming both files (their times overlap: one job, not two jobs told apart);
