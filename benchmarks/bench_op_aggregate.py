@@ -12,15 +12,9 @@ import os
 import sys
 import time
 
+from bench_flop_aggregate import _script     # (this folder: the statements timed one by one)
 from tracedb.store import db
-from tracedb.store.catalog import sql_text
-from tracedb.store.sql import statements
 from tracedb.query import reports
-
-
-def _cpu():
-    t = os.times()
-    return t.user + t.system
 
 
 def _ops_all(con, run):
@@ -41,13 +35,8 @@ def main(path, compare=True):
         if compare:
             walked, dt = _ops_all(con, run)
             print(f"ops iteration=all walked: {dt:.2f} s ({len(walked):,} rows)")
-        w0, c0 = time.perf_counter(), _cpu()
-        for stmt in statements(sql_text("schema", "load/iteration_aggregates.sql")):
-            w, c = time.perf_counter(), _cpu()
-            con.execute(stmt, {"run": run} if "$run" in stmt else None)
-            first = next(line for line in stmt.strip().splitlines() if line.strip() and not line.startswith("--"))
-            print(f"  {time.perf_counter() - w:7.2f} s wall {_cpu() - c:7.2f} s CPU  {first[:60]}")
-        print(f"aggregates of {run}: {time.perf_counter() - w0:.2f} s wall, {_cpu() - c0:.2f} s CPU, "
+        wall, cpu = _script(con, "iteration_aggregates.sql", run, "op_iteration_totals", verbose=True)
+        print(f"aggregates of {run}: {wall:.2f} s wall, {cpu:.2f} s CPU, "
               f"{con.execute('SELECT count(*) FROM op_iteration_totals WHERE run = ?', [run]).fetchall()[0][0]:,} rows")
         if compare:
             stored, dt = _ops_all(con, run)

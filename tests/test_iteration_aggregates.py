@@ -12,15 +12,14 @@ the database), and an Nsight Systems export (no aggregate stored: the report wal
 it as before). A database made before the aggregates (no rows, or no table at all
 in a read-only file), and FLOP totals stored under other flop_formulas, give the
 same rows by the walk."""
-import dataclasses
 from pathlib import Path
 
 import pytest
 
 from conftest import DATA
 from tracedb.store import db
-from tracedb.query import reports
 from tracedb.ingest import ingest_file
+from test_flop_sweeps import _rows as report_rows
 
 BEFORE = Path(__file__).parent / "reports_before"
 TRACES = {
@@ -60,17 +59,9 @@ def con(path):
 
 
 def _rows(con, name, params, monkeypatch=None):
-    if monkeypatch is not None:          # the report as it was: the walk, whatever is stored
-        rep = dataclasses.replace(reports.get(name), sql=(BEFORE / f"{name}.sql").read_text())
-        get = reports.get
-        monkeypatch.setattr(reports, "get", lambda n: rep if n == name else get(n))
-    try:
-        return reports.run(con, name, params).to_pylist()
-    except reports.ReportError as e:
-        return str(e)
-    finally:
-        if monkeypatch is not None:
-            monkeypatch.undo()
+    """The report's rows; with monkeypatch, those of its frozen SQL before (the walk)."""
+    sql = (BEFORE / f"{name}.sql").read_text() if monkeypatch is not None else None
+    return report_rows(con, name, params, sql, monkeypatch)
 
 
 def _cases(con, name):
