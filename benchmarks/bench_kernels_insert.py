@@ -32,6 +32,12 @@ def main(argv):
     from tracedb.store.sql import bind, statements
     from tracedb.ingest.trace import _aligned, ROW_GROUP_ROWS
 
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return
+    if not argv or not os.path.isfile(argv[0]):      # (DuckDB would make it)
+        sys.exit(f"no such database: {argv[0] if argv else '(none given)'}; usage: "
+                 "python benchmarks/bench_kernels_insert.py DB [--threads N] [--rounds N]")
     path = argv[0]
     threads = int(argv[argv.index("--threads") + 1]) if "--threads" in argv else None
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 1

@@ -313,13 +313,6 @@ class NsysReader(Reader):
         else:
             db_path = path
             digest, size = None, os.path.getsize(path)
-        hashing = None
-        if digest is None:
-            # hashed beside the load, unless a run of its size (a duplicate has one) is there
-            if scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [size]):
-                digest, size = hash_file(path)
-            else:
-                hashing = _InThread(hash_file, path)
         ex = Export(path, db_path)
         try:
             try:
@@ -333,13 +326,21 @@ class NsysReader(Reader):
                     ex.source(kind)
                 version = ex.version_text()
                 rank = options.get("rank")
-                # (a scan of the kernel table: beside the load, unless --rank needs it now)
-                procs = ex.cuda_processes() if rank is not None else _InThread(_cuda_processes, path, db_path)
                 metrics = _gpu_metric_samples(ex)
+                # (a scan of the kernel table: beside the load, unless --rank needs it now;
+                # begun once the export is known good, as the hash below)
+                procs = ex.cuda_processes() if rank is not None else _InThread(_cuda_processes, path, db_path)
             except sqlite3.DatabaseError as e:
                 raise IngestError(path, f"SQLite cannot read it ({e})") from None
         finally:
             ex.close()
+        hashing = None
+        if digest is None:
+            # hashed beside the load, unless a run of its size (a duplicate has one) is there
+            if scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [size]):
+                digest, size = hash_file(path)
+            else:
+                hashing = _InThread(hash_file, path)
         state = NsysState(path, db_path, options.get("iterations_from"))
         state.work = work                # (the load stages the export's rows there)
         state.op_totals = bool(options.get("op_totals"))
