@@ -40,6 +40,7 @@ from .reader import Prepared, Reader
 from .trace import TraceReader, store_op_totals
 from ..progress import phase, status
 from .source import compression, hash_file, head, plain_copy
+from .trace_json import KeptThread, started
 
 # DuckDB's row group. What one statement inserts is whole row groups (but a table's
 # last part): a part-filled one in each batch of 512 Ki rows (or in each staged file of
@@ -329,7 +330,7 @@ class NsysReader(Reader):
                 metrics = _gpu_metric_samples(ex)
                 # (a scan of the kernel table: beside the load, unless --rank needs it now;
                 # begun once the export is known good, as the hash below)
-                procs = ex.cuda_processes() if rank is not None else _InThread(_cuda_processes, path, db_path)
+                procs = ex.cuda_processes() if rank is not None else started(_cuda_processes, path, db_path)
             except sqlite3.DatabaseError as e:
                 raise IngestError(path, f"SQLite cannot read it ({e})") from None
         finally:
@@ -340,7 +341,7 @@ class NsysReader(Reader):
             if scalar(con, "SELECT count(*) FROM runs WHERE content_bytes = ?", [size]):
                 digest, size = hash_file(path)
             else:
-                hashing = _InThread(hash_file, path)
+                hashing = started(hash_file, path)
         state = NsysState(path, db_path, options.get("iterations_from"))
         state.work = work                # (the load stages the export's rows there)
         state.op_totals = bool(options.get("op_totals"))
@@ -391,7 +392,7 @@ class NsysReader(Reader):
                 raise IngestError(st.path, f"SQLite cannot read it ({e}); nothing was loaded") from None
             if st.op_totals:
                 store_op_totals(con, run)
-            if isinstance(st.processes, _InThread):
+            if isinstance(st.processes, KeptThread):
                 st.processes = st.processes.result()
             if st.pid is not None:
                 fields.update(rank=st.rank, world_size=len(st.processes))
@@ -405,28 +406,6 @@ class NsysReader(Reader):
             return fields
         finally:
             ex.close()
-
-
-class _InThread:
-    """fn(*args) run in a thread of its own, begun at once; result() waits for it
-    and gives its value, or raises its error."""
-
-    def __init__(self, fn, *args):
-        self.value = self.error = None
-        self.thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
-        self.thread.start()
-
-    def _run(self, fn, args):
-        try:
-            self.value = fn(*args)
-        except BaseException as e:        # to the caller of result()
-            self.error = e
-
-    def result(self):
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.value
 
 
 def _cuda_processes(path, db_path):
@@ -574,7 +553,7 @@ def _nvtx_names(path, db_path, pid):
 
 
 def _nvtx_lookups(con, names):
-    """The temp tables of _nvtx_names' names (names: its _InThread) that nsys_rows.sql joins."""
+    """The temp tables of _nvtx_names' names (names: its KeptThread) that nsys_rows.sql joins."""
     domains, categories = names.result()
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_domains (id BIGINT, name VARCHAR)")
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_categories (domain_id BIGINT, id BIGINT, name VARCHAR)")
@@ -984,7 +963,7 @@ def _load_run(con, ex, run, iteration_marker, work):
     counts = {}
     scratch = os.path.join(work, "nsys-staged")
     os.makedirs(scratch, exist_ok=True)
-    nvtx_names = _InThread(_nvtx_names, ex.path, ex.db_path, ex.pid)
+    nvtx_names = started(_nvtx_names, ex.path, ex.db_path, ex.pid)
     with status(f"reading {path}"), phase("nsys: read and load"), _staged(ex, scratch) as staged:
         with phase("nsys: lookups"):       # (while the first ranges are read)
             _lookups(con, ex)

@@ -107,24 +107,23 @@ def _content_bytes(path):
     its size; a gzip's own count of its content (the trailer's, modulo 4 GiB); xz
     COMPRESSED_RATIO times its size."""
     from .source import compression
+    size = _size(path)
     try:
-        size = os.path.getsize(path)
         kind = compression(path)
         if kind == "gzip" and size >= 18:
             with open(path, "rb") as f:
                 f.seek(-4, os.SEEK_END)
                 return max(size, int.from_bytes(f.read(4), "little"))
-    except OSError:                    # gone, unreadable: reported by its ingest
-        return 0
-    except IngestError:                # reported by its ingest
+    except (IngestError, OSError):     # reported by its ingest
         return size
     return size * COMPRESSED_RATIO if kind else size
 
 
 def _size(path):
+    """The file's size, 0 where it cannot be read (gone, unreadable: its ingest says so)."""
     try:
         return os.path.getsize(path)
-    except OSError:                    # reported by its ingest
+    except OSError:
         return 0
 
 

@@ -634,7 +634,7 @@ class TraceReader(Reader):
         with phase("pieces (split: prologue, cuts)"):
             tf = trace_json.split(path, work, hashlib.sha256(), piece_bytes=piece_bytes,
                                   memory_pieces=per_batch + PIECES_AHEAD, first=first)
-        tf.per_batch = _pieces_per_batch(threads)
+        tf.per_batch = per_batch
         # A duplicate has the same size: only then wait for the hash before loading;
         # otherwise hashing an uncompressed file overlaps the parse. A compressed one
         # inflated while it loads has no size yet: the caller checks its hash after.

@@ -269,18 +269,33 @@ def _hash_failed(path, error):
     return IngestError(path, f"cannot hash the content ({what}); nothing was loaded")
 
 
-class _Thread(threading.Thread):
-    """A daemon thread that keeps its exception (.error) for the one who joins it."""
+class KeptThread(threading.Thread):
+    """A daemon thread that keeps its value (.value) and exception (.error) for the one
+    who joins it; result() joins it and gives the value, or raises the error."""
 
     def __init__(self, target, args):
         super().__init__(daemon=True)
-        self.error, self._work = None, (target, args)
+        self.value = self.error = None
+        self._work = (target, args)
 
     def run(self):
         try:
-            self._work[0](*self._work[1])
-        except BaseException as e:      # reported by wait_hash / _Hashing.__exit__
+            self.value = self._work[0](*self._work[1])
+        except BaseException as e:      # reported by wait_hash / _Hashing.__exit__ / result()
             self.error = e
+
+    def result(self):
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def started(fn, *args):
+    """fn(*args) begun at once in a KeptThread of its own."""
+    t = KeptThread(fn, args)
+    t.start()
+    return t
 
 
 def _drain(q, apply):
@@ -304,7 +319,7 @@ class _Hashing:
     def __init__(self, hasher, path):
         self.q = queue.Queue(maxsize=4)
         self.path = path
-        self.t = _Thread(_drain, (self.q, hasher.update))
+        self.t = KeptThread(_drain, (self.q, hasher.update))
 
     def update(self, chunk):
         self.q.put(chunk)
@@ -488,7 +503,7 @@ class _Pieces:
         self._memory, self._stopped = memory, stopped
         self._failed = False
         self._q = queue.Queue(maxsize=4)
-        self._writer = _Thread(_drain, (self._q, self._apply))
+        self._writer = KeptThread(_drain, (self._q, self._apply))
         self._writer.start()
 
     def _apply(self, op):
@@ -582,7 +597,7 @@ class _PieceFeed:
 
     def _start(self):
         if self._thread is None:
-            self._thread = _Thread(self._run, ())
+            self._thread = KeptThread(self._run, ())
             self._thread.start()
 
     def _raise(self):
@@ -655,7 +670,7 @@ class _Pipes:
             pipe = os.path.join(self.workdir, f"pipe-{k:05d}.json")
             Path(pipe).unlink(missing_ok=True)
             os.mkfifo(pipe, 0o600)
-            t = _Thread(self._feed, (pipe, k))
+            t = KeptThread(self._feed, (pipe, k))
             self.live.append((pipe, t))
             t.start()
             yield pipe
@@ -747,7 +762,7 @@ class _PlainHash:
         self.hasher, self.error = hasher, None
         self.file = open(path, "rb")
         self.hurry = threading.Event()
-        self.thread = _Thread(self._hash, (True,))
+        self.thread = KeptThread(self._hash, (True,))
         self.thread.start()
 
     def _hash(self, background):

@@ -795,9 +795,9 @@ def test_a_plain_export_hashed_beside_its_load(tmp_path, plain):
     import hashlib
     from tracedb.ingest import nsys
     threads = []
-    real = nsys._InThread.__init__
+    real = nsys.started
     monkey = pytest.MonkeyPatch()
-    monkey.setattr(nsys._InThread, "__init__", lambda self, fn, *a: threads.append(fn.__name__) or real(self, fn, *a))
+    monkey.setattr(nsys, "started", lambda fn, *a: threads.append(fn.__name__) or real(fn, *a))
     try:
         con = db.connect(tmp_path / "h.duckdb")
         first = ingest_file(con, str(plain["mock"]))
