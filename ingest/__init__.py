@@ -5,6 +5,7 @@ was); a file whose content is already loaded is skipped.
 """
 import errno
 import json
+import os
 import threading
 import warnings
 from contextlib import ExitStack, contextmanager
@@ -48,11 +49,12 @@ class IngestResult:
 # its own, a transaction each: what one ingest decides against the database alone is
 # decided against the runs committed so far (read through a fresh cursor: a
 # transaction sees the database as it was when it began) and against the others under
-# way. _CLAIMED: the run names given to ingests not yet committed (_claims).
+# way. _CLAIMED: the run names given to ingests not yet committed, per database file
+# (_claims; in-memory databases share one set: at worst a name gets a ~2 it did not need).
 # _DECIDING: held from the checks against the committed runs (same content, a rank of
 # its job taken) to the commit, so that no run commits between them; a skip's log
 # lines too (a run's log entries are numbered).
-_CLAIMED = set()
+_CLAIMED = {}
 _NAMING = threading.Lock()
 _DECIDING = threading.RLock()
 
@@ -89,18 +91,30 @@ def _claims(con):
     """claim(name): _unique_run against the runs committed by now and the names
     claimed by the ingests under way, claimed until the block ends (after the commit)."""
     mine = []
+    file = _database_file(con)
 
     def claim(name):
         with _NAMING, _committed(con) as now:
-            got = _unique_run(now, name, _CLAIMED)
-            _CLAIMED.add(got)
+            claimed = _CLAIMED.setdefault(file, set())
+            got = _unique_run(now, name, claimed)
+            claimed.add(got)
         mine.append(got)
         return got
     try:
         yield claim
     finally:
         with _NAMING:
-            _CLAIMED.difference_update(mine)
+            left = _CLAIMED.get(file, set()) - set(mine)
+            if left:
+                _CLAIMED[file] = left
+            else:
+                _CLAIMED.pop(file, None)
+
+
+def _database_file(con):
+    """The real path of the file behind con (None in memory): the key of its claims."""
+    path = scalar(con, "SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
+    return os.path.realpath(path) if path else None
 
 
 def _register(con, run, kind, path, digest, **fields):

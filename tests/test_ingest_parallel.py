@@ -95,6 +95,19 @@ def test_copies_at_once_keep_duplicates_and_names_apart(tmp_path):
         assert tables(par, {h: r for r, h in runs.items()}[h]) == tables(serial, run_name(p)), p
 
 
+def test_a_name_claimed_in_one_database_is_free_in_another(tmp_path):
+    """The names of ingests under way are claimed per database file: an ingest into
+    another file of the same process keeps its own name (it got name~2), while a
+    second ingest into the same file still gets name~2."""
+    from tracedb.ingest import _claims
+    a = db.connect(tmp_path / "a.duckdb")
+    with _claims(a) as claim:
+        assert claim("x") == "x"                       # an ingest into a.duckdb under way
+        b = db.connect(tmp_path / "b.duckdb")
+        assert ingest_file(b, TRACES[0], run="x").run == "x"
+        assert ingest_file(a.cursor(), TRACES[0], run="x").run == "x~2"
+
+
 def plain_copy(path, to):
     """An uncompressed copy of a gzip fixture."""
     with gzip.open(path, "rb") as f:
