@@ -8,8 +8,10 @@ either thread's warnings land in whichever list was installed last. Here one hoo
 installed while any ingest is catching (a count, under a lock) and each warning goes
 to the ingest of the thread that gave it, else to the ingest whose file it names
 ("PATH: ..." as every ingest warning begins: a thread of its own, such as a gzip
-inflater), else on as it would have gone without any catching.
+inflater), else on as it would have gone without any catching: through the caller's
+own filters, which the hook's "always" would otherwise have bypassed.
 """
+import os
 import threading
 import warnings
 from contextlib import contextmanager
@@ -19,9 +21,23 @@ _OPEN = []          # (thread id, path, list of warnings) of each ingest catchin
 _SAVED = None       # (filters, _showwarnmsg_impl, showwarning) before the first one began
 
 
+def _ignored(msg, filters):
+    """Whether the caller's filters ignore msg: the first filter that matches it decides,
+    as in warnings.warn_explicit (the module is the file's name, as there when a warning
+    comes without one)."""
+    module = os.path.splitext(os.path.basename(msg.filename or ""))[0]
+    for action, text, category, mod, lineno in filters:
+        if ((text is None or text.match(str(msg.message))) and issubclass(msg.category, category)
+                and (mod is None or mod.match(module)) and lineno in (0, msg.lineno)):
+            return action == "ignore"
+    return warnings.defaultaction == "ignore"
+
+
 def _show_saved(msg, saved):
     """A warning no ingest caught, shown as warnings would have without the hook."""
-    _, impl, show = saved
+    filters, impl, show = saved
+    if _ignored(msg, filters):
+        return
     if show is not warnings._showwarning_orig:      # a caller's own (the CLI's)
         show(msg.message, msg.category, msg.filename, msg.lineno, msg.file, msg.line)
     else:

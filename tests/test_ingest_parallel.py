@@ -212,6 +212,25 @@ def test_caught_gives_each_warning_to_its_ingest():
     assert [str(w.message) for w in outer] == ["about no file", "after"]
 
 
+def test_a_warning_no_ingest_catches_keeps_the_callers_filters():
+    """While an ingest catches, a warning of an unrelated thread goes on through the
+    caller's own filters: one the caller ignores stays ignored, the rest are shown."""
+    def warn_on_a_thread(text, category):
+        t = threading.Thread(target=warnings.warn, args=(text, category))
+        t.start()
+        t.join()
+    with warnings.catch_warnings(record=True) as outer:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message="hush")
+        with caught.caught("/x/a.json") as log:
+            warn_on_a_thread("old", DeprecationWarning)
+            warn_on_a_thread("hush, please", UserWarning)
+            warn_on_a_thread("shown", UserWarning)
+    assert log == []
+    assert [str(w.message) for w in outer] == ["shown"]
+
+
 def test_an_interrupted_folder_leaves_whole_runs_only(tmp_path):
     """Ctrl-C (here in the caller's report of the first file landed) stops the files
     under way: each rolls back, so the database holds whole runs only, and the same
