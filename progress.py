@@ -4,6 +4,7 @@ Each is silent when stderr is not a terminal, so pipes and logs stay clean."""
 import atexit
 import os
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
@@ -11,8 +12,10 @@ from contextlib import contextmanager
 # TRACEDB_PROFILE is set: name -> [wall s, CPU s of the whole process (every thread), times].
 _PHASES = {}
 # The phases open now, innermost last (a sampler of memory reads which phase it is in;
-# those of several threads interleave).
+# those of several threads interleave). _TIMING: both are changed by the threads of
+# files loaded at once.
 OPEN = []
+_TIMING = threading.Lock()
 
 
 def profiling():
@@ -29,15 +32,18 @@ def phase(name):
     if not _PHASES:
         atexit.register(_print_phases)
     w, c = time.perf_counter(), time.process_time()
-    OPEN.append(name)
+    with _TIMING:
+        OPEN.append(name)
     try:
         yield
     finally:
-        OPEN.pop()
-        p = _PHASES.setdefault(name, [0.0, 0.0, 0])
-        p[0] += time.perf_counter() - w
-        p[1] += time.process_time() - c
-        p[2] += 1
+        dw, dc = time.perf_counter() - w, time.process_time() - c
+        with _TIMING:
+            del OPEN[len(OPEN) - 1 - OPEN[::-1].index(name)]     # this phase, not another thread's last
+            p = _PHASES.setdefault(name, [0.0, 0.0, 0])
+            p[0] += dw
+            p[1] += dc
+            p[2] += 1
 
 
 def phase_times(reset=True):

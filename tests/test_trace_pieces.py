@@ -633,6 +633,38 @@ def test_profile_names_each_phase_and_derivation_statement(tmp_path, monkeypatch
     assert all(w >= 0 and c >= 0 for w, c, _ in got.values())
 
 
+def test_phases_of_two_threads_ended_out_of_order(monkeypatch):
+    """Files loaded at once time their phases on their own threads: a phase that ends
+    leaves the other thread's open one listed, and both are counted."""
+    import threading
+    from tracedb import progress
+    monkeypatch.setenv("TRACEDB_PROFILE", "1")
+    progress.phase_times()
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a():
+        with progress.phase("a"):
+            a_in.set()
+            b_in.wait()
+        a_out.set()
+
+    def b():
+        a_in.wait()
+        with progress.phase("b"):
+            b_in.set()
+            a_out.wait()
+            seen["open"] = list(progress.OPEN)
+    threads = [threading.Thread(target=f) for f in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen["open"] == ["b"]
+    assert progress.OPEN == []
+    assert {k: n for k, (_, _, n) in progress.phase_times().items()} == {"a": 1, "b": 1}
+
+
 def test_a_failed_insert_stops_the_parse_ahead(many_threads, tmp_path, monkeypatch):
     """The insert of the second batch fails while the third is being parsed: the load
     is rolled back whole (one clear error), and the parsing thread and its pieces'
