@@ -18,6 +18,10 @@ file, one after another, is the yardstick.
 --set MODULE.NAME=INT[,...]: a constant of the package set in the ingest's process (a
 variant measured without editing the code: --set ingest.trace.BATCH_BYTES=134217728).
 --label TEXT: the rows' name (default: tracedb ingest).
+--memory: what the process holds at its peak RSS: DuckDB's memory by tag (duckdb_memory(),
+read every 50 ms on a cursor beside the load until its derivation ends: after that a
+transaction beside the commit changes what DuckDB keeps), Arrow's pool, the rest (the
+allocators' free pages, Python, libraries); and the same at each phase's peak.
 --sql STATEMENT: run on the ingest's connection first (SET allocator_flush_threshold = '32MB').
 Each ingest row also gives when its peak RSS was reached (seconds after the start: the
 phases, printed in order with --profile, say in which).
@@ -69,6 +73,60 @@ class _PeakWatch:
         return self.at
 
 
+class _MemoryWatch:
+    """--memory: RSS (/proc/self/statm) and Arrow's pool every 10 ms, DuckDB's memory by
+    tag every 50 ms (a cursor of con), until the load's derivation ends; the sample at
+    the peak RSS and at each phase's (the innermost open one of TRACEDB_PROFILE's)."""
+
+    def __init__(self, con):
+        from tracedb import progress
+        self.open, self.done, self.tags, self.peaks = progress.OPEN, threading.Event(), {}, {}
+        self.cur, self.t0 = con.cursor(), time.perf_counter()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        import pyarrow as pa
+        page, last = os.sysconf("SC_PAGE_SIZE"), 0.0
+        while not self.done.wait(0.01):
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * page
+            name = self.open[-1] if self.open else "(outside the phases)"
+            if self.cur is not None and any(n.startswith(("run metadata", "commit")) for n in list(self.open)):
+                self.cur.close()     # the derivation is over: no transaction beside the commit
+                self.cur = None
+            now = time.perf_counter()
+            if self.cur is not None and now - last >= 0.05:
+                try:
+                    self.tags = {k: v for k, v in self.cur.execute(
+                        "SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 0").fetchall()}
+                except Exception:
+                    pass
+                last = now
+            sample = (rss, pa.total_allocated_bytes(), dict(self.tags), now - self.t0)
+            for key in ("(whole run)", name):
+                if rss > self.peaks.get(key, (0,))[0]:
+                    self.peaks[key] = sample
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        if self.cur is not None:
+            self.cur.close()
+        return {k: [rss, arrow, tags, at] for k, (rss, arrow, tags, at) in self.peaks.items()}
+
+
+def _print_memory(r):
+    print(f"\n{r['cores']} cores: at each phase's peak RSS (MB): DuckDB's memory (its last sample, up to 50 ms "
+          "old), Arrow's pool, the rest; DuckDB's largest tags")
+    print(f"{'phase':44} {'at s':>6} {'RSS':>6} {'DuckDB':>6} {'Arrow':>6} {'rest':>6}  tags")
+    for name, (rss, arrow, tags, at) in r["memory"].items():
+        duck = sum(tags.values())
+        top = sorted(((v, k) for k, v in tags.items() if v >= 1e6), reverse=True)[:5]
+        print(f"{name[:44]:44} {at:6.2f} {rss / 1e6:6.0f} {duck / 1e6:6.0f} {arrow / 1e6:6.0f} "
+              f"{(rss - duck - arrow) / 1e6:6.0f}  " + " ".join(f"{k}={v / 1e6:.0f}" for v, k in top))
+
+
 def _apply_settings(text):
     import importlib
     for item in filter(None, (text or "").split(",")):
@@ -110,6 +168,7 @@ def _child(mode, path, db, cores="0"):
         if os.environ.get("TRACEDB_BENCH_SQL"):
             con.execute(os.environ["TRACEDB_BENCH_SQL"])
         phase_times()                  # (a new file's schema is not the ingest's)
+        memory = _MemoryWatch(con) if os.environ.get("TRACEDB_BENCH_MEMORY") else None
         if os.path.isdir(path):
             from tracedb.ingest.parallel import ingest_traces
             ingest_traces(con, _traces(path), report=lambda r: None)
@@ -118,6 +177,7 @@ def _child(mode, path, db, cores="0"):
         n = tdb.scalar(con, "SELECT count(*) FROM events")
         with phase("close (checkpoint)"):
             con.close()
+        memory = memory.stop() if memory else None
     secs = time.perf_counter() - t
     peak_at = watch.done() - (t - watch.t0)
     after = resource.getrusage(resource.RUSAGE_SELF)
@@ -126,15 +186,16 @@ def _child(mode, path, db, cores="0"):
     print(json.dumps({"mode": mode, "seconds": secs, "cpu_seconds": cpu, "events": n,
                       "peak_rss_bytes": after.ru_maxrss * 1024, "child_peak_rss_bytes": kids.ru_maxrss * 1024,
                       "cores": len(os.sched_getaffinity(0)), "phases": phase_times(), "peak_at_s": peak_at,
-                      "peak_after": watch.after}))
+                      "peak_after": watch.after, **({"memory": memory} if mode != "json.load" and memory else {})}))
 
 
-def measure(mode, path, db="", instructions=False, cores=0, profile=False, settings="", sql=""):
+def measure(mode, path, db="", instructions=False, cores=0, profile=False, settings="", sql="", memory=False):
     cmd = [sys.executable, __file__, "--child", mode, path, db, str(cores)]
     with tempfile.NamedTemporaryFile("r", suffix=".perf") as counts:
         if instructions:
             cmd = ["perf", "stat", "-x,", "-e", "instructions", "-o", counts.name] + cmd
-        env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if profile else {}),
+        env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if profile or memory else {}),
+                   **({"TRACEDB_BENCH_MEMORY": "1"} if memory else {}),
                    **({"TRACEDB_BENCH_SET": settings} if settings and mode != "json.load" else {}),
                    **({"TRACEDB_BENCH_SQL": sql} if sql and mode != "json.load" else {}))
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -160,7 +221,7 @@ def main(argv):
     valued = {"--cores", "--repeat", "--keep", "--set", "--label", "--sql"}
     files = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in valued)]
     unknown = [a for a in argv if a.startswith("-") and a not in
-               ("--skip-json-load", "--instructions", "--profile") and a not in valued]
+               ("--skip-json-load", "--instructions", "--profile", "--memory") and a not in valued]
     if len(files) != 1 or unknown:
         sys.exit(__doc__.strip())
     if not os.path.exists(files[0]):
@@ -177,7 +238,7 @@ def main(argv):
         for c in cores:
             with tempfile.TemporaryDirectory() as d:
                 rows.append(measure("tracedb ingest", path, os.path.join(d, "bench.duckdb"), instructions, c, profile,
-                                    _opt(argv, "--set", ""), _opt(argv, "--sql", "")))
+                                    _opt(argv, "--set", ""), _opt(argv, "--sql", ""), "--memory" in argv))
                 rows[-1]["mode"] = _opt(argv, "--label", rows[-1]["mode"])
                 db_size = os.path.getsize(os.path.join(d, "bench.duckdb"))
                 if "--keep" in argv:
@@ -209,6 +270,9 @@ def main(argv):
             print(f"{k[:44]:44}" + "".join(
                 f" {r['phases'][k][0]:6.2f}/{r['phases'][k][1]:6.2f}" if k in r["phases"] else f" {'':>14}"
                 for r in runs))
+    for r in rows:
+        if r.get("memory"):
+            _print_memory(r)
     if loads and len(rows) == 2:
         print(f"speed-up over json.load: {rows[1]['seconds'] / rows[0]['seconds']:.2f}x")
 

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from ..store.db import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, sql_literal
-from ..store.tuning import memory_cap
+from ..store.tuning import memory_cap, trim_heap
 from . import trace_json
 from .errors import IngestError, database_error
 from .reader import Prepared, Reader, Reload
@@ -362,16 +362,21 @@ def _insert_batches(con, tf, stages, mended, threads):
             with phase("insert (Arrow -> events)"):
                 con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
                 _count_mended(con, staged, mended)
+                # The batch in whole row groups, a copy of nearly all of it (a row group
+                # spans pieces); the batch as parsed is let go before the insert: held
+                # beside the copy and the next batch's parse, it was a third batch.
+                rows_in, aligned = staged.num_rows, _aligned(staged, ROW_GROUP_ROWS, threads)
+                staged = None
                 # (this connection only; event_id, from pos, keeps the order)
                 con.execute("SET SESSION preserve_insertion_order = false")
                 try:
-                    run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged",
-                                    _aligned(staged, ROW_GROUP_ROWS, threads))
+                    run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged", aligned)
                 finally:
                     con.execute("RESET SESSION preserve_insertion_order")
-        n += staged.num_rows
+                aligned = None
+                trim_heap()        # the batches' glibc pages back to the OS (store/tuning.trim_heap)
+        n += rows_in
         batches += 1
-        staged = None          # inserted: let it go (the next one is being parsed)
 
 
 def _aligned(table, rows, threads):
