@@ -82,6 +82,7 @@ class _MemoryWatch:
         from tracedb import progress
         self.open, self.done, self.tags, self.peaks = progress.OPEN, threading.Event(), {}, {}
         self.cur, self.t0 = con.cursor(), time.perf_counter()
+        self.allocators = _Allocators()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -103,28 +104,78 @@ class _MemoryWatch:
                 except Exception:
                     pass
                 last = now
-            sample = (rss, pa.total_allocated_bytes(), dict(self.tags), now - self.t0)
-            for key in ("(whole run)", name):
-                if rss > self.peaks.get(key, (0,))[0]:
-                    self.peaks[key] = sample
+            if rss > self.peaks.get(name, (0,))[0] or rss > self.peaks.get("(whole run)", (0,))[0]:
+                sample = (rss, pa.total_allocated_bytes(), dict(self.tags), now - self.t0, self.allocators.read())
+                for key in ("(whole run)", name):
+                    if rss > self.peaks.get(key, (0,))[0]:
+                        self.peaks[key] = sample
 
     def stop(self):
         self.done.set()
         self.thread.join()
         if self.cur is not None:
             self.cur.close()
-        return {k: [rss, arrow, tags, at] for k, (rss, arrow, tags, at) in self.peaks.items()}
+        return {k: list(v) for k, v in self.peaks.items()}
+
+
+class _Allocators:
+    """The C allocators' own counts, where they can be read: DuckDB's jemalloc (its
+    duckdb_je_mallctl: bytes allocated, and resident: its pages, the free ones not yet
+    handed back included) and glibc's malloc (mallinfo2: in use, and taken from the OS;
+    the Arrow tables DuckDB hands to Python are malloc'ed)."""
+
+    def __init__(self):
+        import ctypes
+        self.ctypes, self.je, self.mallinfo = ctypes, None, None
+        try:
+            import duckdb
+            mod = sys.modules.get("_duckdb") or getattr(duckdb, "duckdb", None)
+            je = ctypes.CDLL(mod.__file__).duckdb_je_mallctl
+            je.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p,
+                           ctypes.c_size_t]
+            self.je = je
+        except (AttributeError, OSError, TypeError):
+            pass
+        try:
+            class _Info(ctypes.Structure):
+                _fields_ = [(n, ctypes.c_size_t) for n in
+                            "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+            f = ctypes.CDLL("libc.so.6").mallinfo2
+            f.restype = _Info
+            self.mallinfo = f
+        except (AttributeError, OSError):
+            pass
+
+    def _je(self, name):
+        c = self.ctypes
+        v, n = c.c_size_t(0), c.c_size_t(c.sizeof(c.c_size_t))
+        return v.value if self.je(name.encode(), c.byref(v), c.byref(n), None, 0) == 0 else 0
+
+    def read(self):
+        """{je_allocated, je_resident, glibc_used, glibc_system} in bytes (0: not read)."""
+        out = dict.fromkeys(("je_allocated", "je_resident", "glibc_used", "glibc_system"), 0)
+        if self.je:
+            c = self.ctypes
+            e, n = c.c_uint64(1), c.c_size_t(8)
+            self.je(b"epoch", c.byref(e), c.byref(n), c.byref(e), 8)     # the counts refreshed
+            out["je_allocated"], out["je_resident"] = self._je("stats.allocated"), self._je("stats.resident")
+        if self.mallinfo:
+            m = self.mallinfo()
+            out["glibc_used"], out["glibc_system"] = m.uordblks + m.hblkhd, m.arena + m.hblkhd
+        return out
 
 
 def _print_memory(r):
-    print(f"\n{r['cores']} cores: at each phase's peak RSS (MB): DuckDB's memory (its last sample, up to 50 ms "
-          "old), Arrow's pool, the rest; DuckDB's largest tags")
-    print(f"{'phase':44} {'at s':>6} {'RSS':>6} {'DuckDB':>6} {'Arrow':>6} {'rest':>6}  tags")
-    for name, (rss, arrow, tags, at) in r["memory"].items():
-        duck = sum(tags.values())
-        top = sorted(((v, k) for k, v in tags.items() if v >= 1e6), reverse=True)[:5]
-        print(f"{name[:44]:44} {at:6.2f} {rss / 1e6:6.0f} {duck / 1e6:6.0f} {arrow / 1e6:6.0f} "
-              f"{(rss - duck - arrow) / 1e6:6.0f}  " + " ".join(f"{k}={v / 1e6:.0f}" for v, k in top))
+    print(f"\n{r['cores']} cores: at each phase's peak RSS (MB): DuckDB's memory (its buffer manager: its last "
+          "sample, up to 50 ms old); DuckDB's jemalloc: allocated and resident; glibc's malloc: in use and taken "
+          "from the OS; Arrow's pool; DuckDB's largest tags")
+    print(f"{'phase':40} {'at s':>6} {'RSS':>6} {'DuckDB':>6} {'jeAll':>6} {'jeRes':>6} {'glUse':>6} {'glSys':>6} "
+          f"{'Arrow':>6}  tags")
+    for name, (rss, arrow, tags, at, al) in r["memory"].items():
+        top = sorted(((v, k) for k, v in tags.items() if v >= 1e6), reverse=True)[:4]
+        print(f"{name[:40]:40} {at:6.2f} {rss / 1e6:6.0f} {sum(tags.values()) / 1e6:6.0f} "
+              + " ".join(f"{al[k] / 1e6:6.0f}" for k in ("je_allocated", "je_resident", "glibc_used", "glibc_system"))
+              + f" {arrow / 1e6:6.0f}  " + " ".join(f"{k}={v / 1e6:.0f}" for v, k in top))
 
 
 def _apply_settings(text):
