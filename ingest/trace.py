@@ -29,7 +29,7 @@ EXACT_DOUBLE_US = 2 ** 43
 # (one inserted while the next is parsed: _parsed_ahead), as one of 512 MB was before.
 # DuckDB's JSON reader parses a piece on one thread, so a batch holds a piece per
 # thread: 2 of 128 MB on 2 threads, 16 of 12 MB on 16. Each thread's piece sits in one
-# buffer under the load's memory cap (store/tuning.MEMORY_CAP) beside the batch's
+# buffer under the load's memory cap (LOAD_MEMORY_CAP) beside the batch's
 # parsed rows: 16 threads on 32 MB pieces ran out of it (1.0 GiB used). Small pieces no
 # longer leave part-filled row groups: the insert is cut into whole ones (_aligned).
 # Above 4 threads a batch is 3/4 of that (_batch_bytes): 192 MB, not 256, on 16 cores
@@ -61,6 +61,20 @@ ROW_GROUP_ROWS = 122880
 
 
 MIN_PIECE_BYTES = 8 << 20
+# DuckDB's JSON reader takes a 32 MB buffer and more, ~42 MB in all, from the memory cap
+# for each file it reads at once (one thread a file), however small the file: 16 pieces
+# parsed at once count 672 MB of it, 32 (one a thread on 32 cores) 1.34 GB, which ran
+# out of a 1 GiB cap before a row was inserted. So no more than this many at once,
+# whatever the cores: the other threads insert the batch before.
+PIECES_AT_ONCE = 16
+# DuckDB's memory limit while a trace's events load and are derived (store/tuning.memory_cap):
+# below MEMORY_CAP's 1 GiB. The parse counts ~42 MB a piece (above), and the rest is
+# the table's blocks written so far, which DuckDB keeps up to its cap and can drop (they
+# are on disk), and the derivation's sorts, which spill. The 10 GB trace on 16 cores:
+# peak RSS 1.46-1.49 GB at 896 MiB against 1.60-1.63 GB at 1 GiB in the same commands
+# (docs/benchmarks.md); 768 MiB ran out of memory (the parse and the row groups being
+# written needed 769 MiB).
+LOAD_MEMORY_CAP = 896 << 20
 
 
 def _batch_bytes(threads):
@@ -69,8 +83,9 @@ def _batch_bytes(threads):
 
 
 def _pieces_per_batch(threads=1):
-    """Pieces parsed at once: at least one per DuckDB thread (one thread per piece)."""
-    return max(1, _batch_bytes(threads) // trace_json.PIECE_BYTES, threads)
+    """Pieces parsed at once: one per DuckDB thread (one thread per piece), at least
+    what BATCH_BYTES holds, at most PIECES_AT_ONCE."""
+    return min(max(1, _batch_bytes(threads) // trace_json.PIECE_BYTES, threads), PIECES_AT_ONCE)
 
 
 def _piece_bytes(threads):
@@ -216,16 +231,22 @@ def _exact_stages(con, tf, batch_rows):
         staged += batch.num_rows
         _drop_source(con)
         if staged >= batch_rows:
-            rows, parts = _joined(parts), []
-            yield _staged(rows)
-            rows, staged, done = None, 0, True
+            yield _staged(_joined(_drained(parts)))     # (the parts not held through the insert)
+            staged, done = 0, True
     if staged:
-        yield _staged(_joined(parts))
+        yield _staged(_joined(_drained(parts)))
     elif not done:             # no event at all: an empty batch
         empty = os.path.join(os.path.dirname(tf.pieces[0]), "empty.json")
         with open(empty, "w") as f:
             f.write("[]")
         yield _stage_fast(con, tf, [empty])
+
+
+def _drained(parts):
+    """The list's items, the list emptied."""
+    out = list(parts)
+    parts.clear()
+    return out
 
 
 def _joined(parts):
@@ -275,14 +296,16 @@ def _parsed_ahead(con, tf):
     worker.start()
     try:
         while True:
-            kind, item = handed.get()
+            got = [handed.get()]
             taken.set()
+            kind = got[0][0]
             if kind == "end":
                 return
             if kind == "error":
-                raise item
-            yield item
-            item = None
+                raise got[0][1]
+            # handed on, not held: a name in this frame kept each batch through the
+            # caller's insert (the caller lets it go once it has its row-group copy)
+            yield got.pop()[1]
     finally:
         stop.set()
         if worker.is_alive():
@@ -447,6 +470,7 @@ def load(con, tf, run):
             n = _again(con, tf, run, mended, lambda: _parsed_ahead(con, tf))
         if n is None:
             n = _again(con, tf, run, mended, lambda: _exact_stages(con, tf, BATCH_ROWS))
+    trim_heap()                # the last batch's pages too, before the derivation fills DuckDB's cap
     _warn_mended(path, mended)
     if tf.truncated:
         warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n[0]} events)")
@@ -656,7 +680,7 @@ class TraceReader(Reader):
     @contextmanager
     def loading(self, con, prep):
         try:
-            with memory_cap(con):
+            with memory_cap(con, LOAD_MEMORY_CAP):
                 yield
         finally:
             prep.state.stop()      # no piece is copied after the load (its work directory goes)

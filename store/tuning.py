@@ -51,14 +51,15 @@ def unless_set(con, name, value):
 
 
 @contextmanager
-def memory_cap(con):
-    """DuckDB's memory limit lowered to MEMORY_CAP for the block (a trace's load, an
-    export), whatever the trace's size: what does not fit spills to disk instead of
-    growing with the trace. A limit the user set is left alone; the default comes
-    back exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
+def memory_cap(con, cap=None):
+    """DuckDB's memory limit lowered to cap (default MEMORY_CAP) for the block (a
+    trace's load, an export), whatever the trace's size: what does not fit spills to
+    disk instead of growing with the trace. A limit the user set is left alone; the
+    default comes back exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
+    cap = MEMORY_CAP if cap is None else cap
     m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", default_setting("memory_limit") or "")
-    lower = m is not None and float(m[1]) * _UNITS[m[2]] > MEMORY_CAP
-    with setting(con, "memory_limit", unless_set(con, "memory_limit", f"{MEMORY_CAP}B") if lower else None):
+    lower = m is not None and float(m[1]) * _UNITS[m[2]] > cap
+    with setting(con, "memory_limit", unless_set(con, "memory_limit", f"{cap}B") if lower else None):
         yield
 
 
