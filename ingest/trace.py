@@ -269,13 +269,15 @@ def _parsed_ahead(con, tf):
     handed = queue.Queue(maxsize=1)
     taken, stop = threading.Event(), threading.Event()
 
-    def give(item):              # False when the caller stopped taking
+    def give(kind, box=None):    # False when the caller stopped taking
+        item = (kind, box.pop() if box else None)     # (box: a batch no name here holds once handed)
         while not stop.is_set():
             try:
                 handed.put(item, timeout=0.05)
                 break
             except queue.Full:
                 continue
+        item = None
         while not stop.is_set():
             if taken.wait(0.05):
                 taken.clear()
@@ -284,13 +286,12 @@ def _parsed_ahead(con, tf):
 
     def work():
         try:
-            for staged in _fast_stages(cur, tf):
-                if not give(("batch", staged)):
+            for box in _fast_stages(cur, tf):
+                if not give("batch", box):
                     return
-                staged = None
-            give(("end", None))
+            give("end")
         except BaseException as e:       # raised again in the caller's thread
-            give(("error", e))
+            give("error", [e])
 
     worker = threading.Thread(target=work, daemon=True, name="tracedb-parse")
     worker.start()
@@ -315,14 +316,15 @@ def _parsed_ahead(con, tf):
 
 
 def _fast_stages(con, tf):
+    """Each batch staged, in a list of one that its taker empties (the batch then held
+    by no name here while it is inserted)."""
     for group in _batches(tf.iter_pieces(), tf.per_batch):
-        staged = _stage_fast(con, tf, group)
+        box = [_stage_fast(con, tf, group)]
         tf.settle()
-        if pc.any(staged["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
-            staged = None      # not held by the exception's traceback through the retry
+        if pc.any(box[0]["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
+            box = None         # not held by the exception's traceback through the retry
             raise NeedsExact()
-        yield staged
-        staged = None          # inserted: let it go before the next batch is parsed
+        yield box
 
 
 _MENDED = {
