@@ -71,9 +71,10 @@ PIECES_AT_ONCE = 16
 # below MEMORY_CAP's 1 GiB. The parse counts ~42 MB a piece (above), and the rest is
 # the table's blocks written so far, which DuckDB keeps up to its cap and can drop (they
 # are on disk), and the derivation's sorts, which spill. The 10 GB trace on 16 cores:
-# peak RSS 1.46-1.49 GB at 896 MiB against 1.60-1.63 GB at 1 GiB in the same commands
-# (docs/benchmarks.md); 768 MiB ran out of memory (the parse and the row groups being
-# written needed 769 MiB).
+# peak RSS 1.49-1.60 GB at 896 MiB against 1.60-1.63 GB at 1 GiB in the same commands,
+# 1.43 GB with the batches let go before their insert (docs/benchmarks.md, fifth round);
+# 768 MiB ran out of memory (the parse and the row groups being written needed 769 MiB).
+# A folder's files keep MEMORY_CAP, set around them all (ingest/parallel.py).
 LOAD_MEMORY_CAP = 896 << 20
 
 
