@@ -28,7 +28,7 @@ EXACT_DOUBLE_US = 2 ** 43
 # path): memory stays bounded whatever the trace's size. Two batches are held at once
 # (one inserted while the next is parsed: _parsed_ahead), as one of 512 MB was before.
 # DuckDB's JSON reader parses a piece on one thread, so a batch holds a piece per
-# thread: 2 of 128 MB on 2 threads, 16 of 12 MB on 16. Each thread's piece sits in one
+# thread: 2 of 128 MB on 2 threads, 8 of 24 MB on 8, no more than 12 (PIECES_AT_ONCE). Each thread's piece sits in one
 # buffer under the load's memory cap (LOAD_MEMORY_CAP) beside the batch's
 # parsed rows: 16 threads on 32 MB pieces ran out of it (1.0 GiB used). Small pieces no
 # longer leave part-filled row groups: the insert is cut into whole ones (_aligned).
@@ -61,12 +61,13 @@ ROW_GROUP_ROWS = 122880
 
 
 MIN_PIECE_BYTES = 8 << 20
-# DuckDB's JSON reader takes a 32 MB buffer and more, ~42 MB in all, from the memory cap
-# for each file it reads at once (one thread a file), however small the file: 16 pieces
-# parsed at once count 672 MB of it, 32 (one a thread on 32 cores) 1.34 GB, which ran
-# out of a 1 GiB cap before a row was inserted. So no more than this many at once,
-# whatever the cores: the other threads insert the batch before.
-PIECES_AT_ONCE = 16
+# DuckDB's JSON reader takes a 32 MB buffer and more, 42-48 MB in all, from the memory
+# cap for each file it reads at once (one thread a file), however small the file: 16
+# pieces parsed at once counted 766 MB of it, and beside an insert 878 MB (16 threads on
+# 2 cores, the 10 GB trace: 61 MB short of LOAD_MEMORY_CAP, none of it to spill); 32 (one
+# a thread on 32 cores) ran out of a 1 GiB cap before a row was inserted. So no more than
+# this many at once, whatever the cores (~580 MB): the other threads insert the batch before.
+PIECES_AT_ONCE = 12
 # DuckDB's memory limit while a trace's events load and are derived (store/tuning.memory_cap):
 # below MEMORY_CAP's 1 GiB. The parse counts ~42 MB a piece (above), and the rest is
 # the table's blocks written so far, which DuckDB keeps up to its cap and can drop (they

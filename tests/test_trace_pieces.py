@@ -448,8 +448,8 @@ def test_many_threads_parse_no_more_pieces_at_once_than_the_cap_holds(fixture_db
     con = db.connect(tmp_path / "t32.duckdb")
     con.execute("SET threads = 32")
     ingest_file(con, path)
-    assert trace._pieces_per_batch(32) == trace.PIECES_AT_ONCE == 16 < 32
-    assert max(groups) == trace.PIECES_AT_ONCE and len(groups) >= 2    # full batches of 16, not 32
+    assert trace._pieces_per_batch(32) == trace.PIECES_AT_ONCE == 12 < 32
+    assert max(groups) == trace.PIECES_AT_ONCE and len(groups) >= 2    # full batches of 12, not 32
     assert trace._pieces_per_batch(8) == 8                             # fewer threads: one a thread
     assert tables(con, run_name(path)) == tables(fixture_db, run_name(path))
     con.close()
