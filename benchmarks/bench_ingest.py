@@ -18,6 +18,10 @@ file, one after another, is the yardstick.
 --set MODULE.NAME=INT[,...]: a constant of the package set in the ingest's process (a
 variant measured without editing the code: --set ingest.trace.BATCH_BYTES=134217728).
 --label TEXT: the rows' name (default: tracedb ingest).
+--memory: what the process holds at its peak RSS: DuckDB's memory by tag (duckdb_memory(),
+read every 50 ms on a cursor beside the load until its derivation ends: after that a
+transaction beside the commit changes what DuckDB keeps), Arrow's pool, the rest (the
+allocators' free pages, Python, libraries); and the same at each phase's peak.
 --sql STATEMENT: run on the ingest's connection first (SET allocator_flush_threshold = '32MB').
 Each ingest row also gives when its peak RSS was reached (seconds after the start: the
 phases, printed in order with --profile, say in which).
@@ -69,6 +73,111 @@ class _PeakWatch:
         return self.at
 
 
+class _MemoryWatch:
+    """--memory: RSS (/proc/self/statm) and Arrow's pool every 10 ms, DuckDB's memory by
+    tag every 50 ms (a cursor of con), until the load's derivation ends; the sample at
+    the peak RSS and at each phase's (the innermost open one of TRACEDB_PROFILE's)."""
+
+    def __init__(self, con):
+        from tracedb import progress
+        self.open, self.done, self.tags, self.peaks = progress.OPEN, threading.Event(), {}, {}
+        self.cur, self.t0 = con.cursor(), time.perf_counter()
+        self.allocators = _Allocators()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        import pyarrow as pa
+        page, last = os.sysconf("SC_PAGE_SIZE"), 0.0
+        while not self.done.wait(0.01):
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * page
+            name = self.open[-1] if self.open else "(outside the phases)"
+            if self.cur is not None and any(n.startswith(("run metadata", "commit")) for n in list(self.open)):
+                self.cur.close()     # the derivation is over: no transaction beside the commit
+                self.cur = None
+            now = time.perf_counter()
+            if self.cur is not None and now - last >= 0.05:
+                try:
+                    self.tags = {k: v for k, v in self.cur.execute(
+                        "SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 0").fetchall()}
+                except Exception:
+                    pass
+                last = now
+            if rss > self.peaks.get(name, (0,))[0] or rss > self.peaks.get("(whole run)", (0,))[0]:
+                sample = (rss, pa.total_allocated_bytes(), dict(self.tags), now - self.t0, self.allocators.read())
+                for key in ("(whole run)", name):
+                    if rss > self.peaks.get(key, (0,))[0]:
+                        self.peaks[key] = sample
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        if self.cur is not None:
+            self.cur.close()
+        return {k: list(v) for k, v in self.peaks.items()}
+
+
+class _Allocators:
+    """The C allocators' own counts, where they can be read: DuckDB's jemalloc (its
+    duckdb_je_mallctl: bytes allocated, and resident: its pages, the free ones not yet
+    handed back included) and glibc's malloc (mallinfo2: in use, and taken from the OS;
+    the Arrow tables DuckDB hands to Python are malloc'ed)."""
+
+    def __init__(self):
+        import ctypes
+        self.ctypes, self.je, self.mallinfo = ctypes, None, None
+        try:
+            import duckdb
+            mod = sys.modules.get("_duckdb") or getattr(duckdb, "duckdb", None)
+            je = ctypes.CDLL(mod.__file__).duckdb_je_mallctl
+            je.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p,
+                           ctypes.c_size_t]
+            self.je = je
+        except (AttributeError, OSError, TypeError):
+            pass
+        try:
+            class _Info(ctypes.Structure):
+                _fields_ = [(n, ctypes.c_size_t) for n in
+                            "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+            f = ctypes.CDLL("libc.so.6").mallinfo2
+            f.restype = _Info
+            self.mallinfo = f
+        except (AttributeError, OSError):
+            pass
+
+    def _je(self, name):
+        c = self.ctypes
+        v, n = c.c_size_t(0), c.c_size_t(c.sizeof(c.c_size_t))
+        return v.value if self.je(name.encode(), c.byref(v), c.byref(n), None, 0) == 0 else 0
+
+    def read(self):
+        """{je_allocated, je_resident, glibc_used, glibc_system} in bytes (0: not read)."""
+        out = dict.fromkeys(("je_allocated", "je_resident", "glibc_used", "glibc_system"), 0)
+        if self.je:
+            c = self.ctypes
+            e, n = c.c_uint64(1), c.c_size_t(8)
+            self.je(b"epoch", c.byref(e), c.byref(n), c.byref(e), 8)     # the counts refreshed
+            out["je_allocated"], out["je_resident"] = self._je("stats.allocated"), self._je("stats.resident")
+        if self.mallinfo:
+            m = self.mallinfo()
+            out["glibc_used"], out["glibc_system"] = m.uordblks + m.hblkhd, m.arena + m.hblkhd
+        return out
+
+
+def _print_memory(r):
+    print(f"\n{r['cores']} cores: at each phase's peak RSS (MB): DuckDB's memory (its buffer manager: its last "
+          "sample, up to 50 ms old); DuckDB's jemalloc: allocated and resident; glibc's malloc: in use and taken "
+          "from the OS; Arrow's pool; DuckDB's largest tags")
+    print(f"{'phase':40} {'at s':>6} {'RSS':>6} {'DuckDB':>6} {'jeAll':>6} {'jeRes':>6} {'glUse':>6} {'glSys':>6} "
+          f"{'Arrow':>6}  tags")
+    for name, (rss, arrow, tags, at, al) in r["memory"].items():
+        top = sorted(((v, k) for k, v in tags.items() if v >= 1e6), reverse=True)[:4]
+        print(f"{name[:40]:40} {at:6.2f} {rss / 1e6:6.0f} {sum(tags.values()) / 1e6:6.0f} "
+              + " ".join(f"{al[k] / 1e6:6.0f}" for k in ("je_allocated", "je_resident", "glibc_used", "glibc_system"))
+              + f" {arrow / 1e6:6.0f}  " + " ".join(f"{k}={v / 1e6:.0f}" for v, k in top))
+
+
 def _apply_settings(text):
     import importlib
     for item in filter(None, (text or "").split(",")):
@@ -110,6 +219,7 @@ def _child(mode, path, db, cores="0"):
         if os.environ.get("TRACEDB_BENCH_SQL"):
             con.execute(os.environ["TRACEDB_BENCH_SQL"])
         phase_times()                  # (a new file's schema is not the ingest's)
+        memory = _MemoryWatch(con) if os.environ.get("TRACEDB_BENCH_MEMORY") else None
         if os.path.isdir(path):
             from tracedb.ingest.parallel import ingest_traces
             ingest_traces(con, _traces(path), report=lambda r: None)
@@ -118,6 +228,7 @@ def _child(mode, path, db, cores="0"):
         n = tdb.scalar(con, "SELECT count(*) FROM events")
         with phase("close (checkpoint)"):
             con.close()
+        memory = memory.stop() if memory else None
     secs = time.perf_counter() - t
     peak_at = watch.done() - (t - watch.t0)
     after = resource.getrusage(resource.RUSAGE_SELF)
@@ -126,15 +237,16 @@ def _child(mode, path, db, cores="0"):
     print(json.dumps({"mode": mode, "seconds": secs, "cpu_seconds": cpu, "events": n,
                       "peak_rss_bytes": after.ru_maxrss * 1024, "child_peak_rss_bytes": kids.ru_maxrss * 1024,
                       "cores": len(os.sched_getaffinity(0)), "phases": phase_times(), "peak_at_s": peak_at,
-                      "peak_after": watch.after}))
+                      "peak_after": watch.after, **({"memory": memory} if mode != "json.load" and memory else {})}))
 
 
-def measure(mode, path, db="", instructions=False, cores=0, profile=False, settings="", sql=""):
+def measure(mode, path, db="", instructions=False, cores=0, profile=False, settings="", sql="", memory=False):
     cmd = [sys.executable, __file__, "--child", mode, path, db, str(cores)]
     with tempfile.NamedTemporaryFile("r", suffix=".perf") as counts:
         if instructions:
             cmd = ["perf", "stat", "-x,", "-e", "instructions", "-o", counts.name] + cmd
-        env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if profile else {}),
+        env = dict(os.environ, **({"TRACEDB_PROFILE": "1"} if profile or memory else {}),
+                   **({"TRACEDB_BENCH_MEMORY": "1"} if memory else {}),
                    **({"TRACEDB_BENCH_SET": settings} if settings and mode != "json.load" else {}),
                    **({"TRACEDB_BENCH_SQL": sql} if sql and mode != "json.load" else {}))
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -160,7 +272,7 @@ def main(argv):
     valued = {"--cores", "--repeat", "--keep", "--set", "--label", "--sql"}
     files = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in valued)]
     unknown = [a for a in argv if a.startswith("-") and a not in
-               ("--skip-json-load", "--instructions", "--profile") and a not in valued]
+               ("--skip-json-load", "--instructions", "--profile", "--memory") and a not in valued]
     if len(files) != 1 or unknown:
         sys.exit(__doc__.strip())
     if not os.path.exists(files[0]):
@@ -177,7 +289,7 @@ def main(argv):
         for c in cores:
             with tempfile.TemporaryDirectory() as d:
                 rows.append(measure("tracedb ingest", path, os.path.join(d, "bench.duckdb"), instructions, c, profile,
-                                    _opt(argv, "--set", ""), _opt(argv, "--sql", "")))
+                                    _opt(argv, "--set", ""), _opt(argv, "--sql", ""), "--memory" in argv))
                 rows[-1]["mode"] = _opt(argv, "--label", rows[-1]["mode"])
                 db_size = os.path.getsize(os.path.join(d, "bench.duckdb"))
                 if "--keep" in argv:
@@ -209,6 +321,9 @@ def main(argv):
             print(f"{k[:44]:44}" + "".join(
                 f" {r['phases'][k][0]:6.2f}/{r['phases'][k][1]:6.2f}" if k in r["phases"] else f" {'':>14}"
                 for r in runs))
+    for r in rows:
+        if r.get("memory"):
+            _print_memory(r)
     if loads and len(rows) == 2:
         print(f"speed-up over json.load: {rows[1]['seconds'] / rows[0]['seconds']:.2f}x")
 

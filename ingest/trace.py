@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from ..store.db import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, sql_literal
-from ..store.tuning import memory_cap
+from ..store.tuning import memory_cap, trim_heap
 from . import trace_json
 from .errors import IngestError, database_error
 from .reader import Prepared, Reader, Reload
@@ -28,8 +28,8 @@ EXACT_DOUBLE_US = 2 ** 43
 # path): memory stays bounded whatever the trace's size. Two batches are held at once
 # (one inserted while the next is parsed: _parsed_ahead), as one of 512 MB was before.
 # DuckDB's JSON reader parses a piece on one thread, so a batch holds a piece per
-# thread: 2 of 128 MB on 2 threads, 16 of 12 MB on 16. Each thread's piece sits in one
-# buffer under the load's memory cap (store/tuning.MEMORY_CAP) beside the batch's
+# thread: 2 of 128 MB on 2 threads, 8 of 24 MB on 8, no more than 12 (PIECES_AT_ONCE). Each thread's piece sits in one
+# buffer under the load's memory cap (LOAD_MEMORY_CAP) beside the batch's
 # parsed rows: 16 threads on 32 MB pieces ran out of it (1.0 GiB used). Small pieces no
 # longer leave part-filled row groups: the insert is cut into whole ones (_aligned).
 # Above 4 threads a batch is 3/4 of that (_batch_bytes): 192 MB, not 256, on 16 cores
@@ -61,6 +61,22 @@ ROW_GROUP_ROWS = 122880
 
 
 MIN_PIECE_BYTES = 8 << 20
+# DuckDB's JSON reader takes a 32 MB buffer and more, 42-48 MB in all, from the memory
+# cap for each file it reads at once (one thread a file), however small the file: 16
+# pieces parsed at once counted 766 MB of it, and beside an insert 878 MB (16 threads on
+# 2 cores, the 10 GB trace: 61 MB short of LOAD_MEMORY_CAP, none of it to spill); 32 (one
+# a thread on 32 cores) ran out of a 1 GiB cap before a row was inserted. So no more than
+# this many at once, whatever the cores (~580 MB): the other threads insert the batch before.
+PIECES_AT_ONCE = 12
+# DuckDB's memory limit while a trace's events load and are derived (store/tuning.memory_cap):
+# below MEMORY_CAP's 1 GiB. The parse counts ~42 MB a piece (above), and the rest is
+# the table's blocks written so far, which DuckDB keeps up to its cap and can drop (they
+# are on disk), and the derivation's sorts, which spill. The 10 GB trace on 16 cores:
+# peak RSS 1.49-1.60 GB at 896 MiB against 1.60-1.63 GB at 1 GiB in the same commands,
+# 1.43 GB with the batches let go before their insert (docs/benchmarks.md, fifth round);
+# 768 MiB ran out of memory (the parse and the row groups being written needed 769 MiB).
+# A folder's files keep MEMORY_CAP, set around them all (ingest/parallel.py).
+LOAD_MEMORY_CAP = 896 << 20
 
 
 def _batch_bytes(threads):
@@ -69,8 +85,9 @@ def _batch_bytes(threads):
 
 
 def _pieces_per_batch(threads=1):
-    """Pieces parsed at once: at least one per DuckDB thread (one thread per piece)."""
-    return max(1, _batch_bytes(threads) // trace_json.PIECE_BYTES, threads)
+    """Pieces parsed at once: one per DuckDB thread (one thread per piece), at least
+    what BATCH_BYTES holds, at most PIECES_AT_ONCE."""
+    return min(max(1, _batch_bytes(threads) // trace_json.PIECE_BYTES, threads), PIECES_AT_ONCE)
 
 
 def _piece_bytes(threads):
@@ -216,16 +233,22 @@ def _exact_stages(con, tf, batch_rows):
         staged += batch.num_rows
         _drop_source(con)
         if staged >= batch_rows:
-            rows, parts = _joined(parts), []
-            yield _staged(rows)
-            rows, staged, done = None, 0, True
+            yield _staged(_joined(_drained(parts)))     # (the parts not held through the insert)
+            staged, done = 0, True
     if staged:
-        yield _staged(_joined(parts))
+        yield _staged(_joined(_drained(parts)))
     elif not done:             # no event at all: an empty batch
         empty = os.path.join(os.path.dirname(tf.pieces[0]), "empty.json")
         with open(empty, "w") as f:
             f.write("[]")
         yield _stage_fast(con, tf, [empty])
+
+
+def _drained(parts):
+    """The list's items, the list emptied."""
+    out = list(parts)
+    parts.clear()
+    return out
 
 
 def _joined(parts):
@@ -248,13 +271,15 @@ def _parsed_ahead(con, tf):
     handed = queue.Queue(maxsize=1)
     taken, stop = threading.Event(), threading.Event()
 
-    def give(item):              # False when the caller stopped taking
+    def give(kind, box=None):    # False when the caller stopped taking
+        item = (kind, box.pop() if box else None)     # (box: a batch no name here holds once handed)
         while not stop.is_set():
             try:
                 handed.put(item, timeout=0.05)
                 break
             except queue.Full:
                 continue
+        item = None
         while not stop.is_set():
             if taken.wait(0.05):
                 taken.clear()
@@ -263,26 +288,27 @@ def _parsed_ahead(con, tf):
 
     def work():
         try:
-            for staged in _fast_stages(cur, tf):
-                if not give(("batch", staged)):
+            for box in _fast_stages(cur, tf):
+                if not give("batch", box):
                     return
-                staged = None
-            give(("end", None))
+            give("end")
         except BaseException as e:       # raised again in the caller's thread
-            give(("error", e))
+            give("error", [e])
 
     worker = threading.Thread(target=work, daemon=True, name="tracedb-parse")
     worker.start()
     try:
         while True:
-            kind, item = handed.get()
+            got = [handed.get()]
             taken.set()
+            kind = got[0][0]
             if kind == "end":
                 return
             if kind == "error":
-                raise item
-            yield item
-            item = None
+                raise got[0][1]
+            # handed on, not held: a name in this frame kept each batch through the
+            # caller's insert (the caller lets it go once it has its row-group copy)
+            yield got.pop()[1]
     finally:
         stop.set()
         if worker.is_alive():
@@ -292,14 +318,15 @@ def _parsed_ahead(con, tf):
 
 
 def _fast_stages(con, tf):
+    """Each batch staged, in a list of one that its taker empties (the batch then held
+    by no name here while it is inserted)."""
     for group in _batches(tf.iter_pieces(), tf.per_batch):
-        staged = _stage_fast(con, tf, group)
+        box = [_stage_fast(con, tf, group)]
         tf.settle()
-        if pc.any(staged["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
-            staged = None      # not held by the exception's traceback through the retry
+        if pc.any(box[0]["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
+            box = None         # not held by the exception's traceback through the retry
             raise NeedsExact()
-        yield staged
-        staged = None          # inserted: let it go before the next batch is parsed
+        yield box
 
 
 _MENDED = {
@@ -362,16 +389,21 @@ def _insert_batches(con, tf, stages, mended, threads):
             with phase("insert (Arrow -> events)"):
                 con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
                 _count_mended(con, staged, mended)
+                # The batch in whole row groups, a copy of nearly all of it (a row group
+                # spans pieces); the batch as parsed is let go before the insert: held
+                # beside the copy and the next batch's parse, it was a third batch.
+                rows_in, aligned = staged.num_rows, _aligned(staged, ROW_GROUP_ROWS, threads)
+                staged = None
                 # (this connection only; event_id, from pos, keeps the order)
                 con.execute("SET SESSION preserve_insertion_order = false")
                 try:
-                    run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged",
-                                    _aligned(staged, ROW_GROUP_ROWS, threads))
+                    run_script_over(con, sql_text("schema", "load/trace_events.sql"), "_trace_staged", aligned)
                 finally:
                     con.execute("RESET SESSION preserve_insertion_order")
-        n += staged.num_rows
+                aligned = None
+                trim_heap()        # the batches' glibc pages back to the OS (store/tuning.trim_heap)
+        n += rows_in
         batches += 1
-        staged = None          # inserted: let it go (the next one is being parsed)
 
 
 def _aligned(table, rows, threads):
@@ -442,6 +474,7 @@ def load(con, tf, run):
             n = _again(con, tf, run, mended, lambda: _parsed_ahead(con, tf))
         if n is None:
             n = _again(con, tf, run, mended, lambda: _exact_stages(con, tf, BATCH_ROWS))
+    trim_heap()                # the last batch's pages too, before the derivation fills DuckDB's cap
     _warn_mended(path, mended)
     if tf.truncated:
         warnings.warn(f"{path}: event array is cut off; repaired after its last complete event ({n[0]} events)")
@@ -651,7 +684,7 @@ class TraceReader(Reader):
     @contextmanager
     def loading(self, con, prep):
         try:
-            with memory_cap(con):
+            with memory_cap(con, LOAD_MEMORY_CAP):
                 yield
         finally:
             prep.state.stop()      # no piece is copied after the load (its work directory goes)

@@ -51,14 +51,15 @@ def unless_set(con, name, value):
 
 
 @contextmanager
-def memory_cap(con):
-    """DuckDB's memory limit lowered to MEMORY_CAP for the block (a trace's load, an
-    export), whatever the trace's size: what does not fit spills to disk instead of
-    growing with the trace. A limit the user set is left alone; the default comes
-    back exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
+def memory_cap(con, cap=None):
+    """DuckDB's memory limit lowered to cap (default MEMORY_CAP) for the block (a
+    trace's load, an export), whatever the trace's size: what does not fit spills to
+    disk instead of growing with the trace. A limit the user set is left alone; the
+    default comes back exactly (RESET). Wraps the transaction (no SET in an aborted one)."""
+    cap = MEMORY_CAP if cap is None else cap
     m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", default_setting("memory_limit") or "")
-    lower = m is not None and float(m[1]) * _UNITS[m[2]] > MEMORY_CAP
-    with setting(con, "memory_limit", unless_set(con, "memory_limit", f"{MEMORY_CAP}B") if lower else None):
+    lower = m is not None and float(m[1]) * _UNITS[m[2]] > cap
+    with setting(con, "memory_limit", unless_set(con, "memory_limit", f"{cap}B") if lower else None):
         yield
 
 
@@ -100,3 +101,27 @@ def pool_blocks(con):
         con.execute(f"SET block_allocator_memory = '{BLOCK_POOL}'")
     except duckdb.Error:
         pass
+
+
+# glibc's malloc, where the process has it (Linux): DuckDB allocates through its own
+# jemalloc, but the Arrow tables it hands to Python (a trace's staged batches,
+# ~130 MB each) are malloc'ed, and glibc keeps the pages of freed ones in its arenas
+# for the process's life: 250-400 MB of a trace's ingest on 16 DuckDB threads, held
+# through the derivation beside DuckDB's full memory cap (docs/benchmarks.md).
+_LIBC = None
+
+
+def trim_heap():
+    """Hand the free pages of glibc's heap back to the OS (malloc_trim): a no-op where
+    the C library is not glibc."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+        import ctypes.util
+        try:
+            _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+            _LIBC.argtypes, _LIBC.restype = [ctypes.c_size_t], ctypes.c_int
+        except (OSError, AttributeError, TypeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC(0)
