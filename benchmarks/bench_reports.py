@@ -1,10 +1,10 @@
 """Every saved report on a large database, timed in-process (the interactive bar:
 each under 2 s on the 2-core machine).
 
-usage: python benchmarks/bench_reports.py DB [RUN] [--all] [--only NAME,NAME]
+usage: python benchmarks/bench_reports.py DB [RUN] [--all] [--only NAME,NAME] [--skip NAME,NAME]
 --all: also every report that takes iteration=all, with it (every iteration and the
-whole trace: not held to the 2 s bar; docs/benchmarks.md says what each takes).
---only NAME,NAME: those reports alone.
+whole trace; docs/benchmarks.md says what each takes).
+--only NAME,NAME: those reports alone. --skip NAME,NAME: all but those (timed apart).
 """
 import os
 import sys
@@ -14,7 +14,7 @@ from tracedb.store import db, sql
 from tracedb.query import reports
 
 
-def main(path, run=None, every_iteration=False, only=None):
+def main(path, run=None, every_iteration=False, only=None, skip=()):
     if not os.path.isfile(path):
         sys.exit(f"no such database: {path}")
     con = db.connect(path, read_only=True)
@@ -29,7 +29,7 @@ def main(path, run=None, every_iteration=False, only=None):
     if every_iteration:
         cases += [(name, rep, {"iteration": "all"}) for name, rep in reports.all_reports().items()
                   if rep.param("iteration") and rep.param("iteration").type.upper() == "VARCHAR"]
-    for name, rep, extra in [c for c in cases if not only or c[0] in only]:
+    for name, rep, extra in [c for c in cases if (not only or c[0] in only) and c[0] not in skip]:
         params = ({"run": run} if rep.param("run") else {}) | extra
         t0 = time.perf_counter()
         try:
@@ -44,8 +44,9 @@ def main(path, run=None, every_iteration=False, only=None):
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    only = argv[argv.index("--only") + 1].split(",") if "--only" in argv[:-1] else None
-    args = [a for i, a in enumerate(argv) if a not in ("--all", "--only") and (i == 0 or argv[i - 1] != "--only")]
+    lists = {k: argv[argv.index(k) + 1].split(",") for k in ("--only", "--skip") if k in argv[:-1]}
+    args = [a for i, a in enumerate(argv) if a not in ("--all", "--only", "--skip")
+            and (i == 0 or argv[i - 1] not in ("--only", "--skip"))]
     if not 1 <= len(args) <= 2 or args[0].startswith("-"):
         sys.exit(__doc__.strip())
-    main(*args, every_iteration="--all" in argv, only=only)
+    main(*args, every_iteration="--all" in argv, only=lists.get("--only"), skip=lists.get("--skip", ()))
