@@ -54,7 +54,8 @@ JOIN (SELECT run, iteration, kernel_busy_ns, idle_ns, gpu_util_pct
       FROM finding_stored(run_p, it_p, every_p := every_p, stored := stored)
       UNION ALL
       SELECT run, iteration, kernel_busy_ns, idle_ns, gpu_util_pct FROM iteration_gpu_time
-      WHERE NOT finding_reads_stored(run_p, it_p, every_p, stored)) g
+      WHERE NOT finding_reads_stored(run_p, it_p, every_p, stored)      -- (constants: its kernels' scan
+        AND (run_p IS NULL OR run = run_p) AND (it_p IS NULL OR iteration = it_p)) g   -- reads those alone)
   USING (run, iteration);
 
 -- The evidence's "most:" text: the three names of the largest time in a list of
@@ -242,9 +243,17 @@ WITH it AS (
     WHERE e.ph = 'X' AND e.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize',
                                      'cudaMemcpy', 'cuCtxSynchronize', 'cuStreamSynchronize',
                                      'cuEventSynchronize', 'cuMemcpy', 'cuMemcpyDtoH_v2', 'cuMemcpyHtoD_v2')
+), upto AS (        -- no call's next activity starts after the first one at or after the last call's
+                    -- end (per run; none when a run has no activity after it): later activity is read
+                    -- by no call, and the latest end before a call does not depend on it
+    SELECT CASE WHEN count(n.ts_ns) = count(*) THEN max(n.ts_ns) END AS ts_ns
+    FROM (SELECT run, max(e1) AS e1 FROM s GROUP BY run) c
+    LEFT JOIN LATERAL (SELECT min(k.ts_ns) AS ts_ns FROM kernels k
+                       WHERE k.run = c.run AND k.ts_ns >= c.e1 AND k.dur_ns IS NOT NULL
+                         AND k.ts_ns + k.dur_ns > (SELECT min(start_ns) FROM it)) n ON true
 ), a AS (           -- the run's GPU activity near the iterations (what ends before the first one
-                    -- starts cannot reach a call inside it; the next activity within a minute),
-                    -- with the latest end so far
+                    -- starts cannot reach a call inside it; the next activity within a minute, and
+                    -- not after upto), with the latest end so far
     SELECT k.run, k.ts_ns, max(k.ts_ns + k.dur_ns) OVER (PARTITION BY k.run ORDER BY k.ts_ns, k.kernel_id
                                                           ROWS UNBOUNDED PRECEDING) AS last_end
     FROM kernels k
@@ -252,6 +261,7 @@ WITH it AS (
       AND NOT finding_reads_stored(run_p, it_p, every_p, stored)
       AND k.ts_ns + k.dur_ns > (SELECT min(start_ns) FROM it)
       AND k.ts_ns < (SELECT max(end_ns) FROM it) + 60000000000
+      AND k.ts_ns <= coalesce((SELECT ts_ns FROM upto), k.ts_ns)
 ), c AS (           -- each call: the GPU idle it caused
     SELECT s.*, before.last_end, after.ts_ns AS next_start,
            CASE WHEN after.ts_ns IS NOT NULL       -- no activity after it: no cost seen
