@@ -181,11 +181,12 @@ def test_a_read_only_file_of_the_schema_before(path, tmp_path):
         c.close()
 
 
-def test_host_bound_where_the_gpu_clock_runs_ahead(path, tmp_path):
+def test_the_sweeps_where_their_short_form_does_not_apply(path, tmp_path):
     """host_bound's sweep takes the union of each activity's pending and busy time where
     every activity is launched before it starts, and counts both at every boundary where
-    one is not (a GPU clock ahead of the host's): an iteration of each kind, the rule's
-    rows before, stored and swept."""
+    one is not (a GPU clock ahead of the host's); tiny_kernels' takes a union where every
+    activity has its end, and the busy islands elsewhere: an iteration of each kind, the
+    rules' rows before, stored and swept."""
     from tracedb.store.sql import run_script
     from tracedb.store.catalog import sql_text
     copy = tmp_path / "skew.duckdb"
@@ -197,6 +198,9 @@ def test_host_bound_where_the_gpu_clock_runs_ahead(path, tmp_path):
                               "ORDER BY iteration LIMIT 1 OFFSET 1").fetchone()
         c.execute("UPDATE kernels SET ts_ns = ? - 5000 WHERE run = 'slow' AND kernel_id = (SELECT min(kernel_id) "
                   "FROM kernels WHERE run = 'slow' AND iteration = ? AND kind = 'kernel')", [start, it])
+        # and in the third one an activity has no duration (tiny_kernels' islands, as the view forms them)
+        c.execute("UPDATE kernels SET dur_ns = NULL WHERE run = 'slow' AND kernel_id = (SELECT max(kernel_id) "
+                  "FROM kernels WHERE run = 'slow' AND iteration = ? AND kind = 'kernel')", [it + 1])
         kinds = c.execute("SELECT count(*) FILTER (NOT n), count(*) FILTER (n) FROM (SELECT bool_and("
                           "greatest(least(k.launch_end_ns, k.ts_ns), i.start_ns) <= k.ts_ns) AS n FROM kernels k "
                           "JOIN iterations i USING (run, iteration) WHERE run = 'slow' AND k.launch_end_ns IS NOT NULL "
@@ -205,7 +209,8 @@ def test_host_bound_where_the_gpu_clock_runs_ahead(path, tmp_path):
         c.begin()
         run_script(c, sql_text("schema", "load/finding_aggregates.sql"), {"run": "slow"})
         c.commit()
-        cases = [{"run": "slow", "iteration": "all"}, {"run": "slow", "iteration": str(it)}]
+        cases = [{"run": "slow", "iteration": "all"}, {"run": "slow", "iteration": str(it)},
+                 {"run": "slow", "iteration": str(it + 1)}]
         _same(c, cases)
         c.execute("DELETE FROM finding_iteration_totals WHERE run = 'slow'")
         _same(c, cases[:1])

@@ -121,7 +121,10 @@ FROM it JOIN covered c USING (run, iteration);
 -- have their launch calls, the kernels (n), those shorter than their launch call (tiny,
 -- tiny_ns), all their time (all_ns), the median launch call and short kernel, the waits of
 -- the short kernels' streams for their launches (waited_ns), and the GPU idle in those
--- waits merged over streams (lost_ns; NULL when none).
+-- waits merged over streams (lost_ns; NULL when none): where every activity of the
+-- iteration has a duration, the waits' union with the activity less the activity's, in one
+-- sort; elsewhere (an activity without its end) the merged waits joined with the islands
+-- of gpu_busy_intervals, as the rule first did (the same numbers where both apply).
 CREATE OR REPLACE MACRO tiny_kernel_sums(run_p, it_p, every_p := false, stored := false) AS TABLE
 WITH it AS (
     SELECT * FROM finding_windows(run_p, it_p, every_p := every_p, stored := stored, walked_only := true)
@@ -135,14 +138,45 @@ WITH it AS (
           FROM kernels k JOIN it USING (run, iteration)
           WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL) k
     WHERE k.launch_end_ns IS NOT NULL AND k.dur_ns IS NOT NULL
-), w AS (         -- the waits of the tiny kernels' streams, merged over streams (gaps and islands)
+), waits AS (     -- the stretches a short kernel's stream waited for its launch call
+    SELECT run, iteration, ts_ns - waited_ns AS s, ts_ns AS e FROM k WHERE NOT node AND dur_ns < launch_ns AND waited_ns > 0
+), act AS (       -- all GPU activity (kernels, memcpy, memset) of the iterations with such waits
+    SELECT a.run, a.iteration, a.ts_ns AS start_ns, a.ts_ns + a.dur_ns AS end_ns, a.kernel_id
+    FROM kernels a JOIN (SELECT DISTINCT run, iteration FROM waits) USING (run, iteration)
+    WHERE a.ts_ns IS NOT NULL
+), plain AS (     -- iterations whose activity all has a duration (>= 0): the union of its intervals is
+                  -- what gpu_busy_intervals' islands cover
+    SELECT run, iteration, bool_and(coalesce(end_ns >= start_ns, false)) AS plain FROM act GROUP BY ALL
+), u AS (         -- there, the GPU idle in the waits, |waits U activity| - |activity|, in one sort (each
+                  -- interval adds what reaches beyond the ends before it, of all and of the activity)
+    SELECT run, iteration,
+           sum(greatest(0, e - greatest(s, coalesce(prev_all, s))))
+             - coalesce(sum(greatest(0, e - greatest(s, coalesce(prev_busy, s)))) FILTER (busy), 0) AS lost_ns
+    FROM (SELECT *, max(e) OVER w AS prev_all, max(e) FILTER (busy) OVER w AS prev_busy
+          FROM (SELECT x.run, x.iteration, x.s, x.e, x.busy
+                FROM (SELECT run, iteration, s, e, false AS busy FROM waits
+                      UNION ALL SELECT run, iteration, start_ns, end_ns, true FROM act) x
+                JOIN plain USING (run, iteration) WHERE plain.plain)
+          WINDOW w AS (PARTITION BY run, iteration ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
+    GROUP BY ALL
+), b AS (         -- elsewhere the islands of gpu_busy_intervals (activity 'all'), formed as the view forms
+                  -- them, of those iterations only: by start, end and id, an island where a start passes
+                  -- the ends before
+    SELECT run, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM (SELECT *, sum(CASE WHEN start_ns > prev_end_ns THEN 1 ELSE 0 END) OVER (
+                        PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id ROWS UNBOUNDED PRECEDING) AS island
+          FROM (SELECT a.*, max(a.end_ns) OVER (PARTITION BY a.run, a.iteration ORDER BY a.start_ns, a.end_ns, a.kernel_id
+                                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns
+                FROM act a JOIN plain USING (run, iteration) WHERE NOT plain.plain))
+    GROUP BY run, iteration, island
+), w AS (         -- and the waits merged over streams (gaps and islands)
     SELECT run, iteration, s, e,
            sum(CASE WHEN s > prev_e THEN 1 ELSE 0 END) OVER (PARTITION BY run, iteration ORDER BY s, e
                                                              ROWS UNBOUNDED PRECEDING) AS island
-    FROM (SELECT run, iteration, ts_ns - waited_ns AS s, ts_ns AS e,
-                 max(ts_ns) OVER (PARTITION BY run, iteration ORDER BY ts_ns - waited_ns, ts_ns
-                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
-          FROM k WHERE NOT node AND dur_ns < launch_ns AND waited_ns > 0)
+    FROM (SELECT run, iteration, s, e,
+                 max(e) OVER (PARTITION BY run, iteration ORDER BY s, e
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
+          FROM waits JOIN plain USING (run, iteration) WHERE NOT plain.plain)
 ), wu AS (
     SELECT run, iteration, min(s) AS s, max(e) AS e FROM w GROUP BY run, iteration, island
 ), lost AS (        -- of the merged waits, the time no GPU activity (kernel, memcpy, memset) ran
@@ -150,13 +184,12 @@ WITH it AS (
            any_value(wu.e - wu.s) - coalesce(sum(least(wu.e, b.end_ns) - greatest(wu.s, b.start_ns))
                                                      FILTER (b.start_ns IS NOT NULL), 0) AS lost_ns
     FROM (SELECT *, row_number() OVER () AS id FROM wu) wu
-    LEFT JOIN (SELECT run, iteration, start_ns, end_ns FROM gpu_busy_intervals     -- one iteration: only its intervals
-               WHERE activity = 'all' AND (run_p IS NULL OR run = run_p) AND (it_p IS NULL OR iteration = it_p)
-                 AND NOT finding_reads_stored(run_p, it_p, every_p, stored)) b
-      ON b.run = wu.run AND b.iteration = wu.iteration AND b.start_ns < wu.e AND b.end_ns > wu.s
+    LEFT JOIN b ON b.run = wu.run AND b.iteration = wu.iteration AND b.start_ns < wu.e AND b.end_ns > wu.s
     GROUP BY wu.run, wu.iteration, wu.id
 ), l AS (
     SELECT run, iteration, sum(lost_ns) AS lost_ns FROM lost GROUP BY ALL
+    UNION ALL
+    SELECT run, iteration, lost_ns FROM u
 ), g AS (
     SELECT run, iteration, count(*) AS n, count(*) FILTER (NOT node AND dur_ns < launch_ns) AS tiny,
            sum(dur_ns) FILTER (NOT node AND dur_ns < launch_ns) AS tiny_ns, sum(dur_ns) AS all_ns,
