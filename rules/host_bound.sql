@@ -29,4 +29,5 @@ SELECT it.run, it.iteration, 100.0 * s.starved_ns / it.dur_ns AS value,
               format('; the step already runs {:.1f}% of its kernels as {} CUDA graph launch(es): the idle is host time around them ({:.1f} us in the launch calls, {} kernels launched one by one)',
                      ig.graph_kernel_pct, ig.graph_launches, ig.launch_call_ns / 1e3, ig.eager_kernels)
           ELSE '' END AS evidence
-FROM it JOIN s USING (run, iteration) LEFT JOIN iteration_graphs ig USING (run, iteration);
+FROM it JOIN s USING (run, iteration) LEFT JOIN finding_graphs($run, $iteration, every_p := $every, stored := $stored) ig
+  USING (run, iteration);

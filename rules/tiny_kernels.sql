@@ -45,4 +45,5 @@ SELECT g.run, g.iteration, 100.0 * coalesce(g.lost_ns, 0) / it.dur_ns AS value,
        CASE WHEN 100.0 * coalesce(g.lost_ns, 0) / it.dur_ns >= 20 THEN 'high'
             WHEN 100.0 * coalesce(g.lost_ns, 0) / it.dur_ns >= 3 THEN 'medium' ELSE 'low' END AS severity
 FROM g JOIN it USING (run, iteration)
-LEFT JOIN iteration_graphs ig USING (run, iteration);
+LEFT JOIN finding_graphs($run, $iteration, every_p := $every, stored := $stored) ig
+  USING (run, iteration);

@@ -147,6 +147,13 @@ CREATE TABLE IF NOT EXISTS finding_iteration_totals (
     kernel_busy_ns     BIGINT,               -- iteration_gpu_time.kernel_busy_ns
     idle_ns            BIGINT,               -- iteration_gpu_time.idle_ns
     gpu_util_pct       DOUBLE,               -- iteration_gpu_time.gpu_util_pct
+    graph_of_kernels   BIGINT,               -- iteration_graphs.kernels (NULL: no row there)
+    graph_kernels      BIGINT,               -- iteration_graphs.graph_kernels
+    graph_kernel_pct   DOUBLE,               -- iteration_graphs.graph_kernel_pct
+    graph_launches     BIGINT,               -- iteration_graphs.graph_launches
+    graph_launch_call_ns BIGINT,             -- iteration_graphs.launch_call_ns
+    graph_between_replays_ns BIGINT,         -- iteration_graphs.between_replays_ns
+    graph_eager_kernels BIGINT,              -- iteration_graphs.eager_kernels
     host_starved_ns    BIGINT,               -- host_bound: GPU idle with nothing queued, ns
     tiny_kernels       BIGINT,               -- tiny_kernels: kernels with their launch calls
     tiny_short         BIGINT,               -- tiny_kernels: of them, shorter than their launch call

@@ -58,6 +58,18 @@ JOIN (SELECT run, iteration, kernel_busy_ns, idle_ns, gpu_util_pct
         AND (run_p IS NULL OR run = run_p) AND (it_p IS NULL OR iteration = it_p)) g   -- reads those alone)
   USING (run, iteration);
 
+-- iteration_graphs of the iterations a finding rule looks at (finding_iterations' run_p,
+-- it_p, every_p): read from finding_stored when the rule reads the run's sums stored.
+CREATE OR REPLACE MACRO finding_graphs(run_p, it_p, every_p := false, stored := false) AS TABLE
+SELECT run, iteration, graph_of_kernels AS kernels, graph_kernels, graph_kernel_pct, graph_launches,
+       graph_launch_call_ns AS launch_call_ns, graph_between_replays_ns AS between_replays_ns,
+       graph_eager_kernels AS eager_kernels
+FROM finding_stored(run_p, it_p, every_p := every_p, stored := stored) WHERE graph_of_kernels IS NOT NULL
+UNION ALL
+SELECT * FROM iteration_graphs
+WHERE NOT finding_reads_stored(run_p, it_p, every_p, stored)
+  AND (run_p IS NULL OR run = run_p) AND (it_p IS NULL OR iteration = it_p);
+
 -- The evidence's "most:" text: the three names of the largest time in a list of
 -- {name, ns} (kernel names cut to the function before its template or arguments),
 -- each with its time in ms, largest first; NULL for an empty list.
@@ -207,12 +219,16 @@ SELECT g.*, l.lost_ns FROM g LEFT JOIN l USING (run, iteration);
 CREATE OR REPLACE MACRO fusion_sums(run_p, it_p, every_p := false, stored := false) AS TABLE
 WITH it AS (
     SELECT * FROM finding_windows(run_p, it_p, every_p := every_p, stored := stored, walked_only := true)
+), names AS (      -- the regular expression once per kernel name, not per kernel
+    SELECT name, regexp_matches(name,
+               '(?i)gemm|nvjet|xmma|cutlass|cublas|conv|implicit|wgrad|dgrad|fprop|nchw_?to_?nhwc|nhwc_?to_?nchw|nccl')
+               AS unfusible
+    FROM (SELECT DISTINCT name FROM kernels WHERE kind = 'kernel' AND (run_p IS NULL OR run = run_p)
+                                              AND NOT finding_reads_stored(run_p, it_p, every_p, stored))
 ), k AS (
     SELECT k.run, k.iteration, k.stream, k.name, k.ts_ns, k.dur_ns,
-           k.dur_ns < 20000 AND NOT regexp_matches(k.name,
-               '(?i)gemm|nvjet|xmma|cutlass|cublas|conv|implicit|wgrad|dgrad|fprop|nchw_?to_?nhwc|nhwc_?to_?nchw|nccl')
-               AS fusible, k.kernel_id
-    FROM kernels k JOIN it USING (run, iteration)
+           k.dur_ns < 20000 AND NOT n.unfusible AS fusible, k.kernel_id
+    FROM kernels k JOIN it USING (run, iteration) LEFT JOIN names n ON n.name = k.name
     WHERE k.kind = 'kernel' AND k.dur_ns IS NOT NULL AND k.ts_ns IS NOT NULL
 ), tri AS (
     SELECT run, iteration, name AS a, lead(name, 1) OVER w AS b, lead(name, 2) OVER w AS c,
@@ -317,10 +333,13 @@ GROUP BY ALL;
 CREATE OR REPLACE MACRO layout_sums(run_p, it_p, every_p := false, stored := false) AS TABLE
 WITH it AS (
     SELECT * FROM finding_windows(run_p, it_p, every_p := every_p, stored := stored, walked_only := true)
+), names AS (      -- the regular expression once per kernel name, not per kernel
+    SELECT name, is_layout_conversion(name) AS conversion
+    FROM (SELECT DISTINCT name FROM kernels WHERE kind = 'kernel' AND (run_p IS NULL OR run = run_p)
+                                              AND NOT finding_reads_stored(run_p, it_p, every_p, stored))
 ), k AS (
-    SELECT k.run, k.iteration, k.name, k.dur_ns,
-           is_layout_conversion(k.name) AS conversion
-    FROM kernels k JOIN it USING (run, iteration)
+    SELECT k.run, k.iteration, k.name, k.dur_ns, n.conversion
+    FROM kernels k JOIN it USING (run, iteration) LEFT JOIN names n ON n.name = k.name
     WHERE k.kind = 'kernel' AND k.dur_ns IS NOT NULL
 ), by_name AS (     -- each kernel name's time, to say where the conversions rank
     SELECT run, iteration, name, any_value(conversion) AS conversion, sum(dur_ns) AS ns,
