@@ -31,9 +31,13 @@ CREATE OR REPLACE MACRO finding_reads_stored(run_p, it_p, every_p, stored) AS
 -- sums stored (finding_stored): the iterations its sweep walks.
 CREATE OR REPLACE MACRO finding_windows(run_p, it_p, every_p := false, stored := false, walked_only := false) AS TABLE
 SELECT i.run, i.iteration, i.start_ns, i.marker_end_ns, i.end_ns, i.dur_ns
+FROM iterations i
+WHERE (run_p IS NULL OR i.run = run_p) AND (i.iteration = it_p OR (it_p IS NULL AND every_p))
+  AND NOT (walked_only AND finding_reads_stored(run_p, it_p, every_p, stored))
+UNION ALL           -- the steady one: a window over every iteration, planned away unless asked for
+SELECT i.run, i.iteration, i.start_ns, i.marker_end_ns, i.end_ns, i.dur_ns
 FROM iterations i JOIN iteration_steadiness s USING (run, iteration)
-WHERE (run_p IS NULL OR i.run = run_p) AND (i.iteration = it_p OR (it_p IS NULL AND (s.steady OR every_p)))
-  AND NOT (walked_only AND finding_reads_stored(run_p, it_p, every_p, stored));
+WHERE (run_p IS NULL OR i.run = run_p) AND it_p IS NULL AND NOT every_p AND s.steady;
 
 -- The stored sums (finding_iteration_totals) a rule reads: every iteration of run_p when
 -- finding_reads_stored; no rows otherwise.
