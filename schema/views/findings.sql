@@ -296,14 +296,15 @@ WITH it AS (
     WHERE e.ph = 'X' AND e.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize',
                                      'cudaMemcpy', 'cuCtxSynchronize', 'cuStreamSynchronize',
                                      'cuEventSynchronize', 'cuMemcpy', 'cuMemcpyDtoH_v2', 'cuMemcpyHtoD_v2')
-), upto AS (        -- no call's next activity starts after the first one at or after the last call's
-                    -- end (per run; none when a run has no activity after it): later activity is read
-                    -- by no call, and the latest end before a call does not depend on it
+), upto AS (        -- no call's next activity starts after an activity at or after the last call's end
+                    -- (per run; none when a run has none such launched in its iterations or the next
+                    -- one): later activity is read by no call, and the latest end before a call does
+                    -- not depend on it
     SELECT CASE WHEN count(n.ts_ns) = count(*) THEN max(n.ts_ns) END AS ts_ns
-    FROM (SELECT run, max(e1) AS e1 FROM s GROUP BY run) c
+    FROM (SELECT run, max(e1) AS e1, min(iteration) AS lo, max(iteration) + 1 AS hi FROM s GROUP BY run) c
     LEFT JOIN LATERAL (SELECT min(k.ts_ns) AS ts_ns FROM kernels k
-                       WHERE k.run = c.run AND k.ts_ns >= c.e1 AND k.dur_ns IS NOT NULL
-                         AND k.ts_ns + k.dur_ns > (SELECT min(start_ns) FROM it)) n ON true
+                       WHERE k.run = c.run AND k.iteration BETWEEN c.lo AND c.hi AND k.ts_ns >= c.e1
+                         AND k.dur_ns IS NOT NULL AND k.ts_ns + k.dur_ns > (SELECT min(start_ns) FROM it)) n ON true
 ), a AS (           -- the run's GPU activity near the iterations (what ends before the first one
                     -- starts cannot reach a call inside it; the next activity within a minute, and
                     -- not after upto), with the latest end so far
