@@ -18,8 +18,11 @@ Rules are data: one SQL file each in rules/, with a header that documents it
 and a query returning (run, iteration, value DOUBLE, evidence VARCHAR[, severity
 VARCHAR: high | medium | low, which replaces the header's where the value fires]) that reads
 $run and $iteration (NULL: the steady iteration, or every iteration when $every is
-true: a rule passes it on as finding_iterations($run, $iteration, every_p := $every),
-and a report_NAME then holds every iteration's rows). A requirement is a relation,
+true: a rule passes it on as finding_iterations($run, $iteration, every_p := $every,
+stored := $stored), and a report_NAME then holds every iteration's rows). $stored is
+true when every iteration of a run is asked for and an ingest with --op-totals stored
+the run's per-iteration sums (finding_stored_runs): the rules that sweep kernels or
+events read them instead (finding_stored, schema/views/findings.sql). A requirement is a relation,
 optionally with a column, that must hold (non-NULL) rows for the run; a relation
 `report_NAME` is the output of saved report NAME for the run and iteration, so rules
 build on the reports' definitions instead of repeating them. A rule whose data is
@@ -154,7 +157,7 @@ class _Inputs:
         self.con, self.run, self.iteration = con, run, iteration
         self.memo = memo or reports.Memo(con)
         self.registered, self.failed = [], {}
-        self.catalog = {}
+        self.catalog, self.known = {}, None
         for t, c in rows(con, "SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal"):
             self.catalog.setdefault(t, set()).add(c)
 
@@ -178,7 +181,9 @@ class _Inputs:
         """Why the requirement is not met for the run (None when it is)."""
         if relation.startswith("report_"):
             name = relation[len("report_"):]
-            known = reports.all_reports()
+            if self.known is None:           # parsed once per evaluation (50 files: 10 ms a time)
+                self.known = reports.all_reports()
+            known = self.known
             if name not in known:
                 return f"needs {meaning}: report {name} is not in this tracedb"
             if name in self.failed:
@@ -285,7 +290,7 @@ def evaluate(con, run=None, iteration=None, thresholds=None, only=None, resolve=
                 continue
             bound = steady if rule.steady == "run" and steady is not None else iteration
             out += _found(rule, t, run, iteration,
-                          _rows_of(con, rule, {"run": run, "iteration": bound, "every": False}))
+                          _rows_of(con, rule, {"run": run, "iteration": bound, "every": False, "stored": False}))
     finally:
         inputs.close()
     from . import critpath, pairing_flags
@@ -302,6 +307,9 @@ def evaluate_every(con, run, iterations, thresholds=None, only=None):
     out = []
     inputs = _Inputs(con, run, "all")
     asked = set(iterations)
+    # a run whose per-iteration sums an ingest stored (--op-totals): the rules read them
+    stored = run is not None and scalar(con, "SELECT count(*) FROM finding_stored_runs WHERE run = $run",
+                                        {"run": run}) > 0
     try:
         for rule in all_rules().values():
             if only and rule.name not in only:
@@ -318,7 +326,7 @@ def evaluate_every(con, run, iterations, thresholds=None, only=None):
                                              inputs.no_rows(relation, column, meaning)))
             got = {}
             if asked - why.keys():
-                for g in _rows_of(con, rule, {"run": run, "iteration": None, "every": True}):
+                for g in _rows_of(con, rule, {"run": run, "iteration": None, "every": True, "stored": stored}):
                     got.setdefault(g[1] if g[1] in asked else "other", []).append(g)
             for it in iterations:
                 out += ([_skipped(rule, t, run, it, why[it])] if it in why

@@ -502,12 +502,14 @@ def load(con, tf, run):
 
 
 def store_op_totals(con, run):
-    """--op-totals: the run's per-iteration op and FLOP totals stored (after its
-    derivation, in its transaction), which ops and the FLOP reports read for
-    iteration=all instead of sweeping every event (docs/benchmarks.md)."""
+    """--op-totals: the run's per-iteration op, FLOP and finding totals stored (after
+    its derivation, in its transaction), which ops, the FLOP reports and findings read
+    for iteration=all instead of sweeping every event (docs/benchmarks.md)."""
     with phase("op totals (iteration_aggregates.sql, flop_aggregates.sql)"):
         run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
         run_script(con, sql_text("schema", "load/flop_aggregates.sql"), {"run": run})
+    with phase("finding totals (finding_aggregates.sql)"):
+        run_script(con, sql_text("schema", "load/finding_aggregates.sql"), {"run": run})
 
 
 def _ac2g_links(con, path, run):

@@ -10,7 +10,10 @@
 --   GPU loses to its cause (idle caused, or the GPU time the cause takes) as a share
 --   of the iteration, and its severity follows that value; rules about memory or
 --   energy say their own unit. Evidence read from ncu counters of a pairing kept by
---   --force starts with "[FORCED pairing: ...]". `tracedb advise` prints it.
+--   --force starts with "[FORCED pairing: ...]". With iteration=all the rules that
+--   sweep kernels or events read a run's per-iteration sums where an ingest with
+--   --op-totals stored them (finding_iteration_totals: the same sums, swept once);
+--   other runs are swept. `tracedb advise` prints it.
 -- iteration_all: sql
 -- parameters:
 --   run RUN = NULL: trace run (all when absent)

@@ -20,28 +20,17 @@
 -- suggestion: Let a compiler fuse them (torch.compile, or jax.jit / XLA), or use the fused implementations
 --   (fused optimizers: foreach=True or fused=True; fused LayerNorm, GELU, softmax, bias-add).
 WITH it AS (
-    SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
-), k AS (
-    SELECT k.run, k.iteration, k.stream, k.name, k.ts_ns, k.dur_ns,
-           k.dur_ns < 20000 AND NOT regexp_matches(k.name,
-               '(?i)gemm|nvjet|xmma|cutlass|cublas|conv|implicit|wgrad|dgrad|fprop|nchw_?to_?nhwc|nhwc_?to_?nchw|nccl')
-               AS fusible,
-           row_number() OVER (PARTITION BY k.run, k.iteration, k.stream ORDER BY k.ts_ns, k.kernel_id) AS i
-    FROM kernels k JOIN it USING (run, iteration)
-    WHERE k.kind = 'kernel' AND k.dur_ns IS NOT NULL AND k.ts_ns IS NOT NULL
-), tri AS (
-    SELECT run, iteration, name AS a, lead(name, 1) OVER w AS b, lead(name, 2) OVER w AS c,
-           dur_ns + lead(dur_ns, 1) OVER w + lead(dur_ns, 2) OVER w AS seq_ns,
-           lead(ts_ns + dur_ns, 2) OVER w - ts_ns AS span_ns,
-           fusible AND lead(fusible, 1) OVER w AND lead(fusible, 2) OVER w AS ok
-    FROM k WINDOW w AS (PARTITION BY run, iteration, stream ORDER BY i)
-), seqs AS (
-    SELECT run, iteration, a, b, c, count(*) AS n, sum(seq_ns) AS ns, sum(span_ns) AS span_ns
-    FROM tri WHERE ok AND NOT (a = b AND b = c)
-    GROUP BY run, iteration, a, b, c
-    QUALIFY row_number() OVER (PARTITION BY run, iteration ORDER BY count(*) DESC, sum(seq_ns) DESC, a, b, c) = 1
+    SELECT * FROM finding_iterations($run, $iteration, every_p := $every, stored := $stored)
+), ts AS (      -- per iteration the launches and the sequence repeated most: stored at ingest, or swept
+    SELECT run, iteration, fusion_launches AS launches, fusion_all_ns AS all_ns, fusion_a AS a, fusion_b AS b,
+           fusion_c AS c, fusion_runs AS n, fusion_ns AS ns, fusion_span_ns AS span_ns
+    FROM finding_stored($run, $iteration, every_p := $every, stored := $stored) WHERE fusion_launches IS NOT NULL
+    UNION ALL
+    SELECT * FROM fusion_sums($run, $iteration, every_p := $every, stored := $stored)
 ), tot AS (
-    SELECT run, iteration, count(*) AS launches, sum(dur_ns) AS all_ns FROM k GROUP BY run, iteration
+    SELECT run, iteration, launches, all_ns FROM ts
+), seqs AS (
+    SELECT run, iteration, a, b, c, n, ns, span_ns FROM ts WHERE n IS NOT NULL
 )
 SELECT t.run, t.iteration,
        CASE WHEN s.n >= 8 THEN 100.0 * s.span_ns / it.dur_ns ELSE 0 END AS value,

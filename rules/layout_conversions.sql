@@ -17,21 +17,13 @@
 --   inputs x.to(memory_format=torch.channels_last) (with AMP the convolution kernels then read and write
 --   NHWC directly, and the conversion kernels go away).
 WITH it AS (
-    SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
-), k AS (
-    SELECT k.run, k.iteration, k.name, k.dur_ns,
-           is_layout_conversion(k.name) AS conversion
-    FROM kernels k JOIN it USING (run, iteration)
-    WHERE k.kind = 'kernel' AND k.dur_ns IS NOT NULL
-), by_name AS (     -- each kernel name's time, to say where the conversions rank
-    SELECT run, iteration, name, any_value(conversion) AS conversion, sum(dur_ns) AS ns,
-           rank() OVER (PARTITION BY run, iteration ORDER BY sum(dur_ns) DESC) AS rank
-    FROM k GROUP BY run, iteration, name
-), g AS (
-    SELECT run, iteration, sum(ns) AS all_ns, sum(ns) FILTER (conversion) AS conv_ns,
-           min(rank) FILTER (conversion) AS best_rank,
-           (SELECT count(*) FROM k WHERE k.run = b.run AND k.iteration = b.iteration AND k.conversion) AS launches
-    FROM by_name b GROUP BY run, iteration
+    SELECT * FROM finding_iterations($run, $iteration, every_p := $every, stored := $stored)
+), g AS (       -- per iteration the kernel time and the conversions': stored at ingest, or swept
+    SELECT run, iteration, layout_all_ns AS all_ns, layout_conv_ns AS conv_ns, layout_best_rank AS best_rank,
+           layout_launches AS launches
+    FROM finding_stored($run, $iteration, every_p := $every, stored := $stored) WHERE layout_all_ns IS NOT NULL
+    UNION ALL
+    SELECT * FROM layout_sums($run, $iteration, every_p := $every, stored := $stored)
 )
 SELECT g.run, g.iteration, 100.0 * coalesce(conv_ns, 0) / it.dur_ns AS value,
        CASE WHEN conv_ns IS NULL THEN 'no NCHW<->NHWC conversion kernel in the iteration'

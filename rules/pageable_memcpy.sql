@@ -15,7 +15,7 @@
 -- suggestion: Pin the host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with
 --   .to(device, non_blocking=True).
 WITH it AS (
-    SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
+    SELECT * FROM finding_iterations($run, $iteration, every_p := $every, stored := $stored)
 ), m AS (
     SELECT k.run, k.iteration, count(*) AS n, sum(k.dur_ns) AS ns, string_agg(DISTINCT k.name, ', ') AS names
     FROM kernels k JOIN it USING (run, iteration)

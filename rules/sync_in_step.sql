@@ -21,36 +21,13 @@
 -- suggestion: Move .item()/.cpu()/print of GPU values out of the step (log every N steps), keep
 --   metrics on the GPU, and copy to the host with non_blocking=True into pinned memory.
 WITH it AS (
-    SELECT * FROM finding_iterations($run, $iteration, every_p := $every)
-), s AS (
-    SELECT it.run, it.iteration, e.name, e.ts_ns AS s0, e.ts_ns + e.dur_ns AS e1, e.dur_ns
-    FROM events e JOIN it ON e.run = it.run AND e.ts_ns >= it.start_ns AND e.ts_ns < it.marker_end_ns
-    WHERE e.ph = 'X' AND e.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize',
-                                     'cudaMemcpy', 'cuCtxSynchronize', 'cuStreamSynchronize',
-                                     'cuEventSynchronize', 'cuMemcpy', 'cuMemcpyDtoH_v2', 'cuMemcpyHtoD_v2')
-), a AS (           -- the run's GPU activity near the iterations (what ends before the first one
-                    -- starts cannot reach a call inside it; the next activity within a minute),
-                    -- with the latest end so far
-    SELECT k.run, k.ts_ns, max(k.ts_ns + k.dur_ns) OVER (PARTITION BY k.run ORDER BY k.ts_ns, k.kernel_id
-                                                          ROWS UNBOUNDED PRECEDING) AS last_end
-    FROM kernels k
-    WHERE k.ts_ns IS NOT NULL AND k.dur_ns IS NOT NULL AND k.run IN (SELECT run FROM it)
-      AND k.ts_ns + k.dur_ns > (SELECT min(start_ns) FROM it)
-      AND k.ts_ns < (SELECT max(end_ns) FROM it) + 60000000000
-), c AS (           -- each call: the GPU idle it caused
-    SELECT s.*, before.last_end, after.ts_ns AS next_start,
-           CASE WHEN after.ts_ns IS NOT NULL       -- no activity after it: no cost seen
-                THEN greatest(0, least(after.ts_ns - greatest(coalesce(before.last_end, s.s0), s.s0), s.dur_ns))
-                END AS lost_ns
-    FROM s
-    ASOF LEFT JOIN a AS before ON before.run = s.run AND s.e1 > before.ts_ns
-    ASOF LEFT JOIN a AS after ON after.run = s.run AND s.e1 <= after.ts_ns
-), g AS (
-    SELECT run, iteration, sum(n) AS n, sum(dur_ns) AS ns, sum(lost_ns) AS lost_ns,
-           string_agg(name || ' x' || n, ', ' ORDER BY n DESC, name) AS calls
-    FROM (SELECT run, iteration, name, count(*) AS n, sum(dur_ns) AS dur_ns, sum(coalesce(lost_ns, 0)) AS lost_ns
-          FROM c GROUP BY ALL)
-    GROUP BY ALL
+    SELECT * FROM finding_iterations($run, $iteration, every_p := $every, stored := $stored)
+), g AS (       -- per iteration the synchronizing calls and the GPU idle they caused: stored at ingest,
+                -- or swept
+    SELECT run, iteration, sync_calls AS n, sync_ns AS ns, sync_lost_ns AS lost_ns, sync_names AS calls
+    FROM finding_stored($run, $iteration, every_p := $every, stored := $stored) WHERE sync_calls IS NOT NULL
+    UNION ALL
+    SELECT * FROM sync_sums($run, $iteration, every_p := $every, stored := $stored)
 )
 SELECT it.run, it.iteration, 100.0 * coalesce(g.lost_ns, 0) / it.dur_ns AS value,
        CASE WHEN g.n IS NULL THEN 'no synchronizing call inside the step marker'

@@ -1,6 +1,7 @@
 """Findings (rules/*.sql, tracedb advise): each rule on real data where it fires and
 where it must not, its value checked against a computation from the raw JSON or
 the ncu CSV; rules whose data is absent are skipped, never guessed."""
+import re
 from decimal import Decimal
 
 import pytest
@@ -128,10 +129,12 @@ def test_every_rule_is_documented_with_a_threshold():
         assert r.description and r.suggestion and r.unit and r.requires, r.name
         assert r.next_report in reports.all_reports() or r.next_report in ("comm_overlap", "straggler_ranks",
                                                                             "memory_summary"), r.name
-        assert sql.params_of(r.sql) <= {"run", "iteration", "every"}, r.name
-        # with iteration=all finding_iterations gives every iteration only when told to
-        assert ("finding_iterations(" not in r.sql
-                or r.sql.count("finding_iterations(") == r.sql.count("every_p := $every)")), r.name
+        assert sql.params_of(r.sql) <= {"run", "iteration", "every", "stored"}, r.name
+        # with iteration=all finding_iterations (and the sweeps beside it) give every iteration
+        # only when told to, and read the stored sums only when told to
+        calls = re.findall(r"\b(\w+)\(\$run, \$iteration\b([^)]*)\)", r.sql)
+        assert ("finding_iterations" not in {c for c, _ in calls}
+                or all(rest == ", every_p := $every, stored := $stored" for _, rest in calls)), r.name
 
 
 def test_host_bound_against_raw_json(found):

@@ -135,6 +135,55 @@ CREATE TABLE IF NOT EXISTS op_flop_totals (
     formulas  VARCHAR NOT NULL               -- flop_formulas_digest() when stored
 );
 
+-- The finding rules' per-iteration sums of every iteration of a trace run, stored at
+-- ingest with --op-totals (schema/load/finding_aggregates.sql): what each rule that
+-- sweeps the kernels or events (schema/views/findings.sql) sums per iteration, one row
+-- per iteration. The rules read a run's rows for iteration=all; other runs, and one
+-- iteration, they sweep themselves. A rule's columns are NULL where its sweep gives
+-- the iteration no row.
+CREATE TABLE IF NOT EXISTS finding_iteration_totals (
+    run                VARCHAR NOT NULL,
+    iteration          INTEGER NOT NULL,
+    kernel_busy_ns     BIGINT,               -- iteration_gpu_time.kernel_busy_ns
+    idle_ns            BIGINT,               -- iteration_gpu_time.idle_ns
+    gpu_util_pct       DOUBLE,               -- iteration_gpu_time.gpu_util_pct
+    graph_of_kernels   BIGINT,               -- iteration_graphs.kernels (NULL: no row there)
+    graph_kernels      BIGINT,               -- iteration_graphs.graph_kernels
+    graph_kernel_pct   DOUBLE,               -- iteration_graphs.graph_kernel_pct
+    graph_launches     BIGINT,               -- iteration_graphs.graph_launches
+    graph_launch_call_ns BIGINT,             -- iteration_graphs.launch_call_ns
+    graph_between_replays_ns BIGINT,         -- iteration_graphs.between_replays_ns
+    graph_eager_kernels BIGINT,              -- iteration_graphs.eager_kernels
+    host_starved_ns    BIGINT,               -- host_bound: GPU idle with nothing queued, ns
+    tiny_kernels       BIGINT,               -- tiny_kernels: kernels with their launch calls
+    tiny_short         BIGINT,               -- tiny_kernels: of them, shorter than their launch call
+    tiny_short_ns      BIGINT,               -- tiny_kernels: their time, ns
+    tiny_all_ns        BIGINT,               -- tiny_kernels: time of all of them, ns
+    tiny_launch_p50_ns DOUBLE,               -- tiny_kernels: median launch call, ns
+    tiny_short_p50_ns  DOUBLE,               -- tiny_kernels: median of the short ones, ns
+    tiny_waited_ns     BIGINT,               -- tiny_kernels: their streams' waits for the launches, ns
+    tiny_lost_ns       BIGINT,               -- tiny_kernels: GPU idle in those waits, ns
+    fusion_launches    BIGINT,               -- fusion_candidates: kernel launches
+    fusion_all_ns      BIGINT,               -- fusion_candidates: their time, ns
+    fusion_a           VARCHAR,              -- fusion_candidates: the sequence repeated most, first kernel
+    fusion_b           VARCHAR,              -- fusion_candidates: its second kernel
+    fusion_c           VARCHAR,              -- fusion_candidates: its third kernel
+    fusion_runs        BIGINT,               -- fusion_candidates: the sequence's runs
+    fusion_ns          BIGINT,               -- fusion_candidates: its kernels' time, ns
+    fusion_span_ns     BIGINT,               -- fusion_candidates: its runs' spans, ns
+    loader_calls       BIGINT,               -- data_loader_wait: DataLoader calls in the iteration
+    loader_ns          BIGINT,               -- data_loader_wait: their time in the iteration, ns
+    loader_idle_ns     BIGINT,               -- data_loader_wait: GPU idle in them, ns
+    sync_calls         BIGINT,               -- sync_in_step: synchronizing calls in the step marker
+    sync_ns            BIGINT,               -- sync_in_step: their time, ns
+    sync_lost_ns       BIGINT,               -- sync_in_step: GPU idle they caused, ns
+    sync_names         VARCHAR,              -- sync_in_step: the calls by name, with counts
+    layout_all_ns      BIGINT,               -- layout_conversions: kernel time, ns
+    layout_conv_ns     BIGINT,               -- layout_conversions: conversion kernels' time, ns
+    layout_best_rank   BIGINT,               -- layout_conversions: the largest one's rank by time
+    layout_launches    BIGINT                -- layout_conversions: conversion kernels
+);
+
 -- Hardware counters (ncu): one row per kernel and metric, in base units.
 CREATE TABLE IF NOT EXISTS counters (
     run       VARCHAR NOT NULL,              -- the ncu run
