@@ -469,12 +469,31 @@ def load(con, tf, run):
 
 
 def store_op_totals(con, run):
-    """--op-totals: the run's per-iteration op and FLOP totals stored (after its
-    derivation, in its transaction), which ops and the FLOP reports read for
-    iteration=all instead of sweeping every event (docs/benchmarks.md)."""
+    """--op-totals: the run's per-iteration op, FLOP and GPU time totals stored (after
+    its derivation, in its transaction), which ops, the FLOP reports and the kernel
+    sweeps' reports read for iteration=all instead of sweeping every event or kernel
+    (docs/benchmarks.md)."""
     with phase("op totals (iteration_aggregates.sql, flop_aggregates.sql)"):
         run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
         run_script(con, sql_text("schema", "load/flop_aggregates.sql"), {"run": run})
+    with phase("kernel totals (kernel_aggregates.sql, launch_queue)"):
+        run_script(con, sql_text("schema", "load/kernel_aggregates.sql"), {"run": run})
+        _store_launch_queue(con, run)
+
+
+_QUEUE_COLUMNS = "mean_queued, p95_queued, max_queued, empty_pct, empty_gpu_idle_pct"
+
+
+def _store_launch_queue(con, run):
+    """launch_queue's summary rows with iteration=all over this run, from the report's own
+    SQL (queries/launch_queue.sql: the run's rows deleted first, so it sweeps the run),
+    into launch_queue_totals; a run without a row keeps one with max_queued NULL."""
+    con.execute("DELETE FROM launch_queue_totals WHERE run = ?", [run])
+    report = sql_text("queries", "launch_queue.sql").strip().rstrip(";")
+    con.execute(f"INSERT INTO launch_queue_totals SELECT run, iteration, stream, {_QUEUE_COLUMNS} FROM ({report})",
+                {"run": run, "iteration": "all", "series": False})
+    con.execute("INSERT INTO launch_queue_totals (run) SELECT ? WHERE NOT EXISTS "
+                "(SELECT 1 FROM launch_queue_totals WHERE run = ?)", [run, run])
 
 
 def _ac2g_links(con, path, run):

@@ -23,8 +23,9 @@ from . import header
 # The schema's version in schema_info: a write open replaces the views and macros
 # when it differs (4: the first to skip them when current, so a writer older than
 # that, which keeps stamping 3 with its own views, makes this version replace them;
-# 5: op_iteration_totals, which a read-only open of a file stamped 4 stands in for).
-SCHEMA_VERSION = "5"
+# 5: op_iteration_totals, which a read-only open of a file stamped 4 stands in for;
+# 6: kernel_iteration_totals, gpu_class_totals and launch_queue_totals, the same).
+SCHEMA_VERSION = "6"
 # The storage format a new database is written in: DuckDB 2.0 writes a format by
 # default that DuckDB 1.x (the CLI and drivers most people have) cannot open. The
 # README states the versions this gives; tests/test_compat.py opens a file with 1.5.

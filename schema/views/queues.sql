@@ -1,4 +1,4 @@
--- includes:
+-- includes: base
 
 -- Runtime queues (method.md section 5): TensorFlow eager execution phases and
 -- queue, and CUDA launch queues. Documented in docs/schema.md ("queues").
@@ -135,7 +135,10 @@ CREATE OR REPLACE MACRO in_segment_window(run, start_ns, end_ns) AS
 --                          ThreadpoolListener::Region)
 -- @column category         the first that holds of gpu_kernel, cpu_kernel, dequeuing,
 --                          memory_transfer; else waiting
-CREATE OR REPLACE VIEW activity_segments AS
+--
+-- activity_segments_of(walked_only): the same of the runs not in kernel_stored_runs alone
+-- when walked_only (left out before the sweep's sorts).
+CREATE OR REPLACE MACRO activity_segments_of(walked_only) AS TABLE
 WITH it AS (SELECT run, iteration, start_ns, end_ns FROM iterations),
 iv AS (
     SELECT * FROM (
@@ -154,7 +157,8 @@ iv AS (
 ), pts AS (
     SELECT run, t, sum(d) FILTER (k = 'queue') AS dq, sum(d) FILTER (k = 'deq') AS dd,
            sum(d) FILTER (k = 'gpu') AS dg, sum(d) FILTER (k = 'copy') AS dm, sum(d) FILTER (k = 'cpu') AS dc
-    FROM b GROUP BY run, t
+    FROM b WHERE NOT (walked_only AND run IN (SELECT run FROM kernel_stored_runs))
+    GROUP BY run, t
 ), st AS (
     SELECT run, t AS start_ns, lead(t) OVER w AS end_ns,
            sum(coalesce(dq, 0)) OVER w2 AS queued, sum(coalesce(dd, 0)) OVER w2 AS dequeuing,
@@ -171,3 +175,29 @@ SELECT st.run, it.iteration, st.start_ns, st.end_ns, st.end_ns - st.start_ns AS 
             ELSE 'waiting' END AS category
 FROM st ASOF JOIN it ON it.run = st.run AND st.start_ns >= it.start_ns
 WHERE st.end_ns IS NOT NULL AND st.end_ns <= it.end_ns AND st.end_ns > st.start_ns;
+CREATE OR REPLACE VIEW activity_segments AS SELECT * FROM activity_segments_of(false);
+
+-- Time of each iteration by whether CPU kernels (KernelAndDeviceFunc::Run, Eigen
+-- thread-pool regions) and GPU kernels run (activity_segments summed; time_breakdown
+-- reads it): the rows an ingest with --op-totals stored (kernel_iteration_totals) for
+-- the runs of kernel_stored_runs, the sweep of the others. An iteration without a
+-- segment has no row.
+--
+-- @column run            trace run
+-- @column iteration      iteration (activity_segments.iteration)
+-- @column cpu_kernel_ns  a CPU kernel and no GPU kernel running, ns (NULL: no such segment)
+-- @column gpu_kernel_ns  a GPU kernel and no CPU kernel running, ns (NULL: none)
+-- @column overlap_ns     both running, ns (NULL: none)
+-- @column overhead_ns    neither running, ns (NULL: none)
+CREATE OR REPLACE VIEW iteration_kernel_overlap AS
+SELECT run, iteration,
+       sum(dur_ns) FILTER (cpu_kernel AND NOT gpu_kernel) AS cpu_kernel_ns,
+       sum(dur_ns) FILTER (gpu_kernel AND NOT cpu_kernel) AS gpu_kernel_ns,
+       sum(dur_ns) FILTER (cpu_kernel AND gpu_kernel) AS overlap_ns,
+       sum(dur_ns) FILTER (NOT cpu_kernel AND NOT gpu_kernel) AS overhead_ns
+FROM activity_segments_of(true)
+GROUP BY run, iteration
+UNION ALL
+SELECT run, iteration, cpu_kernel_ns, gpu_kernel_ns, overlap_ns, overhead_ns FROM kernel_iteration_totals
+WHERE iteration IS NOT NULL
+  AND (cpu_kernel_ns IS NOT NULL OR gpu_kernel_ns IS NOT NULL OR overlap_ns IS NOT NULL OR overhead_ns IS NOT NULL);
