@@ -10,6 +10,7 @@ two ranks of a DDP job with communication kernels, and an Nsight Systems export 
 without the totals: swept as before). A database whose runs have no stored rows, a
 read-only one made before the tables, and class rules changed since the ingest give the
 same rows by the sweep."""
+import math
 import shutil
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from tracedb.store.sql import statements
 from test_flop_sweeps import _rows as report_rows
 
 BEFORE = Path(__file__).parent / "reports_before"
-STORED_TABLES = ("kernel_iteration_totals", "gpu_class_totals", "launch_queue_totals")
+STORED_TABLES = ("kernel_iteration_totals", "gpu_class_totals", "launch_queue_totals", "copy_kernel_overlap")
 REPORTS = ["launch_queue", "temporal_breakdown", "kernel_type_breakdown", "time_breakdown", "flop_utilization",
            "top_kernels", "occupancy", "system_metrics", "transfers", "utilization_levels", "utilization_by_layer",
            "idle_breakdown", "rank_summary", "gpu_utilization"]
@@ -86,18 +87,33 @@ def _cases(con, name):
         yield {"iteration": "all", "series": "true", "run": "amp4"}
 
 
+def _close(a, b):
+    """Equal, but a DOUBLE may differ in its last bits: a sum of products (occupancy's
+    weighted means) adds in the order rows reach it, which a plan decides (the SQL before
+    gives such differences between two of its own runs on a large trace)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 def _same(con, before, name, monkeypatch, cases=None):
     compared = 0
     for params in cases or _cases(con, name):
         new = _rows(con, name, params)
-        assert new == _rows(before, name, params, monkeypatch), (name, params)
+        old = _rows(before, name, params, monkeypatch)
+        assert new == old or _close(new, old), (name, params)
         compared += isinstance(new, list) and len(new) > 0
     return compared
 
 
 def test_every_trace_run_but_the_nsys_one_is_stored(con):
-    for table in STORED_TABLES:
-        assert {r for (r,) in con.execute(f"SELECT DISTINCT run FROM {table}").fetchall()} == STORED_RUNS, table
+    for table in STORED_TABLES:         # (copies: only the runs with copies that overlap a kernel)
+        runs = {r for (r,) in con.execute(f"SELECT DISTINCT run FROM {table}").fetchall()}
+        assert runs == STORED_RUNS if table != "copy_kernel_overlap" else {"ddp.rank0", "ddp.rank1"} <= runs <= STORED_RUNS, table
     assert {r for (r,) in con.execute("SELECT run FROM kernel_stored_runs").fetchall()} == STORED_RUNS
     assert {r for (r,) in con.execute("SELECT run FROM gpu_class_stored_runs").fetchall()} == STORED_RUNS
 
@@ -127,15 +143,17 @@ def test_the_reports_read_the_stored_rows(path, tmp_path):
     shutil.copyfile(path, copy)
     c = db.connect(copy)
     try:
-        before = {n: report_rows(c, n, {"run": "amp", "iteration": "all"})
-                  for n in ("utilization_levels", "flop_utilization", "system_metrics", "time_breakdown",
-                            "temporal_breakdown", "launch_queue")}
+        cases = [(n, {"run": "ddp.rank0" if n == "transfers" else "amp", "iteration": "all"})
+                 for n in ("utilization_levels", "flop_utilization", "system_metrics", "time_breakdown",
+                           "temporal_breakdown", "launch_queue", "transfers")]
+        before = [report_rows(c, n, p) for n, p in cases]
         c.execute("UPDATE kernel_iteration_totals SET kernel_busy_ns = kernel_busy_ns - 1000, "
                   "window_busy_ns = window_busy_ns - 1000, gpu_kernel_ns = gpu_kernel_ns - 1000 WHERE run = 'amp'")
         c.execute("UPDATE gpu_class_totals SET compute_ns = compute_ns - 1000 WHERE run = 'amp'")
         c.execute("UPDATE launch_queue_totals SET max_queued = max_queued + 1 WHERE run = 'amp'")
-        for name, rows in before.items():
-            assert report_rows(c, name, {"run": "amp", "iteration": "all"}) != rows, name
+        c.execute("UPDATE copy_kernel_overlap SET overlap_ns = overlap_ns + 1000 WHERE run = 'ddp.rank0'")
+        for (name, params), rows in zip(cases, before):
+            assert report_rows(c, name, params) != rows, name
     finally:
         c.close()
 

@@ -156,6 +156,17 @@ CREATE TABLE IF NOT EXISTS kernel_iteration_totals (
     overhead_ns       BIGINT                  -- neither (NULL in all four: no segment)
 );
 
+-- The part of each memcpy and memset of a trace run's iterations during which a kernel
+-- of its iteration runs (its overlap with kernel_busy_intervals), stored by an ingest with
+-- --op-totals (schema/load/kernel_aggregates.sql) for the runs of kernel_stored_runs:
+-- transfers reads it instead of sweeping the run's kernels. A copy that overlaps no
+-- busy interval has no row.
+CREATE TABLE IF NOT EXISTS copy_kernel_overlap (
+    run        VARCHAR NOT NULL,
+    kernel_id  BIGINT NOT NULL,               -- the copy (kernels.kernel_id, kind memcpy or memset)
+    overlap_ns BIGINT                          -- time with a kernel of its iteration running, ns
+);
+
 -- gpu_class_time's rows of a trace run (every iteration, and the whole trace with
 -- iteration NULL), stored by an ingest with --op-totals (schema/load/kernel_aggregates.sql)
 -- under a digest of kernel_class_rules: gpu_class_time reads them while the rules are as
