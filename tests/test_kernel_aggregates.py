@@ -158,6 +158,36 @@ def test_the_reports_read_the_stored_rows(path, tmp_path):
         c.close()
 
 
+def test_windows_that_cut_busy_time_and_copies_of_other_iterations(path, tmp_path, monkeypatch):
+    """Cases the traces lack, made from them and stored again: iteration windows that cut
+    kernel busy intervals (amp4's steps shortened at both ends: system_metrics clips the
+    busy time to each window), and copies labelled with another iteration than the kernels
+    they overlap (ddp.rank0's copies of iteration 2 moved to 3: transfers counts the
+    overlap with their own iteration's kernels only). The stored rows are those of the
+    sweep."""
+    from tracedb.store.catalog import sql_text
+    from tracedb.store.sql import run_script
+    copy = tmp_path / "cut.duckdb"
+    shutil.copyfile(path, copy)
+    c = db.connect(copy)
+    try:
+        c.execute("UPDATE iterations SET start_ns = start_ns + dur_ns // 10, end_ns = end_ns - dur_ns // 5, "
+                  "dur_ns = end_ns - dur_ns // 5 - start_ns - dur_ns // 10 WHERE run = 'amp4'")
+        c.execute("UPDATE kernels SET iteration = 3 WHERE run = 'ddp.rank0' AND kind IN ('memcpy', 'memset') "
+                  "AND iteration = 2")
+        for run in ("amp4", "ddp.rank0"):
+            run_script(c, sql_text("schema", "load/kernel_aggregates.sql"), {"run": run})
+        before = _before(c)
+        try:
+            for name in ("system_metrics", "transfers", "utilization_levels", "kernel_type_breakdown"):
+                cases = [{"iteration": "all", "run": "amp4"}, {"iteration": "all", "run": "ddp.rank0"}]
+                assert _same(c, before, name, monkeypatch, cases) == 2, name
+        finally:
+            before.close()
+    finally:
+        c.close()
+
+
 def test_without_the_stored_rows(path, tmp_path, monkeypatch):
     """A database whose runs have no stored rows (an older tracedb's, migrated), and a
     read-only one without the tables (schema 5): the sweep gives the rows. One run stored
