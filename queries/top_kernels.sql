@@ -31,27 +31,21 @@ WITH it AS (
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
            -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
            ELSE iteration = CAST($iteration AS INTEGER) END
-), kl AS (       -- the kernels of the trace runs asked for, with their layer and counters (once)
-    SELECT k.run, k.iteration, k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type,
-           m.smsp_cycles_elapsed, m.smsp_cycles_active, m.smsp_issue_active, m.tc_inst
-    FROM kernels k JOIN kernel_layers l USING (run, kernel_id)
-    LEFT JOIN kernel_levels m ON m.run = k.run AND m.kernel_id = k.kernel_id
-    WHERE k.kind = 'kernel'
-      AND k.run IN (SELECT run FROM runs WHERE kind = 'trace' AND ($run IS NULL OR run = $run))
-      -- a constant iteration (N, or the steady one bound as N) reaches the kernels' scan
-      AND (TRY_CAST($iteration AS INTEGER) IS NULL OR k.iteration = TRY_CAST($iteration AS INTEGER))
 ), k AS (
-    SELECT kl.* FROM kl JOIN it USING (run, iteration)
+    SELECT k.run, k.iteration, k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
+    FROM kernels k JOIN it USING (run, iteration) JOIN kernel_layers l USING (run, kernel_id)
+    WHERE k.kind = 'kernel'
     UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
-    SELECT run, CAST(NULL AS INTEGER), kernel_id, name, dur_ns, op_name, layer_type,
-           smsp_cycles_elapsed, smsp_cycles_active, smsp_issue_active, tc_inst
-    FROM kl WHERE $iteration = 'all'       -- every trace run, with iterations or none
+    SELECT k.run, CAST(NULL AS INTEGER), k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
+    FROM kernels k JOIN kernel_layers l USING (run, kernel_id)
+    WHERE k.kind = 'kernel' AND $iteration = 'all'       -- every trace run, with iterations or none
+      AND k.run IN (SELECT run FROM runs WHERE kind = 'trace' AND ($run IS NULL OR run = $run))
 ), g AS (
     SELECT k.run, k.iteration, k.name, count(*) AS launches, sum(k.dur_ns) AS total_ns,
            avg(k.dur_ns) AS mean_ns, mode(k.op_name) AS op_name, mode(k.layer_type) AS layer_type,
-           sum(k.smsp_cycles_elapsed) AS e, sum(k.smsp_cycles_active) AS a,
-           sum(k.smsp_issue_active) AS i, sum(k.tc_inst) AS n
-    FROM k
+           sum(m.smsp_cycles_elapsed) AS e, sum(m.smsp_cycles_active) AS a,
+           sum(m.smsp_issue_active) AS i, sum(m.tc_inst) AS n
+    FROM k LEFT JOIN kernel_levels m ON m.run = k.run AND m.kernel_id = k.kernel_id
     GROUP BY k.run, k.iteration, k.name
 )
 SELECT run, iteration, name, launches, CAST(total_ns AS BIGINT) AS total_ns, round(mean_ns, 1) AS mean_ns,
