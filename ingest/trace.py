@@ -476,24 +476,33 @@ def store_op_totals(con, run):
     with phase("op totals (iteration_aggregates.sql, flop_aggregates.sql)"):
         run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
         run_script(con, sql_text("schema", "load/flop_aggregates.sql"), {"run": run})
-    with phase("kernel totals (kernel_aggregates.sql, launch_queue)"):
+    with phase("kernel totals (kernel_aggregates.sql, launch_queue, top_kernels)"):
         run_script(con, sql_text("schema", "load/kernel_aggregates.sql"), {"run": run})
-        _store_launch_queue(con, run)
+        _store_reports(con, run)
 
 
-_QUEUE_COLUMNS = "mean_queued, p95_queued, max_queued, empty_pct, empty_gpu_idle_pct"
+# reports whose iteration=all rows an ingest with --op-totals stores: (report, table, the
+# columns stored, the parameters besides the run, what else a row carries: the rules'
+# digest); a run's marker row leaves the columns NULL
+_STORED_REPORTS = (
+    ("launch_queue", "launch_queue_totals", "stream, mean_queued, p95_queued, max_queued, empty_pct, empty_gpu_idle_pct",
+     {"iteration": "all", "series": False}, ""),
+    ("top_kernels", "top_kernel_totals", "name, launches, total_ns, mean_ns, time_share_pct, op_name, layer_type",
+     {"iteration": "all", "limit": 2147483647}, ", layer_rules_digest()"),
+)
 
 
-def _store_launch_queue(con, run):
-    """launch_queue's summary rows with iteration=all over this run, from the report's own
-    SQL (queries/launch_queue.sql: the run's rows deleted first, so it sweeps the run),
-    into launch_queue_totals; a run without a row keeps one with max_queued NULL."""
-    con.execute("DELETE FROM launch_queue_totals WHERE run = ?", [run])
-    report = sql_text("queries", "launch_queue.sql").strip().rstrip(";")
-    con.execute(f"INSERT INTO launch_queue_totals SELECT run, iteration, stream, {_QUEUE_COLUMNS} FROM ({report})",
-                {"run": run, "iteration": "all", "series": False})
-    con.execute("INSERT INTO launch_queue_totals (run) SELECT ? WHERE NOT EXISTS "
-                "(SELECT 1 FROM launch_queue_totals WHERE run = ?)", [run, run])
+def _store_reports(con, run):
+    """The iteration=all rows of the reports of _STORED_REPORTS over this run, from the
+    report's own SQL (queries/: the run's rows deleted first, so it sweeps the run), into
+    their tables; a run without a row keeps one with those columns NULL."""
+    for name, table, columns, params, extra in _STORED_REPORTS:
+        con.execute(f"DELETE FROM {table} WHERE run = ?", [run])
+        report = sql_text("queries", f"{name}.sql").strip().rstrip(";")
+        con.execute(f"INSERT INTO {table} SELECT run, iteration, {columns}{extra} FROM ({report})",
+                    {"run": run} | params)
+        con.execute(f"INSERT INTO {table} (run{', rules' if extra else ''}) SELECT ?{extra} WHERE NOT EXISTS "
+                    f"(SELECT 1 FROM {table} WHERE run = ?)", [run, run])
 
 
 def _ac2g_links(con, path, run):

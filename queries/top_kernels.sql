@@ -25,7 +25,10 @@
 -- requires:
 --   kernels: GPU kernels
 -- engines: duckdb, spark
-WITH it AS (
+WITH stored AS (   -- iteration=all of a run stored by an ingest with --op-totals (top_kernel_totals:
+                    -- this SQL over the run, every name, at ingest): read, not swept
+    SELECT run FROM top_kernel_stored_runs WHERE $iteration = 'all'
+), it AS (
     SELECT run, iteration FROM iteration_utilization
     WHERE ($run IS NULL OR run = $run)
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
@@ -34,12 +37,13 @@ WITH it AS (
 ), k AS (
     SELECT k.run, k.iteration, k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
     FROM kernels k JOIN it USING (run, iteration) JOIN kernel_layers l USING (run, kernel_id)
-    WHERE k.kind = 'kernel'
+    WHERE k.kind = 'kernel' AND k.run NOT IN (SELECT run FROM stored)
     UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
     SELECT k.run, CAST(NULL AS INTEGER), k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
     FROM kernels k JOIN kernel_layers l USING (run, kernel_id)
     WHERE k.kind = 'kernel' AND $iteration = 'all'       -- every trace run, with iterations or none
-      AND k.run IN (SELECT run FROM runs WHERE kind = 'trace' AND ($run IS NULL OR run = $run))
+      AND ($run IS NULL OR k.run = $run)     -- (kernel_layers: kernels with a start, a trace run's;
+      AND k.run NOT IN (SELECT run FROM stored)   -- not runs: an ingest stores this before its runs row)
 ), g AS (
     SELECT k.run, k.iteration, k.name, count(*) AS launches, sum(k.dur_ns) AS total_ns,
            avg(k.dur_ns) AS mean_ns, mode(k.op_name) AS op_name, mode(k.layer_type) AS layer_type,
@@ -54,5 +58,11 @@ SELECT run, iteration, name, launches, CAST(total_ns AS BIGINT) AS total_ns, rou
        round(100.0 * a / e, 2) AS smsp_active_pct, round(100.0 * i / e, 2) AS issue_slot_pct,
        round(100.0 * n / e, 3) AS tc_issue_pct
 FROM g
+QUALIFY row_number() OVER (PARTITION BY run, iteration ORDER BY total_ns DESC, name) <= $limit
+UNION ALL
+SELECT run, iteration, name, launches, total_ns, mean_ns, time_share_pct, op_name, layer_type,
+       NULL, NULL, NULL
+FROM top_kernel_totals
+WHERE run IN (SELECT run FROM stored) AND ($run IS NULL OR run = $run) AND name IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY run, iteration ORDER BY total_ns DESC, name) <= $limit
 ORDER BY run, iteration NULLS LAST, total_ns DESC, name;

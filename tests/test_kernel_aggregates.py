@@ -22,7 +22,8 @@ from tracedb.store.sql import statements
 from test_flop_sweeps import _rows as report_rows
 
 BEFORE = Path(__file__).parent / "reports_before"
-STORED_TABLES = ("kernel_iteration_totals", "gpu_class_totals", "launch_queue_totals", "copy_kernel_overlap")
+STORED_TABLES = ("kernel_iteration_totals", "gpu_class_totals", "launch_queue_totals", "copy_kernel_overlap",
+                 "top_kernel_totals")
 REPORTS = ["launch_queue", "temporal_breakdown", "kernel_type_breakdown", "time_breakdown", "flop_utilization",
            "top_kernels", "occupancy", "system_metrics", "transfers", "utilization_levels", "utilization_by_layer",
            "idle_breakdown", "rank_summary", "gpu_utilization"]
@@ -116,6 +117,10 @@ def test_every_trace_run_but_the_nsys_one_is_stored(con):
         assert runs == STORED_RUNS if table != "copy_kernel_overlap" else {"ddp.rank0", "ddp.rank1"} <= runs <= STORED_RUNS, table
     assert {r for (r,) in con.execute("SELECT run FROM kernel_stored_runs").fetchall()} == STORED_RUNS
     assert {r for (r,) in con.execute("SELECT run FROM gpu_class_stored_runs").fetchall()} == STORED_RUNS
+    # top_kernels' rows are read while no kernel of the run is matched to counters: GPT-2's ncu
+    # report, and the CUPTI trace's own counters, leave those runs to the sweep
+    assert {r for (r,) in con.execute("SELECT run FROM top_kernel_stored_runs").fetchall()} == \
+        STORED_RUNS - {"gpt2", "cupti"}
 
 
 @pytest.mark.parametrize("name", REPORTS)
@@ -145,13 +150,14 @@ def test_the_reports_read_the_stored_rows(path, tmp_path):
     try:
         cases = [(n, {"run": "ddp.rank0" if n == "transfers" else "amp", "iteration": "all"})
                  for n in ("utilization_levels", "flop_utilization", "system_metrics", "time_breakdown",
-                           "temporal_breakdown", "launch_queue", "transfers")]
+                           "temporal_breakdown", "launch_queue", "transfers", "top_kernels")]
         before = [report_rows(c, n, p) for n, p in cases]
         c.execute("UPDATE kernel_iteration_totals SET kernel_busy_ns = kernel_busy_ns - 1000, "
                   "window_busy_ns = window_busy_ns - 1000, gpu_kernel_ns = gpu_kernel_ns - 1000 WHERE run = 'amp'")
         c.execute("UPDATE gpu_class_totals SET compute_ns = compute_ns - 1000 WHERE run = 'amp'")
         c.execute("UPDATE launch_queue_totals SET max_queued = max_queued + 1 WHERE run = 'amp'")
         c.execute("UPDATE copy_kernel_overlap SET overlap_ns = overlap_ns + 1000 WHERE run = 'ddp.rank0'")
+        c.execute("UPDATE top_kernel_totals SET launches = launches + 1 WHERE run = 'amp'")
         for (name, params), rows in zip(cases, before):
             assert report_rows(c, name, params) != rows, name
     finally:
@@ -198,7 +204,8 @@ def test_without_the_stored_rows(path, tmp_path, monkeypatch):
     for table in STORED_TABLES:
         c.execute(f"DELETE FROM {table} WHERE run <> 'amp'")             # amp stored, the others swept
     cases = [{"iteration": "all"}, {"iteration": "all", "run": "amp"}, {"run": "amp4"}]
-    names = ["launch_queue", "kernel_type_breakdown", "time_breakdown", "flop_utilization", "system_metrics"]
+    names = ["launch_queue", "kernel_type_breakdown", "time_breakdown", "flop_utilization", "system_metrics",
+             "top_kernels"]
 
     def same(c):
         before = _before(c)

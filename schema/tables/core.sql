@@ -167,6 +167,24 @@ CREATE TABLE IF NOT EXISTS copy_kernel_overlap (
     overlap_ns BIGINT                          -- time with a kernel of its iteration running, ns
 );
 
+-- top_kernels' rows with iteration=all of a trace run, every kernel name (no limit),
+-- stored by an ingest with --op-totals (ingest/trace.py runs the report over the run once)
+-- under a digest of layer_rules: top_kernels reads them while the rules are as they were
+-- and no kernel of the run is matched to counters (top_kernel_stored_runs); other runs
+-- it sweeps. A run without a row keeps one with name NULL.
+CREATE TABLE IF NOT EXISTS top_kernel_totals (
+    run            VARCHAR NOT NULL,
+    iteration      INTEGER,                   -- NULL: the whole trace
+    name           VARCHAR,                   -- NULL: the run's marker row (no row to report)
+    launches       BIGINT,
+    total_ns       BIGINT,
+    mean_ns        DOUBLE,
+    time_share_pct DOUBLE,
+    op_name        VARCHAR,
+    layer_type     VARCHAR,
+    rules          VARCHAR NOT NULL           -- layer_rules_digest() when stored
+);
+
 -- gpu_class_time's rows of a trace run (every iteration, and the whole trace with
 -- iteration NULL), stored by an ingest with --op-totals (schema/load/kernel_aggregates.sql)
 -- under a digest of kernel_class_rules: gpu_class_time reads them while the rules are as

@@ -25,6 +25,13 @@ FROM kernels k
 LEFT JOIN typed t ON t.kind = k.kind AND t.op = coalesce(k.op_name, '') AND t.name = k.name
 WHERE k.ts_ns IS NOT NULL;
 
+-- A digest of layer_rules as it is: the stored top_kernels rows (top_kernel_totals) were
+-- typed under the rules whose digest they carry.
+CREATE OR REPLACE MACRO layer_rules_digest() AS (
+    SELECT md5(coalesce(string_agg(concat_ws('|', priority, field, pattern, layer_type), chr(10)
+                                   ORDER BY priority, field, pattern), ''))
+    FROM layer_rules);
+
 -- The ncu run whose matches the utilization reports use for a trace run:
 -- the one matched last, a pairing kept by --force (more than 20% of its matched
 -- kernels under another name) only when no sound one is left.
@@ -92,6 +99,15 @@ SELECT mk.*, coalesce(l.layer_type, 'other') AS layer_type,
 FROM matched_kernels mk
 JOIN trace_ncu_pairs p ON p.run = mk.run AND p.ncu_run = mk.ncu_run
 LEFT JOIN kernel_layers l ON l.run = mk.run AND l.kernel_id = mk.kernel_id;
+
+-- The runs whose top_kernels rows an ingest with --op-totals stored (top_kernel_totals)
+-- under today's layer_rules, with no kernel matched to counters since (kernel_levels):
+-- top_kernels with iteration=all reads those rows instead of sweeping the run.
+--
+-- @column run  trace run with rows in top_kernel_totals typed under layer_rules as it is
+CREATE OR REPLACE VIEW top_kernel_stored_runs AS
+SELECT DISTINCT run FROM top_kernel_totals
+WHERE rules = layer_rules_digest() AND run NOT IN (SELECT run FROM kernel_levels);
 
 -- Per run and iteration: time, GPU utilization and (where an ncu run is
 -- matched to that iteration) the summed counters and the five levels, both
