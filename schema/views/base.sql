@@ -58,12 +58,32 @@ CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
     lower(cat) IN ('cpu_op', 'operator');
 
 -- The runs whose GPU time an ingest with --op-totals stored (kernel_iteration_totals,
--- their whole-trace row): iteration_gpu_time, run_kernel_busy, system_metrics and
--- time_breakdown read their rows instead of sweeping their kernels.
+-- their whole-trace row): iteration_gpu_time, run_kernel_busy, iteration_kernel_overlap,
+-- system_metrics and transfers read their rows instead of sweeping their kernels.
 --
 -- @column run  trace run with a whole-trace row in kernel_iteration_totals
 CREATE OR REPLACE VIEW kernel_stored_runs AS
 SELECT DISTINCT run FROM kernel_iteration_totals WHERE iteration IS NULL;
+
+-- gpu_activity_sweep_of(walked_only): the view gpu_activity_sweep (below); when walked_only,
+-- of the runs not in kernel_stored_runs alone, the others left out at the kernels' scan
+-- (a filter on the view's run does not reach it through the sorts).
+CREATE OR REPLACE MACRO gpu_activity_sweep_of(walked_only) AS TABLE
+WITH k AS (
+    SELECT run, iteration, kind, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns, kernel_id
+    FROM kernels WHERE ts_ns IS NOT NULL AND iteration IS NOT NULL
+      AND NOT (walked_only AND run IN (SELECT run FROM kernel_stored_runs))
+)
+-- two sorts, one per activity (one sort of both, partitioned by activity, took 10-20% longer)
+SELECT 'kernels' AS activity, run, iteration, start_ns, end_ns, max(end_ns) OVER w AS prev_end_ns, kernel_id
+FROM k WHERE kind = 'kernel'
+WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
+             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+UNION ALL
+SELECT 'all', run, iteration, start_ns, end_ns, max(end_ns) OVER w, kernel_id
+FROM k
+WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
+             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
 
 -- GPU activity of each (run, iteration) by start, each with the latest end of
 -- those before it: the sweep that the union of the intervals reads
@@ -81,26 +101,20 @@ SELECT DISTINCT run FROM kernel_iteration_totals WHERE iteration IS NULL;
 --                      kernel_id) of its activity, run and iteration, ns; NULL for the first
 -- @column kernel_id    the activity (kernels.kernel_id): the last sort key, so that the
 --                      islands' sort puts activities with one start and end in this order too
--- gpu_activity_sweep_of(walked_only): the same of the runs not in kernel_stored_runs
--- alone when walked_only, left out at the kernels' scan (a filter on the view's run
--- does not reach it through the sorts).
-CREATE OR REPLACE MACRO gpu_activity_sweep_of(walked_only) AS TABLE
-WITH k AS (
-    SELECT run, iteration, kind, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns, kernel_id
-    FROM kernels WHERE ts_ns IS NOT NULL AND iteration IS NOT NULL
-      AND NOT (walked_only AND run IN (SELECT run FROM kernel_stored_runs))
-)
--- two sorts, one per activity (one sort of both, partitioned by activity, took 10-20% longer)
-SELECT 'kernels' AS activity, run, iteration, start_ns, end_ns, max(end_ns) OVER w AS prev_end_ns, kernel_id
-FROM k WHERE kind = 'kernel'
-WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
-             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-UNION ALL
-SELECT 'all', run, iteration, start_ns, end_ns, max(end_ns) OVER w, kernel_id
-FROM k
-WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
-             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
 CREATE OR REPLACE VIEW gpu_activity_sweep AS SELECT * FROM gpu_activity_sweep_of(false);
+
+-- gpu_busy_intervals_of(walked_only): the view gpu_busy_intervals (below); when walked_only,
+-- of the runs not in kernel_stored_runs alone (gpu_activity_sweep_of).
+CREATE OR REPLACE MACRO gpu_busy_intervals_of(walked_only) AS TABLE
+WITH islands AS (
+    SELECT *, sum(CASE WHEN start_ns > prev_end_ns THEN 1 ELSE 0 END) OVER (
+                  PARTITION BY activity, run, iteration ORDER BY start_ns, end_ns, kernel_id ROWS UNBOUNDED PRECEDING)
+                  AS island
+    FROM gpu_activity_sweep_of(walked_only)
+)
+SELECT activity, run, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns, max(end_ns) - min(start_ns) AS dur_ns
+FROM islands
+GROUP BY activity, run, iteration, island;
 
 -- Union of the GPU activity intervals of each (run, iteration) over all streams:
 -- one row per maximal busy interval, for kernels alone (activity = 'kernels')
@@ -113,18 +127,6 @@ CREATE OR REPLACE VIEW gpu_activity_sweep AS SELECT * FROM gpu_activity_sweep_of
 -- @column start_ns   start of the busy interval (the earliest start of its activities), ns
 -- @column end_ns     end of the busy interval (the latest end of its activities), ns
 -- @column dur_ns     end_ns - start_ns, ns
--- gpu_busy_intervals_of(walked_only): the same of the runs not in kernel_stored_runs
--- alone when walked_only (gpu_activity_sweep_of).
-CREATE OR REPLACE MACRO gpu_busy_intervals_of(walked_only) AS TABLE
-WITH islands AS (
-    SELECT *, sum(CASE WHEN start_ns > prev_end_ns THEN 1 ELSE 0 END) OVER (
-                  PARTITION BY activity, run, iteration ORDER BY start_ns, end_ns, kernel_id ROWS UNBOUNDED PRECEDING)
-                  AS island
-    FROM gpu_activity_sweep_of(walked_only)
-)
-SELECT activity, run, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns, max(end_ns) - min(start_ns) AS dur_ns
-FROM islands
-GROUP BY activity, run, iteration, island;
 CREATE OR REPLACE VIEW gpu_busy_intervals AS SELECT * FROM gpu_busy_intervals_of(false);
 
 -- Union of the kernel intervals of each (run, iteration) over all streams
@@ -201,7 +203,9 @@ CREATE OR REPLACE MACRO in_gpu_time_iteration(run, iteration) AS
 -- streams, kernel_busy_intervals), the plain sum of kernel durations, idle time,
 -- GPU utilization and the steady flag; beside them the GPU time as the seed
 -- paper aggregates it (all GPU events: kernels, memcpy and memset), as a plain
--- sum and as a union. gpu_utilization and iteration_utilization read it.
+-- sum and as a union. gpu_utilization and iteration_utilization read it. The runs of
+-- kernel_stored_runs are read from kernel_iteration_totals (stored at ingest with
+-- --op-totals), the others swept.
 --
 -- @column run                 trace run
 -- @column iteration           iteration (iterations.iteration)

@@ -82,26 +82,9 @@ CREATE OR REPLACE MACRO kernel_class_rules_digest() AS (
 CREATE OR REPLACE VIEW gpu_class_stored_runs AS
 SELECT DISTINCT run FROM gpu_class_totals WHERE rules = kernel_class_rules_digest();
 
--- GPU time of each trace run cut where the set of running kernel classes
--- changes: one row per segment with which of compute, communication and
--- memory activity run during it (on any stream of the run's GPU). Rows with
--- an iteration cover the activity launched in that iteration; rows with
--- iteration NULL the whole trace (all activity, whatever its iteration).
--- Idle segments are left out. A sweep over start (+1) and end (-1) points.
---
--- @column run            trace run
--- @column iteration      iteration the segment's activity was launched in; NULL: a segment of
---                        the whole trace
--- @column start_ns       start of the segment, ns
--- @column end_ns         end of the segment, ns
--- @column dur_ns         end_ns - start_ns, ns
--- @column compute        activity of class compute runs during the segment (kernel_classes)
--- @column communication  activity of class communication runs during the segment
--- @column memory         activity of class memory (memcpy, memset, copies by name) runs during
---                        the segment
---
--- gpu_class_segments_of(walked_only): the same of the runs not in gpu_class_stored_runs
--- alone when walked_only (left out before the sweep's sorts).
+-- gpu_class_segments_of(walked_only): the view gpu_class_segments (below); when walked_only,
+-- of the runs not in gpu_class_stored_runs alone (the others left out before the sweep's
+-- sorts).
 CREATE OR REPLACE MACRO gpu_class_segments_of(walked_only) AS TABLE
 WITH k AS (
     SELECT run, iteration, ts_ns AS s, ts_ns + dur_ns AS e, kernel_class AS c
@@ -133,13 +116,32 @@ SELECT run, iteration, start_ns, end_ns, end_ns - start_ns AS dur_ns,
        n_comp > 0 AS compute, n_comm > 0 AS communication, n_mem > 0 AS memory
 FROM running
 WHERE end_ns > start_ns AND (n_comp > 0 OR n_comm > 0 OR n_mem > 0);
+
+-- GPU time of each trace run cut where the set of running kernel classes
+-- changes: one row per segment with which of compute, communication and
+-- memory activity run during it (on any stream of the run's GPU). Rows with
+-- an iteration cover the activity launched in that iteration; rows with
+-- iteration NULL the whole trace (all activity, whatever its iteration).
+-- Idle segments are left out. A sweep over start (+1) and end (-1) points.
+--
+-- @column run            trace run
+-- @column iteration      iteration the segment's activity was launched in; NULL: a segment of
+--                        the whole trace
+-- @column start_ns       start of the segment, ns
+-- @column end_ns         end of the segment, ns
+-- @column dur_ns         end_ns - start_ns, ns
+-- @column compute        activity of class compute runs during the segment (kernel_classes)
+-- @column communication  activity of class communication runs during the segment
+-- @column memory         activity of class memory (memcpy, memset, copies by name) runs during
+--                        the segment
 CREATE OR REPLACE VIEW gpu_class_segments AS SELECT * FROM gpu_class_segments_of(false);
 
 -- Per trace run and iteration (iteration NULL: the whole trace) the time in
 -- each exclusive state of kernel classes (HTA's kernel-type breakdown), the
 -- busy time, and the window: the iteration (iterations.start_ns to end_ns) or,
 -- for the whole trace, first GPU activity start to last end (HTA's temporal
--- breakdown window).
+-- breakdown window). The runs of gpu_class_stored_runs are read from
+-- gpu_class_totals (stored at ingest with --op-totals), the others swept.
 --
 -- @column run                       trace run
 -- @column iteration                 the iteration; NULL: the whole trace

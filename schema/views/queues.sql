@@ -115,29 +115,8 @@ CREATE OR REPLACE MACRO in_segment_window(run, start_ns, end_ns) AS
         AND start_ns <= getvariable('tracedb_segment_windows').runs[run].end_ns
         AND end_ns >= getvariable('tracedb_segment_windows').runs[run].start_ns);
 
--- Elementary time segments of each iteration with what is going on in them:
--- how many nodes wait in the eager queue, and whether a GPU kernel, a CPU
--- kernel (KernelAndDeviceFunc::Run, Eigen thread-pool regions), a dequeue or
--- a memory transfer runs. Boundaries of every interval cut the timeline; a
--- running sum per kind gives the state of each segment.
---
--- @column run              trace run
--- @column iteration        iteration whose window (iterations.start_ns to end_ns) holds the segment
--- @column start_ns         start of the segment, ns
--- @column end_ns           end of the segment, ns
--- @column dur_ns           end_ns - start_ns, ns
--- @column queued           number of eager nodes waiting in the queue (async: from the end of
---                          their enqueue to the start of their dequeue)
--- @column dequeuing        an EagerKernelExecute runs
--- @column gpu_kernel       a GPU kernel runs (any stream)
--- @column memory_transfer  a memcpy or memset runs
--- @column cpu_kernel       a CPU kernel runs (KernelAndDeviceFunc::Run or
---                          ThreadpoolListener::Region)
--- @column category         the first that holds of gpu_kernel, cpu_kernel, dequeuing,
---                          memory_transfer; else waiting
---
--- activity_segments_of(walked_only): the same of the runs not in kernel_stored_runs alone
--- when walked_only (left out before the sweep's sorts).
+-- activity_segments_of(walked_only): the view activity_segments (below); when walked_only,
+-- of the runs not in kernel_stored_runs (the others left out before the sweep's sorts).
 CREATE OR REPLACE MACRO activity_segments_of(walked_only) AS TABLE
 WITH it AS (SELECT run, iteration, start_ns, end_ns FROM iterations),
 iv AS (
@@ -175,6 +154,27 @@ SELECT st.run, it.iteration, st.start_ns, st.end_ns, st.end_ns - st.start_ns AS 
             ELSE 'waiting' END AS category
 FROM st ASOF JOIN it ON it.run = st.run AND st.start_ns >= it.start_ns
 WHERE st.end_ns IS NOT NULL AND st.end_ns <= it.end_ns AND st.end_ns > st.start_ns;
+
+-- Elementary time segments of each iteration with what is going on in them:
+-- how many nodes wait in the eager queue, and whether a GPU kernel, a CPU
+-- kernel (KernelAndDeviceFunc::Run, Eigen thread-pool regions), a dequeue or
+-- a memory transfer runs. Boundaries of every interval cut the timeline; a
+-- running sum per kind gives the state of each segment.
+--
+-- @column run              trace run
+-- @column iteration        iteration whose window (iterations.start_ns to end_ns) holds the segment
+-- @column start_ns         start of the segment, ns
+-- @column end_ns           end of the segment, ns
+-- @column dur_ns           end_ns - start_ns, ns
+-- @column queued           number of eager nodes waiting in the queue (async: from the end of
+--                          their enqueue to the start of their dequeue)
+-- @column dequeuing        an EagerKernelExecute runs
+-- @column gpu_kernel       a GPU kernel runs (any stream)
+-- @column memory_transfer  a memcpy or memset runs
+-- @column cpu_kernel       a CPU kernel runs (KernelAndDeviceFunc::Run or
+--                          ThreadpoolListener::Region)
+-- @column category         the first that holds of gpu_kernel, cpu_kernel, dequeuing,
+--                          memory_transfer; else waiting
 CREATE OR REPLACE VIEW activity_segments AS SELECT * FROM activity_segments_of(false);
 
 -- Time of each iteration by whether CPU kernels (KernelAndDeviceFunc::Run, Eigen
