@@ -5,6 +5,9 @@
 --   95th percentile and max of its length, the share of time it is empty, and
 --   the share of time it is empty while the GPU (all streams) is idle: the host
 --   is not keeping the GPU fed. series=true gives the step series instead.
+--   With iteration=all (no series) a trace run's rows are read from
+--   launch_queue_totals where an ingest with --op-totals stored them (this SQL
+--   over the run, once); other runs are swept.
 -- steady: run
 -- iteration_all: sql, whole run
 -- parameters:

@@ -10,6 +10,8 @@
 --   power log's alignment. NVML utilization is an average over its own period
 --   (1/6 s to 1 s): a window shorter than that reads neighbouring time too.
 --   Low GPU utilization with high CPU utilization points at data loading.
+--   A trace run's kernel busy time is read from kernel_iteration_totals where an
+--   ingest with --op-totals stored it; other runs' kernels are swept.
 -- steady: run
 -- iteration_all: sql
 -- parameters:

@@ -6,6 +6,8 @@
 --   (KernelAndDeviceFunc::Run) and Eigen thread-pool regions; GPU kernels are
 --   the trace's kernels. Works for any trace run (PyTorch runs have no CPU
 --   kernels in this sense).
+--   A trace run's times are read from kernel_iteration_totals where an ingest
+--   with --op-totals stored them; other runs are swept.
 -- steady: run
 -- segment_windows: iteration
 -- iteration_all: sql

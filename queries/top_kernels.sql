@@ -3,6 +3,10 @@
 -- description: Kernels by total time in an iteration: launches, total, mean,
 --   share of kernel time, the op and layer type that launch them most, and
 --   (where matched with ncu) their summed utilization levels.
+--   With iteration=all a trace run's rows are read from top_kernel_totals where
+--   an ingest with --op-totals stored them (this SQL over the run, once), while
+--   layer_rules is unchanged and no kernel of the run is matched to counters;
+--   other runs are swept.
 -- steady: run
 -- iteration_all: sql, whole run
 -- parameters:

@@ -9,6 +9,8 @@
 --   time during which a kernel runs (kernel_busy_intervals). Pageable host
 --   copies are synchronous and slow: pin the memory (DataLoader pin_memory=True)
 --   to overlap them with compute.
+--   A trace run's overlaps are read from copy_kernel_overlap where an ingest
+--   with --op-totals stored them; other runs' kernels are swept.
 -- steady: run
 -- iteration_all: sql
 -- parameters:
