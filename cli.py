@@ -437,9 +437,10 @@ def parser():
                          "for traces without ProfilerStep markers")
     sp.add_argument("--op-totals", action="store_true",
                     help="trace: also store per-iteration totals: the op totals (the ops report's walk, done "
-                         "once) and the counted ops' FLOPs, so that ops, flops_by_op, flop_utilization and "
-                         "bwd_fwd_ratio read them instead of sweeping every event (ops on a 10 GB trace: "
-                         "0.2 s instead of 52 s), at about 13%% more ingest CPU for the ops and 10%% for the FLOPs")
+                         "once), the counted ops' FLOPs and the kernels' GPU time, so that ops, the FLOP reports "
+                         "and the reports sweeping the kernels read them with iteration=all instead of sweeping "
+                         "every event (ops on a 10 GB trace: 0.2 s instead of 52 s), at about 13%% more ingest CPU "
+                         "for the ops, 10%% for the FLOPs and KERNEL_PCT%% for the kernels")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")
