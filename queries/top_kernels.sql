@@ -32,22 +32,26 @@
 WITH stored AS (   -- iteration=all of a run stored by an ingest with --op-totals (top_kernel_totals:
                     -- this SQL over the run, every name, at ingest): read, not swept
     SELECT run FROM top_kernel_stored_runs WHERE $iteration = 'all'
+), walked AS (   -- the runs swept (the ingest's run too, before its runs row): joined first, so that
+                    -- DuckDB skips the kernels' scans when there is none
+    SELECT run FROM (SELECT run FROM runs WHERE ($run IS NULL OR run = $run)
+                     UNION SELECT CAST($run AS VARCHAR) WHERE $run IS NOT NULL)
+    WHERE run NOT IN (SELECT run FROM stored)
 ), it AS (
     SELECT run, iteration FROM iteration_utilization
-    WHERE ($run IS NULL OR run = $run)
+    WHERE ($run IS NULL OR run = $run) AND run IN (SELECT run FROM walked)
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
            -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
            ELSE iteration = CAST($iteration AS INTEGER) END
 ), k AS (
     SELECT k.run, k.iteration, k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
-    FROM kernels k JOIN it USING (run, iteration) JOIN kernel_layers l USING (run, kernel_id)
-    WHERE k.kind = 'kernel' AND k.run NOT IN (SELECT run FROM stored)
+    FROM it JOIN kernels k USING (run, iteration) JOIN kernel_layers l USING (run, kernel_id)
+    WHERE k.kind = 'kernel'
     UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
     SELECT k.run, CAST(NULL AS INTEGER), k.kernel_id, k.name, k.dur_ns, k.op_name, l.layer_type
-    FROM kernels k JOIN kernel_layers l USING (run, kernel_id)
+    FROM walked w JOIN kernels k USING (run) JOIN kernel_layers l USING (run, kernel_id)
     WHERE k.kind = 'kernel' AND $iteration = 'all'       -- every trace run, with iterations or none
-      AND ($run IS NULL OR k.run = $run)     -- (kernel_layers: kernels with a start, a trace run's;
-      AND k.run NOT IN (SELECT run FROM stored)   -- not runs: an ingest stores this before its runs row)
+                    -- (kernel_layers: kernels with a start, a trace run's)
 ), g AS (
     SELECT k.run, k.iteration, k.name, count(*) AS launches, sum(k.dur_ns) AS total_ns,
            avg(k.dur_ns) AS mean_ns, mode(k.op_name) AS op_name, mode(k.layer_type) AS layer_type,
