@@ -440,7 +440,7 @@ def parser():
                          "once), the counted ops' FLOPs and the kernels' GPU time, so that ops, the FLOP reports "
                          "and the reports sweeping the kernels read them with iteration=all instead of sweeping "
                          "every event (ops on a 10 GB trace: 0.2 s instead of 52 s), at about 13%% more ingest CPU "
-                         "for the ops, 10%% for the FLOPs and KERNEL_PCT%% for the kernels")
+                         "for the ops, 10%% for the FLOPs and about as much as both again for the kernels")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")
