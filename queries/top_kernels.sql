@@ -31,7 +31,10 @@
 -- engines: duckdb, spark
 WITH stored AS (   -- iteration=all of a run stored by an ingest with --op-totals (top_kernel_totals:
                     -- this SQL over the run, every name, at ingest): read, not swept
-    SELECT run FROM top_kernel_stored_runs WHERE $iteration = 'all'
+    -- while layer_rules is as it was and no kernel of the run is matched to counters since
+    SELECT DISTINCT run FROM top_kernel_totals
+    WHERE $iteration = 'all' AND rules IN (SELECT digest FROM layer_rules_version)
+      AND run NOT IN (SELECT run FROM kernel_levels)
 ), walked AS (   -- the runs swept (the ingest's run too, before its runs row): joined first, so that
                     -- DuckDB skips the kernels' scans when there is none
     SELECT run FROM (SELECT run FROM runs WHERE ($run IS NULL OR run = $run)

@@ -119,7 +119,9 @@ def test_every_trace_run_but_the_nsys_one_is_stored(con):
     assert {r for (r,) in con.execute("SELECT run FROM gpu_class_stored_runs").fetchall()} == STORED_RUNS
     # top_kernels' rows are read while no kernel of the run is matched to counters: GPT-2's ncu
     # report, and the CUPTI trace's own counters, leave those runs to the sweep
-    assert {r for (r,) in con.execute("SELECT run FROM top_kernel_stored_runs").fetchall()} == \
+    assert {r for (r,) in con.execute("SELECT DISTINCT run FROM top_kernel_totals WHERE rules IN (SELECT digest "
+                                      "FROM layer_rules_version) AND run NOT IN (SELECT run FROM kernel_levels)"
+                                      ).fetchall()} == \
         STORED_RUNS - {"gpt2", "cupti"}
 
 
@@ -246,5 +248,26 @@ def test_class_totals_follow_the_rules(path, tmp_path, monkeypatch):
         finally:
             before.close()
         assert new != old                       # the new rule counts: no stale class times read
+    finally:
+        c.close()
+
+
+def test_top_kernels_follow_the_layer_rules(path, tmp_path, monkeypatch):
+    """top_kernels' stored rows carry the layer types of their ingest's layer_rules: once
+    a rule is added, they are not read and the sweep types the kernels by the new rule."""
+    copy = tmp_path / "layers.duckdb"
+    shutil.copyfile(path, copy)
+    c = db.connect(copy)
+    try:
+        params = {"iteration": "all", "run": "amp4"}
+        old = _rows(c, "top_kernels", params)
+        c.execute("INSERT INTO layer_rules (priority, field, pattern, layer_type) VALUES (0, 'kind', '^kernel$', 'mine')")
+        before = _before(c)
+        try:
+            new = _rows(c, "top_kernels", params)
+            assert new == _rows(before, "top_kernels", params, monkeypatch)
+        finally:
+            before.close()
+        assert new != old and {r["layer_type"] for r in new} == {"mine"}
     finally:
         c.close()

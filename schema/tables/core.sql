@@ -170,7 +170,7 @@ CREATE TABLE IF NOT EXISTS copy_kernel_overlap (
 -- top_kernels' rows with iteration=all of a trace run, every kernel name (no limit),
 -- stored by an ingest with --op-totals (ingest/trace.py runs the report over the run once)
 -- under a digest of layer_rules: top_kernels reads them while the rules are as they were
--- and no kernel of the run is matched to counters (top_kernel_stored_runs); other runs
+-- and no kernel of the run is matched to counters (kernel_levels); other runs
 -- it sweeps. A run without a row keeps one with name NULL.
 CREATE TABLE IF NOT EXISTS top_kernel_totals (
     run            VARCHAR NOT NULL,

@@ -32,6 +32,13 @@ CREATE OR REPLACE MACRO layer_rules_digest() AS (
                                    ORDER BY priority, field, pattern), ''))
     FROM layer_rules);
 
+-- layer_rules_digest() as a relation: top_kernels reads the stored rows of a run
+-- (top_kernel_totals) while their digest is this one (a view, so that a lake keeps it for
+-- Spark: one row, no run).
+--
+-- @column digest  layer_rules_digest()
+CREATE OR REPLACE VIEW layer_rules_version AS SELECT layer_rules_digest() AS digest;
+
 -- The ncu run whose matches the utilization reports use for a trace run:
 -- the one matched last, a pairing kept by --force (more than 20% of its matched
 -- kernels under another name) only when no sound one is left.
@@ -100,14 +107,6 @@ FROM matched_kernels mk
 JOIN trace_ncu_pairs p ON p.run = mk.run AND p.ncu_run = mk.ncu_run
 LEFT JOIN kernel_layers l ON l.run = mk.run AND l.kernel_id = mk.kernel_id;
 
--- The runs whose top_kernels rows an ingest with --op-totals stored (top_kernel_totals)
--- under today's layer_rules, with no kernel matched to counters since (kernel_levels):
--- top_kernels with iteration=all reads those rows instead of sweeping the run.
---
--- @column run  trace run with rows in top_kernel_totals typed under layer_rules as it is
-CREATE OR REPLACE VIEW top_kernel_stored_runs AS
-SELECT DISTINCT run FROM top_kernel_totals
-WHERE rules = layer_rules_digest() AND run NOT IN (SELECT run FROM kernel_levels);
 
 -- Per run and iteration: time, GPU utilization and (where an ncu run is
 -- matched to that iteration) the summed counters and the five levels, both
