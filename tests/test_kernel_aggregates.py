@@ -271,3 +271,24 @@ def test_top_kernels_follow_the_layer_rules(path, tmp_path, monkeypatch):
         assert new != old and {r["layer_type"] for r in new} == {"mine"}
     finally:
         c.close()
+
+
+def test_an_nsys_export_stores_them_too(tmp_path, monkeypatch):
+    """--op-totals on an Nsight Systems export (67 iterations by an NVTX range, two
+    streams): its rows are stored, and the reports read the rows of the sweep."""
+    from tracedb.ingest import ingest_file
+    c = db.connect(tmp_path / "n.duckdb")
+    try:
+        ingest_file(c, OP_TOTALS_TRACES["nsys"], run="nsys",
+                    options={"iterations_from": "FlashAttnFunc", "op_totals": True})
+        assert {r for (r,) in c.execute("SELECT run FROM kernel_stored_runs").fetchall()} == {"nsys"}
+        cases = [{"iteration": "all"}, {"iteration": "all", "run": "nsys"}]
+        before = _before(c)
+        try:
+            for name in ("launch_queue", "kernel_type_breakdown", "system_metrics", "transfers", "top_kernels",
+                         "utilization_levels", "time_breakdown"):
+                assert _same(c, before, name, monkeypatch, cases) == 2, name
+        finally:
+            before.close()
+    finally:
+        c.close()
