@@ -23,7 +23,7 @@ from test_flop_sweeps import _rows as report_rows
 
 BEFORE = Path(__file__).parent / "reports_before"
 STORED_TABLES = ("kernel_iteration_totals", "gpu_class_totals", "launch_queue_totals", "copy_kernel_overlap",
-                 "top_kernel_totals")
+                 "top_kernel_totals", "idle_totals")
 REPORTS = ["launch_queue", "temporal_breakdown", "kernel_type_breakdown", "time_breakdown", "flop_utilization",
            "top_kernels", "occupancy", "system_metrics", "transfers", "utilization_levels", "utilization_by_layer",
            "idle_breakdown", "rank_summary", "gpu_utilization"]
@@ -86,6 +86,16 @@ def _cases(con, name):
         yield {"run": run, "iteration": str(first + 1)}
     if name == "launch_queue":
         yield {"iteration": "all", "series": "true", "run": "amp4"}
+    if name == "idle_breakdown":            # (stored: by cause with the default short_gap_ns only)
+        yield {"iteration": "all", "by": "gap", "run": "amp4"}
+        yield {"iteration": "all", "short_gap_ns": "2000", "run": "amp4"}
+
+
+def test_idle_totals_are_stored_with_the_default_short_gap():
+    from tracedb.ingest.trace import _STORED_REPORTS
+    from tracedb.query import reports
+    stored = {n: p for n, _, _, p, _ in _STORED_REPORTS}
+    assert int(reports.get("idle_breakdown").param("short_gap_ns").default) == stored["idle_breakdown"]["short_gap_ns"]
 
 
 def _close(a, b):
@@ -152,7 +162,7 @@ def test_the_reports_read_the_stored_rows(path, tmp_path):
     try:
         cases = [(n, {"run": "ddp.rank0" if n == "transfers" else "amp", "iteration": "all"})
                  for n in ("utilization_levels", "flop_utilization", "system_metrics", "time_breakdown",
-                           "temporal_breakdown", "launch_queue", "transfers", "top_kernels")]
+                           "temporal_breakdown", "launch_queue", "transfers", "top_kernels", "idle_breakdown")]
         before = [report_rows(c, n, p) for n, p in cases]
         c.execute("UPDATE kernel_iteration_totals SET kernel_busy_ns = kernel_busy_ns - 1000, "
                   "window_busy_ns = window_busy_ns - 1000, gpu_kernel_ns = gpu_kernel_ns - 1000 WHERE run = 'amp'")
@@ -160,6 +170,7 @@ def test_the_reports_read_the_stored_rows(path, tmp_path):
         c.execute("UPDATE launch_queue_totals SET max_queued = max_queued + 1 WHERE run = 'amp'")
         c.execute("UPDATE copy_kernel_overlap SET overlap_ns = overlap_ns + 1000 WHERE run = 'ddp.rank0'")
         c.execute("UPDATE top_kernel_totals SET launches = launches + 1 WHERE run = 'amp'")
+        c.execute("UPDATE idle_totals SET gaps = gaps + 1 WHERE run = 'amp'")
         for (name, params), rows in zip(cases, before):
             assert report_rows(c, name, params) != rows, name
     finally:
@@ -207,7 +218,7 @@ def test_without_the_stored_rows(path, tmp_path, monkeypatch):
         c.execute(f"DELETE FROM {table} WHERE run <> 'amp'")             # amp stored, the others swept
     cases = [{"iteration": "all"}, {"iteration": "all", "run": "amp"}, {"run": "amp4"}]
     names = ["launch_queue", "kernel_type_breakdown", "time_breakdown", "flop_utilization", "system_metrics",
-             "top_kernels"]
+             "top_kernels", "idle_breakdown"]
 
     def same(c):
         before = _before(c)

@@ -185,6 +185,22 @@ CREATE TABLE IF NOT EXISTS top_kernel_totals (
     rules          VARCHAR NOT NULL           -- layer_rules_digest() when stored
 );
 
+-- idle_breakdown's rows with iteration=all and by=cause of a trace run (each iteration,
+-- stream and cause, and the whole trace with iteration NULL), stored by an ingest with
+-- --op-totals (ingest/trace.py runs the report over the run once) for the default
+-- short_gap_ns: the report reads them when asked for that one. A run without a row keeps
+-- one with cause NULL.
+CREATE TABLE IF NOT EXISTS idle_totals (
+    run          VARCHAR NOT NULL,
+    iteration    INTEGER,                     -- NULL: the whole trace
+    stream       BIGINT,
+    cause        VARCHAR,                     -- NULL: the run's marker row (no row to report)
+    gaps         BIGINT,
+    idle_ns      BIGINT,
+    share_pct    DOUBLE,
+    short_gap_ns BIGINT NOT NULL              -- the short_gap_ns they were counted with
+);
+
 -- gpu_class_time's rows of a trace run (every iteration, and the whole trace with
 -- iteration NULL), stored by an ingest with --op-totals (schema/load/kernel_aggregates.sql)
 -- under a digest of kernel_class_rules: gpu_class_time reads them while the rules are as
