@@ -437,10 +437,10 @@ def parser():
                          "for traces without ProfilerStep markers")
     sp.add_argument("--op-totals", action="store_true",
                     help="trace: also store per-iteration totals: the op totals (the ops report's walk, done "
-                         "once), the counted ops' FLOPs and the finding rules' sums, so that ops, flops_by_op, "
-                         "flop_utilization, bwd_fwd_ratio and findings read them instead of sweeping every event "
-                         "(ops on a 10 GB trace: 0.2 s instead of 52 s), at about 13%% more ingest CPU for the "
-                         "ops, 10%% for the FLOPs and 8%% for the findings")
+                         "once), the counted ops' FLOPs, the kernels' GPU time and the finding rules' sums, so "
+                         "that ops, the FLOP reports, findings and the reports sweeping the kernels read them with "
+                         "iteration=all instead of sweeping every event (ops on a 10 GB trace: 0.2 s instead of "
+                         "52 s), at about half again the ingest's CPU")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")

@@ -502,14 +502,46 @@ def load(con, tf, run):
 
 
 def store_op_totals(con, run):
-    """--op-totals: the run's per-iteration op, FLOP and finding totals stored (after
-    its derivation, in its transaction), which ops, the FLOP reports and findings read
-    for iteration=all instead of sweeping every event (docs/benchmarks.md)."""
+    """--op-totals: the run's per-iteration op, FLOP, GPU time and finding totals stored
+    (after its derivation, in its transaction), which ops, the FLOP reports, the kernel
+    sweeps' reports and findings read for iteration=all instead of sweeping every event
+    or kernel (docs/benchmarks.md)."""
     with phase("op totals (iteration_aggregates.sql, flop_aggregates.sql)"):
         run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
         run_script(con, sql_text("schema", "load/flop_aggregates.sql"), {"run": run})
+    with phase("kernel totals (kernel_aggregates.sql, launch_queue, top_kernels, idle_breakdown)"):
+        run_script(con, sql_text("schema", "load/kernel_aggregates.sql"), {"run": run})
+        _store_reports(con, run)
     with phase("finding totals (finding_aggregates.sql)"):
         run_script(con, sql_text("schema", "load/finding_aggregates.sql"), {"run": run})
+
+
+# reports whose iteration=all rows an ingest with --op-totals stores: (report, table, the
+# columns stored, the parameters besides the run, what else a row carries: (column, SQL));
+# a run's marker row leaves the columns NULL
+_STORED_REPORTS = (
+    ("launch_queue", "launch_queue_totals", "stream, mean_queued, p95_queued, max_queued, empty_pct, empty_gpu_idle_pct",
+     {"iteration": "all", "series": False}, None),
+    ("top_kernels", "top_kernel_totals", "name, launches, total_ns, mean_ns, time_share_pct, op_name, layer_type",
+     {"iteration": "all", "limit": 2147483647}, ("rules", "layer_rules_digest()")),
+    # by cause with the header's default short_gap_ns (tests/test_kernel_aggregates.py holds them equal)
+    ("idle_breakdown", "idle_totals", "stream, cause, gaps, idle_ns, share_pct",
+     {"iteration": "all", "by": "cause", "short_gap_ns": 10000}, ("short_gap_ns", "10000")),
+)
+
+
+def _store_reports(con, run):
+    """The iteration=all rows of the reports of _STORED_REPORTS over this run, from the
+    report's own SQL (queries/: the run's rows deleted first, so it sweeps the run), into
+    their tables; a run without a row keeps one with those columns NULL."""
+    for name, table, columns, params, extra in _STORED_REPORTS:
+        con.execute(f"DELETE FROM {table} WHERE run = ?", [run])
+        report = sql_text("queries", f"{name}.sql").strip().rstrip(";")
+        more = f", {extra[1]}" if extra else ""
+        con.execute(f"INSERT INTO {table} SELECT run, iteration, {columns}{more} FROM ({report})",
+                    {"run": run} | params)
+        con.execute(f"INSERT INTO {table} (run{', ' + extra[0] if extra else ''}) SELECT ?{more} WHERE NOT EXISTS "
+                    f"(SELECT 1 FROM {table} WHERE run = ?)", [run, run])
 
 
 def _ac2g_links(con, path, run):

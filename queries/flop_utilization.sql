@@ -63,9 +63,8 @@ WITH o AS (         -- the windows asked for (op_flop_sums_windows: op_flops_win
     -- (not computed when one iteration is asked: no whole-trace row then)
     SELECT k.run, max(k.ts_ns + k.dur_ns) - min(k.ts_ns) AS total_ns FROM kernels k
     WHERE k.kind = 'kernel' AND TRY_CAST($iteration AS INTEGER) IS NULL GROUP BY k.run
-), busy AS (
-    SELECT run, sum(dur_ns) AS busy_ns FROM kernel_busy_intervals
-    WHERE TRY_CAST($iteration AS INTEGER) IS NULL GROUP BY run
+), busy AS (        -- kernel_busy_intervals summed per run (stored at ingest with --op-totals)
+    SELECT run, busy_ns FROM run_kernel_busy WHERE TRY_CAST($iteration AS INTEGER) IS NULL
 ), t AS (
     SELECT s.run, s.iteration,
            CASE WHEN s.iteration IS NULL THEN sp.total_ns ELSE g.total_ns END AS total_ns,

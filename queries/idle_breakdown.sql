@@ -6,6 +6,9 @@
 --   (launched in time, gap at most short_gap_ns: kernel-to-kernel overhead),
 --   or other (launched in time, longer gap: dependencies, synchronization).
 --   Totals and shares per cause, or every gap with by=gap.
+--   With iteration=all by cause a trace run's rows are read from idle_totals where an
+--   ingest with --op-totals stored them (this SQL over the run, once, with the default
+--   short_gap_ns); other runs, and other short_gap_ns, are swept.
 -- steady: run
 -- iteration_all: sql, whole run
 -- parameters:
@@ -25,19 +28,27 @@
 -- requires:
 --   kernels: GPU kernels
 -- engines: duckdb, spark
-WITH it AS (
+WITH stored AS (   -- iteration=all by cause of a run stored by an ingest with --op-totals (idle_totals:
+                    -- this SQL over the run, at ingest) with this short_gap_ns: read, not swept
+    SELECT DISTINCT run FROM idle_totals WHERE $iteration = 'all' AND $by = 'cause' AND short_gap_ns = $short_gap_ns
+), walked AS (      -- the runs swept (the ingest's run too, before its runs row): joined first, so that
+                    -- DuckDB skips the kernels' scans when there is none
+    SELECT run FROM (SELECT run FROM runs WHERE kind = 'trace' AND ($run IS NULL OR run = $run)
+                     UNION SELECT CAST($run AS VARCHAR) WHERE $run IS NOT NULL)
+    WHERE run NOT IN (SELECT run FROM stored)
+), it AS (
     SELECT run, iteration FROM iteration_gpu_time
-    WHERE ($run IS NULL OR run = $run)
+    WHERE ($run IS NULL OR run = $run) AND run IN (SELECT run FROM walked)
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
            -- a CASE: DuckDB folds it once $iteration is bound, and pushes the iteration to the scans
            ELSE iteration = CAST($iteration AS INTEGER) END
 ), ka AS (
     SELECT k.run, k.iteration, k.stream, k.kernel_id, k.ts_ns, k.dur_ns, k.launch_ts_ns
-    FROM kernels k JOIN it USING (run, iteration) WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL
+    FROM it JOIN kernels k USING (run, iteration) WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL
     UNION ALL       -- iteration=all: the whole trace (iteration NULL), inside an iteration or not
     SELECT run, CAST(NULL AS INTEGER), stream, kernel_id, ts_ns, dur_ns, launch_ts_ns
-    FROM kernels WHERE kind = 'kernel' AND ts_ns IS NOT NULL AND $iteration = 'all'  -- every trace run, iterations or none
-      AND run IN (SELECT run FROM runs WHERE kind = 'trace' AND ($run IS NULL OR run = $run))
+    FROM walked JOIN kernels USING (run)  -- every trace run, iterations or none (a start: not an ncu run)
+    WHERE kind = 'kernel' AND ts_ns IS NOT NULL AND $iteration = 'all'
 ), k AS (
     SELECT run, iteration, stream, kernel_id, ts_ns, ts_ns + dur_ns AS end_ns, launch_ts_ns,
            max(ts_ns + dur_ns) OVER (PARTITION BY run, iteration, stream ORDER BY ts_ns, kernel_id
@@ -56,4 +67,9 @@ UNION ALL
 SELECT run, iteration, stream, cause, NULL, count(*), CAST(sum(gap) AS BIGINT),
        round(100.0 * sum(gap) / sum(sum(gap)) OVER (PARTITION BY run, iteration, stream), 2)
 FROM g WHERE $by = 'cause' GROUP BY run, iteration, stream, cause
+UNION ALL
+SELECT run, iteration, stream, cause, NULL, gaps, idle_ns, share_pct
+FROM idle_totals
+WHERE run IN (SELECT run FROM stored) AND ($run IS NULL OR run = $run) AND cause IS NOT NULL
+  AND short_gap_ns = $short_gap_ns
 ORDER BY run, iteration NULLS LAST, stream, cause, kernel_id;

@@ -7,6 +7,9 @@
 --   carrying collective metadata are communication; memcpy/memset memory; the
 --   rest compute). The states are exclusive, so the rows of a rank and
 --   iteration add up to its busy time (union of all GPU activity).
+--   A trace run's times are read from gpu_class_totals where an ingest with
+--   --op-totals stored them, while kernel_class_rules is unchanged; other runs
+--   are swept.
 -- steady: job
 -- iteration_all: sql, whole run
 -- parameters:

@@ -5,6 +5,9 @@
 --   95th percentile and max of its length, the share of time it is empty, and
 --   the share of time it is empty while the GPU (all streams) is idle: the host
 --   is not keeping the GPU fed. series=true gives the step series instead.
+--   With iteration=all (no series) a trace run's rows are read from
+--   launch_queue_totals where an ingest with --op-totals stored them (this SQL
+--   over the run, once); other runs are swept.
 -- steady: run
 -- iteration_all: sql, whole run
 -- parameters:
@@ -25,7 +28,10 @@
 -- requires:
 --   kernels: GPU kernels
 -- engines: duckdb, spark
-WITH it AS (     -- the windows: the iterations asked for; with iteration=all also the whole trace
+WITH stored AS (   -- iteration=all's summary of a run stored by an ingest with --op-totals
+                    -- (launch_queue_totals: this SQL over the run, at ingest): read, not swept
+    SELECT DISTINCT run FROM launch_queue_totals WHERE $iteration = 'all' AND NOT $series
+), it AS (       -- the windows: the iterations asked for; with iteration=all also the whole trace
     SELECT run, iteration, start_ns, end_ns FROM iteration_gpu_time JOIN iterations USING (run, iteration)
     WHERE ($run IS NULL OR run = $run)
       AND CASE WHEN $iteration = 'all' THEN true WHEN $iteration IS NULL THEN steady
@@ -43,11 +49,12 @@ WITH it AS (     -- the windows: the iterations asked for; with iteration=all al
 ), gk AS (       -- each window's kernels: its iteration's, or for the whole trace every kernel of the run
     SELECT k.run, k.iteration, k.stream, k.ts_ns, k.dur_ns, k.launch_end_ns
     FROM kernels k JOIN it USING (run, iteration)
-    WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL
+    WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL AND k.run NOT IN (SELECT run FROM stored)
     UNION ALL
     SELECT run, NULL, stream, ts_ns, dur_ns, launch_end_ns
     FROM kernels
     WHERE $iteration = 'all' AND kind = 'kernel' AND ts_ns IS NOT NULL AND run IN (SELECT run FROM it)
+      AND run NOT IN (SELECT run FROM stored)
 ), k AS (        -- those with their launch call: queued from its end (or their start, when earlier)
     SELECT run, iteration, stream, least(launch_end_ns, ts_ns) AS q_in, ts_ns AS q_out
     FROM gk WHERE launch_end_ns IS NOT NULL
@@ -105,4 +112,8 @@ FROM summary s
 JOIN p95 p ON p.run = s.run AND p.iteration IS NOT DISTINCT FROM s.iteration
   AND p.stream IS NOT DISTINCT FROM s.stream
 WHERE NOT $series
+UNION ALL
+SELECT run, iteration, stream, NULL, NULL, mean_queued, p95_queued, max_queued, empty_pct, empty_gpu_idle_pct
+FROM launch_queue_totals
+WHERE run IN (SELECT run FROM stored) AND ($run IS NULL OR run = $run) AND max_queued IS NOT NULL
 ORDER BY run, iteration NULLS LAST, stream, ts_ns;

@@ -30,14 +30,24 @@
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
 WITH w AS (
     SELECT * FROM iteration_windows($run, $iteration)
-), k AS (
-    SELECT w.run, w.iteration, k.kernel_id, k.dur_ns, l.layer_type,
-           a.blocks_per_sm, a.warps_per_sm, a.est_occupancy_pct
-    FROM w
-    JOIN kernels k ON k.run = w.run AND k.kind = 'kernel' AND k.ts_ns IS NOT NULL
-                  AND (k.iteration = w.iteration OR (w.iteration IS NULL AND k.iteration IS NOT NULL))
+), ka AS (       -- the kernels of the runs asked for, with their layer and launch args (once)
+    SELECT k.run, k.iteration, k.kernel_id, k.dur_ns, l.layer_type, a.blocks_per_sm, a.warps_per_sm, a.est_occupancy_pct
+    FROM kernels k
     JOIN kernel_layers l ON l.run = k.run AND l.kernel_id = k.kernel_id
     LEFT JOIN activity_args a ON a.run = k.run AND a.kernel_id = k.kernel_id
+    WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL AND k.iteration IS NOT NULL AND k.run IN (SELECT run FROM w)
+      -- a constant iteration (N, or the steady one bound as N) reaches the kernels' scan
+      AND (TRY_CAST($iteration AS INTEGER) IS NULL OR k.iteration = TRY_CAST($iteration AS INTEGER))
+), k AS (        -- each window's: its iteration's, or for the whole trace every iteration's
+                 -- (two equi-joins: one join on either condition paired every kernel with every window)
+    SELECT w.run, w.iteration, ka.kernel_id, ka.dur_ns, ka.layer_type, ka.blocks_per_sm, ka.warps_per_sm,
+           ka.est_occupancy_pct
+    FROM w JOIN ka ON ka.run = w.run AND ka.iteration = w.iteration
+    UNION ALL
+    SELECT w.run, w.iteration, ka.kernel_id, ka.dur_ns, ka.layer_type, ka.blocks_per_sm, ka.warps_per_sm,
+           ka.est_occupancy_pct
+    FROM w JOIN ka ON ka.run = w.run
+    WHERE w.iteration IS NULL
 ), n AS (
     SELECT mk.run, mk.kernel_id, mk.achieved_occupancy_pct, o.theoretical_occupancy_pct
     FROM matched_kernels mk

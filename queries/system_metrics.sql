@@ -10,6 +10,8 @@
 --   power log's alignment. NVML utilization is an average over its own period
 --   (1/6 s to 1 s): a window shorter than that reads neighbouring time too.
 --   Low GPU utilization with high CPU utilization points at data loading.
+--   A trace run's kernel busy time is read from kernel_iteration_totals where an
+--   ingest with --op-totals stored it; other runs' kernels are swept.
 -- steady: run
 -- iteration_all: sql
 -- parameters:
@@ -42,14 +44,19 @@
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
 WITH w AS (
     SELECT * FROM iteration_windows($run, $iteration)
-), busy AS (
+), busy AS (        -- the kernel busy intervals inside each window: swept (runs not stored) ...
     SELECT w.run, w.iteration, sum(least(b.end_ns, w.end_ns) - greatest(b.start_ns, w.start_ns)) AS busy_ns
-    FROM w JOIN kernel_busy_intervals b
+    FROM w JOIN gpu_busy_intervals_of(true) b
       ON b.run = w.run AND (b.iteration = w.iteration OR w.iteration IS NULL)
      AND b.start_ns < w.end_ns AND w.start_ns < b.end_ns
      -- a constant iteration (N, or the steady one bound as N) reaches the kernels' scan
      AND (TRY_CAST($iteration AS INTEGER) IS NULL OR b.iteration = TRY_CAST($iteration AS INTEGER))
+    WHERE b.activity = 'kernels'
     GROUP BY ALL
+    UNION ALL       -- ... or stored at ingest with --op-totals (kernel_iteration_totals)
+    SELECT w.run, w.iteration, t.window_busy_ns
+    FROM w JOIN kernel_iteration_totals t ON t.run = w.run AND t.iteration IS NOT DISTINCT FROM w.iteration
+    WHERE t.window_busy_ns IS NOT NULL
 ), pp AS (
     SELECT * FROM trace_power_pairs QUALIFY row_number() OVER (PARTITION BY run ORDER BY power_run) = 1
 ), pg AS (

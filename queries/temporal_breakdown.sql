@@ -6,6 +6,9 @@
 --   communication, memcpy, memset). The window is the iteration (as in
 --   gpu_utilization) or, for the whole trace, the first GPU activity's start to
 --   the last one's end (HTA's window).
+--   A trace run's times are read from gpu_class_totals where an ingest with
+--   --op-totals stored them, while kernel_class_rules is unchanged; other runs
+--   are swept.
 -- steady: job
 -- iteration_all: sql, whole run
 -- parameters:

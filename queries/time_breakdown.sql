@@ -6,6 +6,8 @@
 --   (KernelAndDeviceFunc::Run) and Eigen thread-pool regions; GPU kernels are
 --   the trace's kernels. Works for any trace run (PyTorch runs have no CPU
 --   kernels in this sense).
+--   A trace run's times are read from kernel_iteration_totals where an ingest
+--   with --op-totals stored them; other runs are swept.
 -- steady: run
 -- segment_windows: iteration
 -- iteration_all: sql
@@ -27,14 +29,11 @@
 -- requires:
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
 -- engines: duckdb, spark
-WITH s AS (
-    SELECT run, iteration,
-           sum(dur_ns) FILTER (cpu_kernel AND NOT gpu_kernel) AS c, sum(dur_ns) FILTER (gpu_kernel AND NOT cpu_kernel) AS g,
-           sum(dur_ns) FILTER (cpu_kernel AND gpu_kernel) AS o, sum(dur_ns) FILTER (NOT cpu_kernel AND NOT gpu_kernel) AS n
-    FROM activity_segments
+WITH s AS (         -- activity_segments summed per iteration (stored at ingest with --op-totals)
+    SELECT run, iteration, cpu_kernel_ns AS c, gpu_kernel_ns AS g, overlap_ns AS o, overhead_ns AS n
+    FROM iteration_kernel_overlap
     WHERE ($run IS NULL OR run = $run)
       AND (TRY_CAST($iteration AS INTEGER) IS NULL OR iteration = TRY_CAST($iteration AS INTEGER))
-    GROUP BY run, iteration
 ), per AS (         -- the iterations asked for
     SELECT s.run, s.iteration, i.dur_ns AS total_ns, coalesce(c, 0) AS c, coalesce(g, 0) AS g,
            coalesce(o, 0) AS o, coalesce(n, 0) AS n

@@ -9,6 +9,8 @@
 --   time during which a kernel runs (kernel_busy_intervals). Pageable host
 --   copies are synchronous and slow: pin the memory (DataLoader pin_memory=True)
 --   to overlap them with compute.
+--   A trace run's overlaps are read from copy_kernel_overlap where an ingest
+--   with --op-totals stored them; other runs' kernels are swept.
 -- steady: run
 -- iteration_all: sql
 -- parameters:
@@ -40,15 +42,19 @@ WITH w AS (
     JOIN kernels k ON k.run = w.run AND k.kind IN ('memcpy', 'memset') AND k.ts_ns IS NOT NULL
                   AND (k.iteration = w.iteration OR (w.iteration IS NULL AND k.iteration IS NOT NULL))
     LEFT JOIN activity_args a ON a.run = k.run AND a.kernel_id = k.kernel_id
-), o AS (
+), o AS (        -- each copy's overlap with the kernel busy intervals of its iteration: swept ...
     SELECT c.run, c.kernel_id,
            sum(greatest(0, least(c.ts_ns + c.dur_ns, b.end_ns) - greatest(c.ts_ns, b.start_ns))) AS overlap_ns
     FROM (SELECT DISTINCT run, kernel_id, k_iteration, ts_ns, dur_ns FROM c) c
-    JOIN kernel_busy_intervals b
+    JOIN gpu_busy_intervals_of(true) b
       ON b.run = c.run AND b.iteration = c.k_iteration AND b.start_ns < c.ts_ns + c.dur_ns AND c.ts_ns < b.end_ns
      -- a constant iteration (N, or the steady one bound as N) reaches the kernels' scan
      AND (TRY_CAST($iteration AS INTEGER) IS NULL OR b.iteration = TRY_CAST($iteration AS INTEGER))
+    WHERE b.activity = 'kernels'
     GROUP BY c.run, c.kernel_id
+    UNION ALL       -- ... or stored at ingest with --op-totals (the runs of kernel_stored_runs)
+    SELECT s.run, s.kernel_id, s.overlap_ns
+    FROM copy_kernel_overlap s JOIN (SELECT DISTINCT run, kernel_id FROM c) c ON c.run = s.run AND c.kernel_id = s.kernel_id
 ), g AS (
     SELECT c.run, c.iteration, c.direction, c.src_memory, c.dst_memory, any_value(c.window_ns) AS window_ns,
            count(*) AS copies, sum(c.copy_bytes) AS bytes, sum(c.dur_ns) AS time_ns,

@@ -37,10 +37,18 @@ WITH it AS (
     UNION ALL
     SELECT run, CAST(NULL AS INTEGER), kernel_id, dur_ns FROM kernels
     WHERE $iteration = 'all' AND run IN (SELECT run FROM it)
-), act AS (
+), part AS (      -- activities and time per run, iteration (NULL: outside every one) and layer, once
     SELECT k.run, k.iteration, l.layer_type, count(*) AS activities, sum(k.dur_ns) AS time_ns
-    FROM ka k JOIN kernel_layers l USING (run, kernel_id)
+    FROM kernels k JOIN kernel_layers l USING (run, kernel_id)
+    WHERE k.run IN (SELECT run FROM it)
+      -- a constant iteration (N, or the steady one bound as N) reaches the kernels' scan
+      AND (TRY_CAST($iteration AS INTEGER) IS NULL OR k.iteration = TRY_CAST($iteration AS INTEGER))
     GROUP BY ALL
+), act AS (         -- the iterations asked for; with iteration=all, the whole trace: their sums
+    SELECT p.run, p.iteration, p.layer_type, p.activities, p.time_ns FROM part p JOIN it USING (run, iteration)
+    UNION ALL
+    SELECT run, CAST(NULL AS INTEGER), layer_type, CAST(sum(activities) AS BIGINT), sum(time_ns)
+    FROM part WHERE $iteration = 'all' GROUP BY run, layer_type
 ), lv AS (
     SELECT k.run, k.iteration, l.layer_type, count(*) AS matched_kernels,
            sum(l.smsp_cycles_elapsed) AS e, sum(l.smsp_cycles_active) AS a, sum(l.smsp_issue_active) AS i,

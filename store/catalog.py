@@ -24,7 +24,8 @@ from . import header
 # when it differs (4: the first to skip them when current, so a writer older than
 # that, which keeps stamping 3 with its own views, makes this version replace them;
 # 5: op_iteration_totals, which a read-only open of a file stamped 4 stands in for;
-# 6: finding_iteration_totals, likewise).
+# 6: finding_iteration_totals, kernel_iteration_totals, copy_kernel_overlap, gpu_class_totals,
+# launch_queue_totals, top_kernel_totals and idle_totals, the same).
 SCHEMA_VERSION = "6"
 # The storage format a new database is written in: DuckDB 2.0 writes a format by
 # default that DuckDB 1.x (the CLI and drivers most people have) cannot open. The

@@ -110,6 +110,37 @@ def write_ncu_csv(path, header, units, data, preamble=()):
     return path
 
 
+# the traces of op_totals_db: PyTorch with several iterations, record_shapes traces,
+# one without step markers and with its own CUPTI counters, TensorFlow, JAX through
+# XProf, and an Nsight Systems export
+OP_TOTALS_TRACES = {
+    "amp": DATA / "torch" / "h100_resnet50_bs64_amp.json.gz",
+    "gpt2": DATA / "flops" / "h100_gpt2_bs8_amp.json.gz",
+    "mobilenet": DATA / "flops" / "h100_mobilenet_v2_ops.json.gz",
+    "cupti": DATA / "cupti" / "a100_cupti_range_profiler.json.gz",       # no step markers
+    "tf": DATA / "tf" / "cpu_async_resnet50_bs4.json.gz",
+    "jax": DATA / "jax" / "h200_jax_mlp.trace.json.gz",
+    "nsys": DATA / "nsys" / "mfu_2gpu_before.sqlite.gz",
+}
+
+
+@pytest.fixture(scope="session")
+def op_totals_db(tmp_path_factory):
+    """OP_TOTALS_TRACES ingested with --op-totals (the nsys export without: a run the
+    reports sweep), GPT-2 paired with its ncu counters, and the ranks of a DDP job (a
+    folder ingest); tests that change it work on a copy."""
+    from tracedb.cli import main
+    p = tmp_path_factory.mktemp("itagg") / "a.duckdb"
+    con = db.connect(p)
+    for run, f in OP_TOTALS_TRACES.items():
+        ingest_file(con, f, run=run, options={"iterations_from": "FlashAttnFunc"} if run == "nsys" else
+                    {"op_totals": True})
+    ingest_file(con, DATA / "flops" / "h100_gpt2_bs8_amp_ncu_raw_baseunits.csv.gz", pair_with="gpt2")
+    con.close()
+    assert main(["ingest", str(DATA / "dist" / "ddp"), "--db", str(p), "--op-totals"]) == 0
+    return p
+
+
 @pytest.fixture(scope="session")
 def matched_db(tmp_path_factory):
     """The amp trace and its ncu report (auto units), ingested and matched."""

@@ -16,39 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
+from conftest import OP_TOTALS_TRACES as TRACES
 from tracedb.store import db
 from tracedb.ingest import ingest_file
 from test_flop_sweeps import _rows as report_rows
 
 BEFORE = Path(__file__).parent / "reports_before"
-TRACES = {
-    "amp": DATA / "torch" / "h100_resnet50_bs64_amp.json.gz",
-    "gpt2": DATA / "flops" / "h100_gpt2_bs8_amp.json.gz",
-    "mobilenet": DATA / "flops" / "h100_mobilenet_v2_ops.json.gz",
-    "cupti": DATA / "cupti" / "a100_cupti_range_profiler.json.gz",       # no step markers
-    "tf": DATA / "tf" / "cpu_async_resnet50_bs4.json.gz",
-    "jax": DATA / "jax" / "h200_jax_mlp.trace.json.gz",
-    "nsys": DATA / "nsys" / "mfu_2gpu_before.sqlite.gz",
-}
 # report -> the tables its stored form reads
 STORED = {"ops": "op_iteration_totals", "flops_by_op": "op_flop_totals",
           "flop_utilization": "op_flop_totals", "bwd_fwd_ratio": "op_flop_totals"}
 
 
 @pytest.fixture(scope="module")
-def path(tmp_path_factory):
-    from tracedb.cli import main
-    p = tmp_path_factory.mktemp("itagg") / "a.duckdb"
-    con = db.connect(p)
-    for run, f in TRACES.items():
-        # (the nsys run without --op-totals: a run the reports walk; stored below)
-        ingest_file(con, f, run=run, options={"iterations_from": "FlashAttnFunc"} if run == "nsys" else
-                    {"op_totals": True})
-    ingest_file(con, DATA / "flops" / "h100_gpt2_bs8_amp_ncu_raw_baseunits.csv.gz", pair_with="gpt2")
-    con.close()
-    assert main(["ingest", str(DATA / "dist" / "ddp"), "--db", str(p), "--op-totals"]) == 0
-    return p
+def path(op_totals_db):
+    return op_totals_db
 
 
 @pytest.fixture(scope="module")

@@ -184,6 +184,109 @@ CREATE TABLE IF NOT EXISTS finding_iteration_totals (
     layout_launches    BIGINT                -- layout_conversions: conversion kernels
 );
 
+-- The GPU time of every iteration of a trace run and of its whole trace, stored by an
+-- ingest with --op-totals (schema/load/kernel_aggregates.sql): iteration_gpu_time,
+-- flop_utilization, system_metrics and time_breakdown read these rows instead of
+-- sweeping the run's kernels (and CPU kernels) again. One row per iteration and one
+-- with iteration NULL, the whole trace, whose presence marks the run as stored
+-- (kernel_stored_runs); other runs the views and reports sweep themselves.
+CREATE TABLE IF NOT EXISTS kernel_iteration_totals (
+    run               VARCHAR NOT NULL,
+    iteration         INTEGER,                -- iterations.iteration (NULL: the whole trace)
+    kernel_busy_ns    BIGINT,                 -- iteration_gpu_time.kernel_busy_ns; whole trace: kernel_busy_intervals summed
+    kernel_sum_ns     BIGINT,                 -- iteration_gpu_time.kernel_sum_ns
+    gpu_event_sum_ns  BIGINT,                 -- iteration_gpu_time.gpu_event_sum_ns
+    gpu_event_busy_ns BIGINT,                 -- iteration_gpu_time.gpu_event_busy_ns
+    kernels           BIGINT,                 -- iteration_gpu_time.kernels
+    window_busy_ns    BIGINT,                 -- kernel_busy_intervals of the iteration inside its window (iteration_windows); whole trace: of every iteration inside the whole window (NULL: none)
+    cpu_kernel_ns     BIGINT,                 -- activity_segments in the iteration: CPU kernel and no GPU kernel running (time_breakdown)
+    gpu_kernel_ns     BIGINT,                 -- GPU kernel and no CPU kernel
+    overlap_ns        BIGINT,                 -- both
+    overhead_ns       BIGINT                  -- neither (NULL in all four: no segment)
+);
+
+-- The part of each memcpy and memset of a trace run's iterations during which a kernel
+-- of its iteration runs (its overlap with kernel_busy_intervals), stored by an ingest with
+-- --op-totals (schema/load/kernel_aggregates.sql) for the runs of kernel_stored_runs:
+-- transfers reads it instead of sweeping the run's kernels. A copy that overlaps no
+-- busy interval has no row.
+CREATE TABLE IF NOT EXISTS copy_kernel_overlap (
+    run        VARCHAR NOT NULL,
+    kernel_id  BIGINT NOT NULL,               -- the copy (kernels.kernel_id, kind memcpy or memset)
+    overlap_ns BIGINT                          -- time with a kernel of its iteration running, ns
+);
+
+-- top_kernels' rows with iteration=all of a trace run, every kernel name (no limit),
+-- stored by an ingest with --op-totals (ingest/trace.py runs the report over the run once)
+-- under a digest of layer_rules: top_kernels reads them while the rules are as they were
+-- and no kernel of the run is matched to counters (kernel_levels); other runs
+-- it sweeps. A run without a row keeps one with name NULL.
+CREATE TABLE IF NOT EXISTS top_kernel_totals (
+    run            VARCHAR NOT NULL,
+    iteration      INTEGER,                   -- NULL: the whole trace
+    name           VARCHAR,                   -- NULL: the run's marker row (no row to report)
+    launches       BIGINT,
+    total_ns       BIGINT,
+    mean_ns        DOUBLE,
+    time_share_pct DOUBLE,
+    op_name        VARCHAR,
+    layer_type     VARCHAR,
+    rules          VARCHAR NOT NULL           -- layer_rules_digest() when stored
+);
+
+-- idle_breakdown's rows with iteration=all and by=cause of a trace run (each iteration,
+-- stream and cause, and the whole trace with iteration NULL), stored by an ingest with
+-- --op-totals (ingest/trace.py runs the report over the run once) for the default
+-- short_gap_ns: the report reads them when asked for that one. A run without a row keeps
+-- one with cause NULL.
+CREATE TABLE IF NOT EXISTS idle_totals (
+    run          VARCHAR NOT NULL,
+    iteration    INTEGER,                     -- NULL: the whole trace
+    stream       BIGINT,
+    cause        VARCHAR,                     -- NULL: the run's marker row (no row to report)
+    gaps         BIGINT,
+    idle_ns      BIGINT,
+    share_pct    DOUBLE,
+    short_gap_ns BIGINT NOT NULL              -- the short_gap_ns they were counted with
+);
+
+-- gpu_class_time's rows of a trace run (every iteration, and the whole trace with
+-- iteration NULL), stored by an ingest with --op-totals (schema/load/kernel_aggregates.sql)
+-- under a digest of kernel_class_rules: gpu_class_time reads them while the rules are as
+-- they were (gpu_class_stored_runs) and sweeps the other runs. A run whose kernels give
+-- no row keeps one with busy_ns NULL.
+CREATE TABLE IF NOT EXISTS gpu_class_totals (
+    run                      VARCHAR NOT NULL,
+    iteration                INTEGER,         -- gpu_class_time.iteration (NULL: the whole trace)
+    window_ns                BIGINT,
+    busy_ns                  BIGINT,          -- NULL: the run's marker row (no GPU activity)
+    compute_only_ns          BIGINT,
+    communication_only_ns    BIGINT,
+    memory_only_ns           BIGINT,
+    compute_communication_ns BIGINT,
+    compute_memory_ns        BIGINT,
+    communication_memory_ns  BIGINT,
+    all_three_ns             BIGINT,
+    compute_ns               BIGINT,
+    communication_ns         BIGINT,
+    rules                    VARCHAR NOT NULL  -- kernel_class_rules_digest() when stored
+);
+
+-- launch_queue's summary rows with iteration=all of a trace run (each iteration and
+-- stream, and the whole trace with iteration NULL), stored by an ingest with --op-totals
+-- (ingest/trace.py runs the report over the run once). A run without a summary row
+-- keeps one with max_queued NULL.
+CREATE TABLE IF NOT EXISTS launch_queue_totals (
+    run                VARCHAR NOT NULL,
+    iteration          INTEGER,               -- NULL: the whole trace
+    stream             BIGINT,
+    mean_queued        DOUBLE,
+    p95_queued         BIGINT,
+    max_queued         BIGINT,                -- NULL: the run's marker row (no row to report)
+    empty_pct          DOUBLE,
+    empty_gpu_idle_pct DOUBLE
+);
+
 -- Hardware counters (ncu): one row per kernel and metric, in base units.
 CREATE TABLE IF NOT EXISTS counters (
     run       VARCHAR NOT NULL,              -- the ncu run

@@ -57,6 +57,34 @@ CREATE OR REPLACE MACRO is_launch_category(cat) AS
 CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
     lower(cat) IN ('cpu_op', 'operator');
 
+-- The runs whose GPU time an ingest with --op-totals stored (kernel_iteration_totals,
+-- their whole-trace row): iteration_gpu_time, run_kernel_busy, iteration_kernel_overlap,
+-- system_metrics and transfers read their rows instead of sweeping their kernels.
+--
+-- @column run  trace run with a whole-trace row in kernel_iteration_totals
+CREATE OR REPLACE VIEW kernel_stored_runs AS
+SELECT DISTINCT run FROM kernel_iteration_totals WHERE iteration IS NULL;
+
+-- gpu_activity_sweep_of(walked_only): the view gpu_activity_sweep (below); when walked_only,
+-- of the runs not in kernel_stored_runs alone, the others left out at the kernels' scan
+-- (a filter on the view's run does not reach it through the sorts).
+CREATE OR REPLACE MACRO gpu_activity_sweep_of(walked_only) AS TABLE
+WITH k AS (
+    SELECT run, iteration, kind, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns, kernel_id
+    FROM kernels WHERE ts_ns IS NOT NULL AND iteration IS NOT NULL
+      AND NOT (walked_only AND run IN (SELECT run FROM kernel_stored_runs))
+)
+-- two sorts, one per activity (one sort of both, partitioned by activity, took 10-20% longer)
+SELECT 'kernels' AS activity, run, iteration, start_ns, end_ns, max(end_ns) OVER w AS prev_end_ns, kernel_id
+FROM k WHERE kind = 'kernel'
+WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
+             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+UNION ALL
+SELECT 'all', run, iteration, start_ns, end_ns, max(end_ns) OVER w, kernel_id
+FROM k
+WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
+             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
+
 -- GPU activity of each (run, iteration) by start, each with the latest end of
 -- those before it: the sweep that the union of the intervals reads
 -- (gpu_busy_intervals: an island starts where start_ns passes prev_end_ns);
@@ -73,21 +101,20 @@ CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
 --                      kernel_id) of its activity, run and iteration, ns; NULL for the first
 -- @column kernel_id    the activity (kernels.kernel_id): the last sort key, so that the
 --                      islands' sort puts activities with one start and end in this order too
-CREATE OR REPLACE VIEW gpu_activity_sweep AS
-WITH k AS (
-    SELECT run, iteration, kind, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns, kernel_id
-    FROM kernels WHERE ts_ns IS NOT NULL AND iteration IS NOT NULL
+CREATE OR REPLACE VIEW gpu_activity_sweep AS SELECT * FROM gpu_activity_sweep_of(false);
+
+-- gpu_busy_intervals_of(walked_only): the view gpu_busy_intervals (below); when walked_only,
+-- of the runs not in kernel_stored_runs alone (gpu_activity_sweep_of).
+CREATE OR REPLACE MACRO gpu_busy_intervals_of(walked_only) AS TABLE
+WITH islands AS (
+    SELECT *, sum(CASE WHEN start_ns > prev_end_ns THEN 1 ELSE 0 END) OVER (
+                  PARTITION BY activity, run, iteration ORDER BY start_ns, end_ns, kernel_id ROWS UNBOUNDED PRECEDING)
+                  AS island
+    FROM gpu_activity_sweep_of(walked_only)
 )
--- two sorts, one per activity (one sort of both, partitioned by activity, took 10-20% longer)
-SELECT 'kernels' AS activity, run, iteration, start_ns, end_ns, max(end_ns) OVER w AS prev_end_ns, kernel_id
-FROM k WHERE kind = 'kernel'
-WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
-             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-UNION ALL
-SELECT 'all', run, iteration, start_ns, end_ns, max(end_ns) OVER w, kernel_id
-FROM k
-WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
-             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
+SELECT activity, run, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns, max(end_ns) - min(start_ns) AS dur_ns
+FROM islands
+GROUP BY activity, run, iteration, island;
 
 -- Union of the GPU activity intervals of each (run, iteration) over all streams:
 -- one row per maximal busy interval, for kernels alone (activity = 'kernels')
@@ -100,16 +127,7 @@ WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
 -- @column start_ns   start of the busy interval (the earliest start of its activities), ns
 -- @column end_ns     end of the busy interval (the latest end of its activities), ns
 -- @column dur_ns     end_ns - start_ns, ns
-CREATE OR REPLACE VIEW gpu_busy_intervals AS
-WITH islands AS (
-    SELECT *, sum(CASE WHEN start_ns > prev_end_ns THEN 1 ELSE 0 END) OVER (
-                  PARTITION BY activity, run, iteration ORDER BY start_ns, end_ns, kernel_id ROWS UNBOUNDED PRECEDING)
-                  AS island
-    FROM gpu_activity_sweep
-)
-SELECT activity, run, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns, max(end_ns) - min(start_ns) AS dur_ns
-FROM islands
-GROUP BY activity, run, iteration, island;
+CREATE OR REPLACE VIEW gpu_busy_intervals AS SELECT * FROM gpu_busy_intervals_of(false);
 
 -- Union of the kernel intervals of each (run, iteration) over all streams
 -- (METHOD.md section 3's K): the kernels' rows of gpu_busy_intervals.
@@ -117,6 +135,18 @@ GROUP BY activity, run, iteration, island;
 -- @columns_from gpu_busy_intervals
 CREATE OR REPLACE VIEW kernel_busy_intervals AS
 SELECT run, iteration, start_ns, end_ns, dur_ns FROM gpu_busy_intervals WHERE activity = 'kernels';
+
+-- Time with at least one kernel running of each trace run, its iterations' kernels
+-- together (kernel_busy_intervals summed per run): the stored whole-trace row of a run
+-- in kernel_stored_runs, the sweep of the others. flop_utilization's whole trace reads it.
+--
+-- @column run      trace run (one with kernels launched in an iteration)
+-- @column busy_ns  kernel_busy_intervals' dur_ns summed over the run, ns
+CREATE OR REPLACE VIEW run_kernel_busy AS
+SELECT run, CAST(kernel_busy_ns AS HUGEINT) AS busy_ns FROM kernel_iteration_totals
+WHERE iteration IS NULL AND kernel_busy_ns IS NOT NULL
+UNION ALL
+SELECT run, sum(dur_ns) FROM gpu_busy_intervals_of(true) WHERE activity = 'kernels' GROUP BY run;
 
 -- The batch size each run recorded: its metadata's batch_size (a trace's
 -- top-level member, which tracedb.capture writes, or the capture manifest's that
@@ -173,7 +203,9 @@ CREATE OR REPLACE MACRO in_gpu_time_iteration(run, iteration) AS
 -- streams, kernel_busy_intervals), the plain sum of kernel durations, idle time,
 -- GPU utilization and the steady flag; beside them the GPU time as the seed
 -- paper aggregates it (all GPU events: kernels, memcpy and memset), as a plain
--- sum and as a union. gpu_utilization and iteration_utilization read it.
+-- sum and as a union. gpu_utilization and iteration_utilization read it. The runs of
+-- kernel_stored_runs are read from kernel_iteration_totals (stored at ingest with
+-- --op-totals), the others swept.
 --
 -- @column run                 trace run
 -- @column iteration           iteration (iterations.iteration)
@@ -193,9 +225,10 @@ CREATE OR REPLACE MACRO in_gpu_time_iteration(run, iteration) AS
 -- @column gpu_event_util_pct  100 * gpu_event_sum_ns / total_ns, % (the seed paper's plain sum:
 --                             may pass 100 when activity overlaps)
 CREATE OR REPLACE VIEW iteration_gpu_time AS
-WITH k AS (
+WITH k AS (       -- the runs not stored at ingest (kernel_stored_runs): swept
     SELECT run, iteration, kind, ts_ns AS start_ns, ts_ns + dur_ns AS end_ns, kernel_id
     FROM kernels WHERE ts_ns IS NOT NULL AND iteration IS NOT NULL AND in_gpu_time_iteration(run, iteration)
+      AND run NOT IN (SELECT run FROM kernel_stored_runs)
 ), busy AS (
     -- the union's length without forming its islands: each interval adds what reaches
     -- beyond the latest end before it (gpu_activity_sweep's prev_end_ns). Here in one
@@ -212,10 +245,18 @@ WITH k AS (
           WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
                        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW EXCLUDE CURRENT ROW))
     GROUP BY run, iteration
+    UNION ALL       -- the stored runs' rows
+    SELECT run, iteration, kernel_busy_ns, gpu_event_busy_ns FROM kernel_iteration_totals
+    WHERE iteration IS NOT NULL AND in_gpu_time_iteration(run, iteration)
 ), ksum AS (
     SELECT run, iteration, sum(dur_ns) FILTER (kind = 'kernel') AS sum_ns, count(*) FILTER (kind = 'kernel') AS n,
            sum(dur_ns) AS all_sum_ns
-    FROM kernels WHERE iteration IS NOT NULL AND in_gpu_time_iteration(run, iteration) GROUP BY run, iteration
+    FROM kernels WHERE iteration IS NOT NULL AND in_gpu_time_iteration(run, iteration)
+      AND run NOT IN (SELECT run FROM kernel_stored_runs)
+    GROUP BY run, iteration
+    UNION ALL
+    SELECT run, iteration, kernel_sum_ns, kernels, gpu_event_sum_ns FROM kernel_iteration_totals
+    WHERE iteration IS NOT NULL AND in_gpu_time_iteration(run, iteration)
 )
 SELECT i.run, i.iteration, s.steady, i.dur_ns AS total_ns,
        CAST(coalesce(b.busy_ns, 0) AS BIGINT) AS kernel_busy_ns,

@@ -68,27 +68,28 @@ LEFT JOIN typed t ON t.kind = k.kind AND t.name = k.name
 LEFT JOIN collectives c ON c.run = k.run AND c.kernel_id = k.kernel_id
 WHERE k.ts_ns IS NOT NULL;
 
--- GPU time of each trace run cut where the set of running kernel classes
--- changes: one row per segment with which of compute, communication and
--- memory activity run during it (on any stream of the run's GPU). Rows with
--- an iteration cover the activity launched in that iteration; rows with
--- iteration NULL the whole trace (all activity, whatever its iteration).
--- Idle segments are left out. A sweep over start (+1) and end (-1) points.
+-- A digest of kernel_class_rules as it is: the stored class times (gpu_class_totals)
+-- were cut under the rules whose digest they carry.
+CREATE OR REPLACE MACRO kernel_class_rules_digest() AS (
+    SELECT md5(coalesce(string_agg(concat_ws('|', priority, field, pattern, kernel_class), chr(10)
+                                   ORDER BY priority, field, pattern), ''))
+    FROM kernel_class_rules);
+
+-- The runs whose class times an ingest with --op-totals stored (gpu_class_totals) under
+-- today's kernel_class_rules: gpu_class_time reads those rows instead of sweeping the run.
 --
--- @column run            trace run
--- @column iteration      iteration the segment's activity was launched in; NULL: a segment of
---                        the whole trace
--- @column start_ns       start of the segment, ns
--- @column end_ns         end of the segment, ns
--- @column dur_ns         end_ns - start_ns, ns
--- @column compute        activity of class compute runs during the segment (kernel_classes)
--- @column communication  activity of class communication runs during the segment
--- @column memory         activity of class memory (memcpy, memset, copies by name) runs during
---                        the segment
-CREATE OR REPLACE VIEW gpu_class_segments AS
+-- @column run  trace run with rows in gpu_class_totals cut under kernel_class_rules as it is
+CREATE OR REPLACE VIEW gpu_class_stored_runs AS
+SELECT DISTINCT run FROM gpu_class_totals WHERE rules = kernel_class_rules_digest();
+
+-- gpu_class_segments_of(walked_only): the view gpu_class_segments (below); when walked_only,
+-- of the runs not in gpu_class_stored_runs alone (the others left out before the sweep's
+-- sorts).
+CREATE OR REPLACE MACRO gpu_class_segments_of(walked_only) AS TABLE
 WITH k AS (
     SELECT run, iteration, ts_ns AS s, ts_ns + dur_ns AS e, kernel_class AS c
     FROM kernel_classes WHERE dur_ns > 0
+      AND NOT (walked_only AND run IN (SELECT run FROM gpu_class_stored_runs))
 ), scoped AS (
     SELECT run, iteration, s, e, c FROM k WHERE iteration IS NOT NULL
     UNION ALL
@@ -116,11 +117,31 @@ SELECT run, iteration, start_ns, end_ns, end_ns - start_ns AS dur_ns,
 FROM running
 WHERE end_ns > start_ns AND (n_comp > 0 OR n_comm > 0 OR n_mem > 0);
 
+-- GPU time of each trace run cut where the set of running kernel classes
+-- changes: one row per segment with which of compute, communication and
+-- memory activity run during it (on any stream of the run's GPU). Rows with
+-- an iteration cover the activity launched in that iteration; rows with
+-- iteration NULL the whole trace (all activity, whatever its iteration).
+-- Idle segments are left out. A sweep over start (+1) and end (-1) points.
+--
+-- @column run            trace run
+-- @column iteration      iteration the segment's activity was launched in; NULL: a segment of
+--                        the whole trace
+-- @column start_ns       start of the segment, ns
+-- @column end_ns         end of the segment, ns
+-- @column dur_ns         end_ns - start_ns, ns
+-- @column compute        activity of class compute runs during the segment (kernel_classes)
+-- @column communication  activity of class communication runs during the segment
+-- @column memory         activity of class memory (memcpy, memset, copies by name) runs during
+--                        the segment
+CREATE OR REPLACE VIEW gpu_class_segments AS SELECT * FROM gpu_class_segments_of(false);
+
 -- Per trace run and iteration (iteration NULL: the whole trace) the time in
 -- each exclusive state of kernel classes (HTA's kernel-type breakdown), the
 -- busy time, and the window: the iteration (iterations.start_ns to end_ns) or,
 -- for the whole trace, first GPU activity start to last end (HTA's temporal
--- breakdown window).
+-- breakdown window). The runs of gpu_class_stored_runs are read from
+-- gpu_class_totals (stored at ingest with --op-totals), the others swept.
 --
 -- @column run                       trace run
 -- @column iteration                 the iteration; NULL: the whole trace
@@ -150,7 +171,7 @@ WITH s AS (
            sum(CASE WHEN compute THEN dur_ns ELSE 0 END) AS compute_ns,
            sum(CASE WHEN communication THEN dur_ns ELSE 0 END) AS communication_ns,
            min(start_ns) AS first_start_ns, max(end_ns) AS last_end_ns
-    FROM gpu_class_segments GROUP BY run, iteration
+    FROM gpu_class_segments_of(true) GROUP BY run, iteration
 )
 SELECT s.run, s.iteration,
        CAST(CASE WHEN s.iteration IS NULL THEN s.last_end_ns - s.first_start_ns ELSE i.dur_ns END AS BIGINT) AS window_ns,
@@ -164,4 +185,10 @@ SELECT s.run, s.iteration,
        CAST(s.all_three_ns AS BIGINT) AS all_three_ns,
        CAST(s.compute_ns AS BIGINT) AS compute_ns,
        CAST(s.communication_ns AS BIGINT) AS communication_ns
-FROM s LEFT JOIN iterations i ON i.run = s.run AND i.iteration = s.iteration;
+FROM s LEFT JOIN iterations i ON i.run = s.run AND i.iteration = s.iteration
+UNION ALL           -- the runs stored at ingest (gpu_class_stored_runs): their rows
+SELECT run, iteration, window_ns, busy_ns, compute_only_ns, communication_only_ns, memory_only_ns,
+       compute_communication_ns, compute_memory_ns, communication_memory_ns, all_three_ns, compute_ns,
+       communication_ns
+FROM gpu_class_totals
+WHERE busy_ns IS NOT NULL AND run IN (SELECT run FROM gpu_class_stored_runs);

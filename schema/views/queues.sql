@@ -1,4 +1,4 @@
--- includes:
+-- includes: base
 
 -- Runtime queues (method.md section 5): TensorFlow eager execution phases and
 -- queue, and CUDA launch queues. Documented in docs/schema.md ("queues").
@@ -115,6 +115,46 @@ CREATE OR REPLACE MACRO in_segment_window(run, start_ns, end_ns) AS
         AND start_ns <= getvariable('tracedb_segment_windows').runs[run].end_ns
         AND end_ns >= getvariable('tracedb_segment_windows').runs[run].start_ns);
 
+-- activity_segments_of(walked_only): the view activity_segments (below); when walked_only,
+-- of the runs not in kernel_stored_runs (the others left out before the sweep's sorts).
+CREATE OR REPLACE MACRO activity_segments_of(walked_only) AS TABLE
+WITH it AS (SELECT run, iteration, start_ns, end_ns FROM iterations),
+iv AS (
+    SELECT * FROM (
+        SELECT run, 'queue' AS k, enqueue_end_ns AS s, dequeue_start_ns AS e FROM eager_nodes
+        WHERE mode = 'async' AND dequeue_start_ns > enqueue_end_ns
+        UNION ALL SELECT run, 'deq', dequeue_start_ns, dequeue_end_ns FROM eager_nodes)
+    WHERE s IS NULL OR e IS NULL OR in_segment_window(run, s, e)     -- (an open end runs on: kept)
+    UNION ALL SELECT run, CASE WHEN kind = 'kernel' THEN 'gpu' ELSE 'copy' END, ts_ns, ts_ns + dur_ns
+              FROM kernels WHERE ts_ns IS NOT NULL AND dur_ns > 0 AND in_segment_window(run, ts_ns, ts_ns + dur_ns)
+    UNION ALL SELECT run, 'cpu', ts_ns, ts_ns + dur_ns FROM events
+              WHERE ph = 'X' AND dur_ns > 0 AND name IN ('KernelAndDeviceFunc::Run', 'ThreadpoolListener::Region')
+                AND in_segment_window(run, ts_ns, ts_ns + dur_ns)
+), b AS (
+    SELECT run, s AS t, k, 1 AS d FROM iv UNION ALL SELECT run, e, k, -1 FROM iv
+    UNION ALL SELECT run, start_ns, 'edge', 0 FROM it UNION ALL SELECT run, end_ns, 'edge', 0 FROM it
+), pts AS (
+    SELECT run, t, sum(d) FILTER (k = 'queue') AS dq, sum(d) FILTER (k = 'deq') AS dd,
+           sum(d) FILTER (k = 'gpu') AS dg, sum(d) FILTER (k = 'copy') AS dm, sum(d) FILTER (k = 'cpu') AS dc
+    FROM b WHERE NOT (walked_only AND run IN (SELECT run FROM kernel_stored_runs))
+    GROUP BY run, t
+), st AS (
+    SELECT run, t AS start_ns, lead(t) OVER w AS end_ns,
+           sum(coalesce(dq, 0)) OVER w2 AS queued, sum(coalesce(dd, 0)) OVER w2 AS dequeuing,
+           sum(coalesce(dg, 0)) OVER w2 AS gpu, sum(coalesce(dm, 0)) OVER w2 AS copy,
+           sum(coalesce(dc, 0)) OVER w2 AS cpu
+    FROM pts
+    WINDOW w AS (PARTITION BY run ORDER BY t), w2 AS (PARTITION BY run ORDER BY t ROWS UNBOUNDED PRECEDING)
+)
+SELECT st.run, it.iteration, st.start_ns, st.end_ns, st.end_ns - st.start_ns AS dur_ns,
+       st.queued, st.dequeuing > 0 AS dequeuing, st.gpu > 0 AS gpu_kernel, st.copy > 0 AS memory_transfer,
+       st.cpu > 0 AS cpu_kernel,
+       CASE WHEN st.gpu > 0 THEN 'gpu_kernel' WHEN st.cpu > 0 THEN 'cpu_kernel'
+            WHEN st.dequeuing > 0 THEN 'dequeuing' WHEN st.copy > 0 THEN 'memory_transfer'
+            ELSE 'waiting' END AS category
+FROM st ASOF JOIN it ON it.run = st.run AND st.start_ns >= it.start_ns
+WHERE st.end_ns IS NOT NULL AND st.end_ns <= it.end_ns AND st.end_ns > st.start_ns;
+
 -- Elementary time segments of each iteration with what is going on in them:
 -- how many nodes wait in the eager queue, and whether a GPU kernel, a CPU
 -- kernel (KernelAndDeviceFunc::Run, Eigen thread-pool regions), a dequeue or
@@ -135,39 +175,29 @@ CREATE OR REPLACE MACRO in_segment_window(run, start_ns, end_ns) AS
 --                          ThreadpoolListener::Region)
 -- @column category         the first that holds of gpu_kernel, cpu_kernel, dequeuing,
 --                          memory_transfer; else waiting
-CREATE OR REPLACE VIEW activity_segments AS
-WITH it AS (SELECT run, iteration, start_ns, end_ns FROM iterations),
-iv AS (
-    SELECT * FROM (
-        SELECT run, 'queue' AS k, enqueue_end_ns AS s, dequeue_start_ns AS e FROM eager_nodes
-        WHERE mode = 'async' AND dequeue_start_ns > enqueue_end_ns
-        UNION ALL SELECT run, 'deq', dequeue_start_ns, dequeue_end_ns FROM eager_nodes)
-    WHERE s IS NULL OR e IS NULL OR in_segment_window(run, s, e)     -- (an open end runs on: kept)
-    UNION ALL SELECT run, CASE WHEN kind = 'kernel' THEN 'gpu' ELSE 'copy' END, ts_ns, ts_ns + dur_ns
-              FROM kernels WHERE ts_ns IS NOT NULL AND dur_ns > 0 AND in_segment_window(run, ts_ns, ts_ns + dur_ns)
-    UNION ALL SELECT run, 'cpu', ts_ns, ts_ns + dur_ns FROM events
-              WHERE ph = 'X' AND dur_ns > 0 AND name IN ('KernelAndDeviceFunc::Run', 'ThreadpoolListener::Region')
-                AND in_segment_window(run, ts_ns, ts_ns + dur_ns)
-), b AS (
-    SELECT run, s AS t, k, 1 AS d FROM iv UNION ALL SELECT run, e, k, -1 FROM iv
-    UNION ALL SELECT run, start_ns, 'edge', 0 FROM it UNION ALL SELECT run, end_ns, 'edge', 0 FROM it
-), pts AS (
-    SELECT run, t, sum(d) FILTER (k = 'queue') AS dq, sum(d) FILTER (k = 'deq') AS dd,
-           sum(d) FILTER (k = 'gpu') AS dg, sum(d) FILTER (k = 'copy') AS dm, sum(d) FILTER (k = 'cpu') AS dc
-    FROM b GROUP BY run, t
-), st AS (
-    SELECT run, t AS start_ns, lead(t) OVER w AS end_ns,
-           sum(coalesce(dq, 0)) OVER w2 AS queued, sum(coalesce(dd, 0)) OVER w2 AS dequeuing,
-           sum(coalesce(dg, 0)) OVER w2 AS gpu, sum(coalesce(dm, 0)) OVER w2 AS copy,
-           sum(coalesce(dc, 0)) OVER w2 AS cpu
-    FROM pts
-    WINDOW w AS (PARTITION BY run ORDER BY t), w2 AS (PARTITION BY run ORDER BY t ROWS UNBOUNDED PRECEDING)
-)
-SELECT st.run, it.iteration, st.start_ns, st.end_ns, st.end_ns - st.start_ns AS dur_ns,
-       st.queued, st.dequeuing > 0 AS dequeuing, st.gpu > 0 AS gpu_kernel, st.copy > 0 AS memory_transfer,
-       st.cpu > 0 AS cpu_kernel,
-       CASE WHEN st.gpu > 0 THEN 'gpu_kernel' WHEN st.cpu > 0 THEN 'cpu_kernel'
-            WHEN st.dequeuing > 0 THEN 'dequeuing' WHEN st.copy > 0 THEN 'memory_transfer'
-            ELSE 'waiting' END AS category
-FROM st ASOF JOIN it ON it.run = st.run AND st.start_ns >= it.start_ns
-WHERE st.end_ns IS NOT NULL AND st.end_ns <= it.end_ns AND st.end_ns > st.start_ns;
+CREATE OR REPLACE VIEW activity_segments AS SELECT * FROM activity_segments_of(false);
+
+-- Time of each iteration by whether CPU kernels (KernelAndDeviceFunc::Run, Eigen
+-- thread-pool regions) and GPU kernels run (activity_segments summed; time_breakdown
+-- reads it): the rows an ingest with --op-totals stored (kernel_iteration_totals) for
+-- the runs of kernel_stored_runs, the sweep of the others. An iteration without a
+-- segment has no row.
+--
+-- @column run            trace run
+-- @column iteration      iteration (activity_segments.iteration)
+-- @column cpu_kernel_ns  a CPU kernel and no GPU kernel running, ns (NULL: no such segment)
+-- @column gpu_kernel_ns  a GPU kernel and no CPU kernel running, ns (NULL: none)
+-- @column overlap_ns     both running, ns (NULL: none)
+-- @column overhead_ns    neither running, ns (NULL: none)
+CREATE OR REPLACE VIEW iteration_kernel_overlap AS
+SELECT run, iteration,
+       sum(dur_ns) FILTER (cpu_kernel AND NOT gpu_kernel) AS cpu_kernel_ns,
+       sum(dur_ns) FILTER (gpu_kernel AND NOT cpu_kernel) AS gpu_kernel_ns,
+       sum(dur_ns) FILTER (cpu_kernel AND gpu_kernel) AS overlap_ns,
+       sum(dur_ns) FILTER (NOT cpu_kernel AND NOT gpu_kernel) AS overhead_ns
+FROM activity_segments_of(true)
+GROUP BY run, iteration
+UNION ALL
+SELECT run, iteration, cpu_kernel_ns, gpu_kernel_ns, overlap_ns, overhead_ns FROM kernel_iteration_totals
+WHERE iteration IS NOT NULL
+  AND (cpu_kernel_ns IS NOT NULL OR gpu_kernel_ns IS NOT NULL OR overlap_ns IS NOT NULL OR overhead_ns IS NOT NULL);

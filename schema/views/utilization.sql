@@ -25,6 +25,20 @@ FROM kernels k
 LEFT JOIN typed t ON t.kind = k.kind AND t.op = coalesce(k.op_name, '') AND t.name = k.name
 WHERE k.ts_ns IS NOT NULL;
 
+-- A digest of layer_rules as it is: the stored top_kernels rows (top_kernel_totals) were
+-- typed under the rules whose digest they carry.
+CREATE OR REPLACE MACRO layer_rules_digest() AS (
+    SELECT md5(coalesce(string_agg(concat_ws('|', priority, field, pattern, layer_type), chr(10)
+                                   ORDER BY priority, field, pattern), ''))
+    FROM layer_rules);
+
+-- layer_rules_digest() as a relation: top_kernels reads the stored rows of a run
+-- (top_kernel_totals) while their digest is this one (a view, so that a lake keeps it for
+-- Spark: one row, no run).
+--
+-- @column digest  layer_rules_digest()
+CREATE OR REPLACE VIEW layer_rules_version AS SELECT layer_rules_digest() AS digest;
+
 -- The ncu run whose matches the utilization reports use for a trace run:
 -- the one matched last, a pairing kept by --force (more than 20% of its matched
 -- kernels under another name) only when no sound one is left.
@@ -92,6 +106,7 @@ SELECT mk.*, coalesce(l.layer_type, 'other') AS layer_type,
 FROM matched_kernels mk
 JOIN trace_ncu_pairs p ON p.run = mk.run AND p.ncu_run = mk.ncu_run
 LEFT JOIN kernel_layers l ON l.run = mk.run AND l.kernel_id = mk.kernel_id;
+
 
 -- Per run and iteration: time, GPU utilization and (where an ncu run is
 -- matched to that iteration) the summed counters and the five levels, both
