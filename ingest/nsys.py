@@ -985,7 +985,7 @@ def _load_run(con, ex, run, iteration_marker, work):
     con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
     sections = _sections()
     counts = {}
-    con.execute("CREATE OR REPLACE TEMP TABLE _nsys_gpu_fields (event_id BIGINT, context BIGINT, grid_x BIGINT, "
+    con.execute("CREATE OR REPLACE TEMP TABLE _nsys_gpu_fields (event_id BIGINT NOT NULL, context BIGINT, grid_x BIGINT, "
                 "grid_y BIGINT, grid_z BIGINT, block_x BIGINT, block_y BIGINT, block_z BIGINT, regs BIGINT, "
                 "ssm BIGINT, dsm BIGINT)")
     scratch = os.path.join(work, "nsys-staged")
@@ -1037,6 +1037,7 @@ def _load_run(con, ex, run, iteration_marker, work):
         run_script(con, sql_text("schema", "load/trace_system.sql"))
         run_script(con, sql_text("schema", "load/nsys_finish.sql"), {"run": run})
         con.execute("DROP VIEW _run_events")
+        con.execute("DROP TYPE IF EXISTS _nsys_gpu_name")       # (nsys_gpu.sql's; _gpu is dropped)
         for t in ("_nsys_strings", "_nsys_procs", "_nsys_mem_kinds", "_nsys_nvtx_domains", "_nsys_nvtx_categories",
                   "_nsys_gpu_fields"):
             con.execute(f"DROP TABLE IF EXISTS {t}")

@@ -1,13 +1,15 @@
 """The Nsight Systems load made cheaper per event (the NVTX ranges' op names, sequence
 numbers and input dims found without the regexes where their text cannot match them;
 the kernels' launch fields in the derivation's _gpu taken from the export's columns,
-schema/load/nsys_gpu.sql, and not parsed back out of the args JSON built of them)
+schema/load/nsys_gpu.sql, and not parsed back out of the args JSON built of them;
+their names held as an ENUM there)
 writes exactly what the code before it did: every table of an ingest, row for row,
 and the kernels in the order they were written, against the ingest by a frozen copy
 of that code (tests/nsys_before/: ingest/nsys.py and schema/load/nsys_rows.sql as
 they were; the rest of the derivation is today's for both), on each committed export
 that loads, read by the reading thread, row by row (the fallback for values of
-another type) and by worker processes staging files; and the NVTX section alone on
+another type) and by worker processes staging files, and with iterations from an
+NVTX range (--iterations-from); and the NVTX section alone on
 texts made to be near misses of the patterns."""
 import importlib.util
 import itertools
@@ -42,17 +44,18 @@ def _frozen():
 FROZEN = _frozen()
 
 
-def _ingest(path, dbpath):
+def _ingest(path, dbpath, marker=None):
     con = db.connect(dbpath)
     try:
-        ingest_file(con, path, run="r")
+        ingest_file(con, path, run="r", options={"iterations_from": marker} if marker else None)
         return _tables(con)
     finally:
         con.close()
 
 
 # (the other reads on one export only, kept fast: the one with the most rows)
-CASES = [(p, "thread") for p in EXPORTS] + [(DATA / "nsys" / "mfu_2gpu_before.sqlite.gz", h) for h in ("rows", "workers")]
+CASES = [(p, "thread") for p in EXPORTS] + [(DATA / "nsys" / "mfu_2gpu_before.sqlite.gz", h)
+                                            for h in ("rows", "workers", "marker")]
 
 
 @pytest.mark.parametrize("path,how", CASES, ids=lambda v: v if isinstance(v, str) else v.name.split(".")[0])
@@ -63,11 +66,14 @@ def test_nsys_ingest_equals_the_frozen_one(path, how, tmp_path, monkeypatch):
         if how == "workers":      # (worker processes staging Parquet files, loaded in parts)
             m.setattr(nsys, "PROCESS_READERS", 2)
             m.setattr(nsys, "PROCESS_MIN_ROWS", 0)
-        after = _ingest(path, tmp_path / "after.duckdb")
+        # ("marker": iterations from an NVTX range, FlashAttnFunc: the kernels' iteration and iterations)
+        marker = "FlashAttnFunc" if how == "marker" else None
+        after = _ingest(path, tmp_path / "after.duckdb", marker)
     with monkeypatch.context() as m:
         m.setattr(nsys, "_load", FROZEN._load)
-        before = _ingest(path, tmp_path / "before.duckdb")
+        before = _ingest(path, tmp_path / "before.duckdb", marker)
     assert before["events"] and before["kernels"]
+    assert bool(before["iterations"]) == (how == "marker")
     assert before.keys() == after.keys()
     for t in before:
         assert after[t] == before[t], t

@@ -10,8 +10,20 @@
 -- copy or collective field, and an integer of the JSON cast back is that integer.
 -- Other GPU rows (copies, sets, and any kernel the table lacks) are read as
 -- derive_trace.sql reads them.
+-- The names are held as an ENUM of the run's GPU activity names (_nsys_gpu_name; an
+-- export has a few dozen, each a kernel's whole signature, 186 characters on average
+-- in the 1 GB export): as text, _gpu held 832 MB for its 2.2 M rows under the load's
+-- 1 GiB cap (406 MB so), and the kernels' insert sorted the names with the rows; it
+-- writes them as text (the cast comes after its ORDER BY), collectives.sql compares
+-- and trace_system.sql searches them as text (DuckDB casts an ENUM to VARCHAR there).
 -- reads: _run_events, _xprof_streams, _nsys_gpu_fields
--- creates: _gpu (derive_trace.sql's)
+-- creates: _gpu (derive_trace.sql's), the type _nsys_gpu_name (ingest/nsys.py drops it after trace_system.sql)
+CREATE OR REPLACE TEMP TYPE _nsys_gpu_name AS ENUM (
+    SELECT DISTINCT e.name FROM _run_events e
+    WHERE e.ph = 'X' AND e.name IS NOT NULL
+      AND (gpu_activity_kind(e.cat) IS NOT NULL
+           OR EXISTS (SELECT 1 FROM _xprof_streams x WHERE x.pid = e.pid AND x.tid = e.tid)));
+
 CREATE OR REPLACE TEMP TABLE _gpu AS
 WITH g AS (
     SELECT e.event_id, e.cat, e.name, e.ts_ns, e.dur_ns, e.correlation, e.stream, e.device, e.tid,
@@ -37,7 +49,7 @@ SELECT g.event_id, g.cat,
        coalesce(gpu_activity_kind(g.cat),
                 CASE WHEN g.name ILIKE '%memcpy%' THEN 'memcpy'
                      WHEN g.name ILIKE '%memset%' THEN 'memset' ELSE 'kernel' END) AS kind,
-       g.name, g.ts_ns, g.dur_ns,
+       CAST(g.name AS _nsys_gpu_name) AS name, g.ts_ns, g.dur_ns,
        coalesce(g.device, g.x_device) AS device,
        coalesce(g.stream, CASE WHEN g.x_tid IS NOT NULL THEN TRY_CAST(g.tid AS BIGINT) END) AS stream,
        g.correlation,
@@ -52,7 +64,7 @@ SELECT g.event_id, g.cat,
 FROM g JOIN _nsys_gpu_fields f ON f.event_id = g.event_id
 UNION ALL
 -- derive_trace.sql's _gpu over the other rows (kept the same as it: tests/test_nsys_fast_exact.py)
-SELECT event_id, cat, kind, name, ts_ns, dur_ns, device, stream, correlation,
+SELECT event_id, cat, kind, CAST(name AS _nsys_gpu_name) AS name, ts_ns, dur_ns, device, stream, correlation,
        TRY_CAST(coalesce(a[1], a[10]) AS BIGINT) AS context,
        TRY_CAST(coalesce(a[2], regexp_extract(a[11], 'grid:(\d+),', 1)) AS INTEGER) AS grid_x,
        TRY_CAST(coalesce(a[3], regexp_extract(a[11], 'grid:\d+,(\d+),', 1)) AS INTEGER) AS grid_y,
