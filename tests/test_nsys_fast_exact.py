@@ -68,12 +68,16 @@ def test_nsys_ingest_equals_the_frozen_one(path, how, tmp_path, monkeypatch):
             m.setattr(nsys, "PROCESS_MIN_ROWS", 0)
         # ("marker": iterations from an NVTX range, FlashAttnFunc: the kernels' iteration and iterations)
         marker = "FlashAttnFunc" if how == "marker" else None
+        kept, real = [], nsys._derive        # (the kernels' fields kept for nsys_gpu.sql when it runs)
+        m.setattr(nsys, "_derive", lambda con, run: kept.append(
+            con.execute("SELECT count(*) FROM _nsys_gpu_fields").fetchone()[0]) or real(con, run))
         after = _ingest(path, tmp_path / "after.duckdb", marker)
     with monkeypatch.context() as m:
         m.setattr(nsys, "_load", FROZEN._load)
         before = _ingest(path, tmp_path / "before.duckdb", marker)
     assert before["events"] and before["kernels"]
     assert bool(before["iterations"]) == (how == "marker")
+    assert kept == [sum(1 for k in after["kernels"] if k[2] == "kernel")]     # (every kernel: none read from args)
     assert before.keys() == after.keys()
     for t in before:
         assert after[t] == before[t], t
