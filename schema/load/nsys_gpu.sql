@@ -18,11 +18,13 @@
 -- and trace_system.sql searches them as text (DuckDB casts an ENUM to VARCHAR there).
 -- reads: _run_events, _xprof_streams, _nsys_gpu_fields
 -- creates: _gpu (derive_trace.sql's), the type _nsys_gpu_name (ingest/nsys.py drops it after trace_system.sql)
+-- (The names of both branches of g below, each found as its branch finds its rows: one
+-- scan with an OR of them joined every event, 1.45 CPU s for the 1 GB export's 13 M, against 0.03.)
 CREATE OR REPLACE TEMP TYPE _nsys_gpu_name AS ENUM (
-    SELECT DISTINCT e.name FROM _run_events e
-    WHERE e.ph = 'X' AND e.name IS NOT NULL
-      AND (gpu_activity_kind(e.cat) IS NOT NULL
-           OR EXISTS (SELECT 1 FROM _xprof_streams x WHERE x.pid = e.pid AND x.tid = e.tid)));
+    SELECT name FROM _run_events WHERE ph = 'X' AND name IS NOT NULL AND gpu_activity_kind(cat) IS NOT NULL
+    UNION
+    SELECT e.name FROM _run_events e JOIN _xprof_streams x ON x.pid = e.pid AND x.tid = e.tid
+    WHERE e.ph = 'X' AND e.name IS NOT NULL);
 
 CREATE OR REPLACE TEMP TABLE _gpu AS
 WITH g AS (
