@@ -455,13 +455,15 @@ def _sections():
     return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
 
 
-def _insert_files(con, select, files, offset):
+def _insert_files(con, select, files, offset, fields=None):
     """Insert a part of one kind's staged rows ([(Parquet file, rows)] in rowid order,
     or [(Arrow batch, rows)] of the reading thread) as events numbered from offset in
     that order, in one statement that DuckDB runs on all its threads: nsys_rows.sql's
     section turns the rows into those of _trace_rows and trace_events.sql inserts
     them. Each file's pos counts its own rows: the rows of the files before it are
-    added (by file_index). The rows inserted."""
+    added (by file_index). fields: the SELECT (nsys_rows.sql's kernel_fields) of the
+    kernels' launch fields, kept in _nsys_gpu_fields by event id (nsys_gpu.sql reads
+    them). The rows inserted."""
     if not files:
         return 0
     if isinstance(files[0][0], pa.Table):          # (one batch, its pos from 0)
@@ -471,6 +473,7 @@ def _insert_files(con, select, files, offset):
                                       f"FROM ({select})")
         for stmt in statements(sql_text("schema", "load/trace_events.sql")):
             rows.query("_trace_staged", stmt)
+        _keep_fields(raw, fields, offset)
         return total
     before, total = [], 0
     for _, rows_in in files:
@@ -485,7 +488,28 @@ def _insert_files(con, select, files, offset):
     # a trace's insert is, cost 6-10% more CPU here: 2.81 against 2.56-2.66 s for 0.98 M NVTX rows)
     for stmt in statements(sql_text("schema", "load/trace_events.sql")):
         rows.query("_trace_staged", stmt)
+    _keep_fields(raw, fields, offset)
     return total
+
+
+def _keep_fields(raw, fields, offset):
+    """The kernels' launch fields of a part (raw: its rows, as _insert_files read them),
+    by event id, into _nsys_gpu_fields (nothing when fields is None)."""
+    if fields is not None:
+        raw.query("_nsys_raw", f"INSERT INTO _nsys_gpu_fields SELECT pos + {int(offset)} AS event_id, "
+                               f"* EXCLUDE (pos) FROM ({fields})")
+
+
+def _derive(con, run):
+    """derive_trace.sql with nsys_gpu.sql's _gpu in place of its own (the kernels'
+    launch fields from the export's columns, not parsed back from their args)."""
+    script = statements(sql_text("schema", "load/derive_trace.sql"))
+    at = [i for i, st in enumerate(script) if re.search(r"^CREATE OR REPLACE TEMP TABLE _gpu AS", st, re.M)]
+    if len(at) != 1:
+        raise RuntimeError("derive_trace.sql: no one statement creating _gpu for nsys_gpu.sql to stand for")
+    run_script(con, ";\n".join(script[:at[0]]), {"run": run})
+    run_script(con, sql_text("schema", "load/nsys_gpu.sql"), {"run": run})
+    run_script(con, ";\n".join(script[at[0] + 1:]), {"run": run})
 
 
 def _insert(con, staged, offset):
@@ -961,6 +985,9 @@ def _load_run(con, ex, run, iteration_marker, work):
     con.execute("SET VARIABLE tracedb_iteration_marker = ?", [iteration_marker])
     sections = _sections()
     counts = {}
+    con.execute("CREATE OR REPLACE TEMP TABLE _nsys_gpu_fields (event_id BIGINT NOT NULL, context BIGINT, grid_x BIGINT, "
+                "grid_y BIGINT, grid_z BIGINT, block_x BIGINT, block_y BIGINT, block_z BIGINT, regs BIGINT, "
+                "ssm BIGINT, dsm BIGINT)")
     scratch = os.path.join(work, "nsys-staged")
     os.makedirs(scratch, exist_ok=True)
     nvtx_names = started(_nvtx_names, ex.path, ex.db_path, ex.pid)
@@ -990,7 +1017,8 @@ def _load_run(con, ex, run, iteration_marker, work):
                     _nvtx_lookups(con, nvtx_names)
                 named = True
             with phase(f"nsys: load {kind}"):
-                k = _insert_files(con, sections[kind], files, n)
+                k = _insert_files(con, sections[kind], files, n,
+                                  sections["kernel_fields"] if kind == "kernel" else None)
             for f, _ in files:
                 if isinstance(f, str):
                     os.remove(f)
@@ -1004,12 +1032,14 @@ def _load_run(con, ex, run, iteration_marker, work):
     with status("linking kernels, launches, ops and iterations"):
         con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS "
                     "SELECT * FROM events WHERE run = getvariable('tracedb_run')")
-        run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
+        _derive(con, run)
         run_script(con, sql_text("schema", "load/collectives.sql"), {"run": run, "world_size": None})
         run_script(con, sql_text("schema", "load/trace_system.sql"))
         run_script(con, sql_text("schema", "load/nsys_finish.sql"), {"run": run})
         con.execute("DROP VIEW _run_events")
-        for t in ("_nsys_strings", "_nsys_procs", "_nsys_mem_kinds", "_nsys_nvtx_domains", "_nsys_nvtx_categories"):
+        con.execute("DROP TYPE IF EXISTS _nsys_gpu_name")       # (nsys_gpu.sql's; _gpu is dropped)
+        for t in ("_nsys_strings", "_nsys_procs", "_nsys_mem_kinds", "_nsys_nvtx_domains", "_nsys_nvtx_categories",
+                  "_nsys_gpu_fields"):
             con.execute(f"DROP TABLE IF EXISTS {t}")
     if iteration_marker is not None and not scalar(con, "SELECT count(*) FROM iterations WHERE run = ?", [run]):
         raise IngestError(path, f"--iterations-from {iteration_marker!r}: no NVTX range or op of that name "

@@ -687,8 +687,8 @@ def test_reading_in_parts_loads_the_same_run(nsys_db, tmp_path, monkeypatch, rea
     calls, loads = [], []
     real, real_insert = nsys._in_processes, nsys._insert_files
     monkeypatch.setattr(nsys, "_in_processes", lambda ranges: calls.append(len(ranges)) or real(ranges))
-    monkeypatch.setattr(nsys, "_insert_files", lambda con, sel, files, n: loads.append(len(files))
-                        or real_insert(con, sel, files, n))
+    monkeypatch.setattr(nsys, "_insert_files", lambda con, sel, files, n, fields=None: loads.append(len(files))
+                        or real_insert(con, sel, files, n, fields))
     con = db.connect(tmp_path / "p.duckdb")
     ingest_file(con, str(gz("mfu_2gpu_before")))
     digest = """SELECT count(*), sum(hash(event_id, ph, cat, name, pid, tid, ts_ns, dur_ns, correlation, stream, device,
