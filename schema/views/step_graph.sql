@@ -20,6 +20,18 @@ CREATE OR REPLACE MACRO in_step_window(run, ts) AS
         AND (getvariable('tracedb_step_window').runs IS NULL
              OR list_contains(getvariable('tracedb_step_window').runs, run)));
 
+-- The CPU nodes of the step graph (step_graph_nodes' CPU events without their
+-- iteration), which step_graph_edges reads: the complete CPU events of framework ops,
+-- user ranges and runtime/driver calls (cpu_events without Python frames) in the window.
+--
+-- @columns_from step_graph_nodes
+CREATE OR REPLACE VIEW step_graph_cpu AS
+SELECT run, event_id AS node_id,
+       CASE level WHEN 'runtime' THEN 'runtime' WHEN 'user' THEN 'user' ELSE 'cpu op' END AS kind,
+       name, pid, tid, CAST(NULL AS BIGINT) AS device, CAST(NULL AS BIGINT) AS stream,
+       ts_ns AS start_ns, end_ns
+FROM cpu_events WHERE level <> 'python' AND in_step_window(run, ts_ns);
+
 -- Every node of the step graph: the complete CPU events of framework ops, user
 -- ranges and runtime/driver calls (cpu_events without Python frames), and the
 -- GPU activity of trace runs.
@@ -40,11 +52,7 @@ CREATE OR REPLACE MACRO in_step_window(run, ts) AS
 --                    iteration whose window holds its start; NULL when none does
 CREATE OR REPLACE VIEW step_graph_nodes AS
 WITH cpu AS (
-    SELECT run, event_id AS node_id,
-           CASE level WHEN 'runtime' THEN 'runtime' WHEN 'user' THEN 'user' ELSE 'cpu op' END AS kind,
-           name, pid, tid, CAST(NULL AS BIGINT) AS device, CAST(NULL AS BIGINT) AS stream,
-           ts_ns AS start_ns, end_ns
-    FROM cpu_events WHERE level <> 'python' AND in_step_window(run, ts_ns)
+    SELECT * FROM step_graph_cpu
 )
 SELECT c.run, c.node_id, c.kind, c.name, c.pid, c.tid, c.device, c.stream, c.start_ns, c.end_ns,
        CASE WHEN c.start_ns <= i.end_ns THEN i.iteration END AS iteration
@@ -92,17 +100,20 @@ ASOF LEFT JOIN iterations i ON i.run = k.run AND k.ts_ns >= i.start_ns;
 -- @column kind     thread | launch | stream | sync | event_wait | gpu_wait | fork | join
 -- @column gap_ns   time from the src point to the dst point as measured, ns
 CREATE OR REPLACE VIEW step_graph_edges AS
-WITH cpu AS (
-    SELECT run, node_id, pid, tid, start_ns, end_ns, kind, name FROM step_graph_nodes WHERE pid IS NOT NULL
+WITH cpu AS (     -- (step_graph_nodes' CPU nodes: their iteration is not read here)
+    SELECT run, node_id, pid, tid, start_ns, end_ns, kind, name FROM step_graph_cpu
 ), pts AS (
     SELECT run, pid, tid, node_id, false AS at_end, start_ns AS ts, 1 AS o, -end_ns AS o2 FROM cpu
     UNION ALL
     SELECT run, pid, tid, node_id, true, end_ns, CASE WHEN end_ns = start_ns THEN 2 ELSE 0 END, -start_ns FROM cpu
-), thread AS (
-    SELECT run, lag(node_id) OVER w AS src_id, lag(at_end) OVER w AS src_end, node_id AS dst_id, at_end AS dst_end,
-           'thread' AS kind, ts - lag(ts) OVER w AS gap_ns
+), npts AS (       -- the points numbered along each thread (one sort for thread, gpts)
+    SELECT *, row_number() OVER w AS k, lag(node_id) OVER w AS l_id, lag(at_end) OVER w AS l_end,
+           lag(ts) OVER w AS l_ts
     FROM pts WINDOW w AS (PARTITION BY run, pid, tid ORDER BY ts, o, o2, node_id)
-    QUALIFY lag(node_id) OVER w IS NOT NULL
+), thread AS (
+    SELECT run, l_id AS src_id, l_end AS src_end, node_id AS dst_id, at_end AS dst_end,
+           'thread' AS kind, ts - l_ts AS gap_ns
+    FROM npts WHERE l_id IS NOT NULL
 ), gpu AS (
     SELECT run, kernel_id, device, stream, ts_ns, ts_ns + dur_ns AS end_ns, launch_event_id, launch_ts_ns,
            launch_pid, launch_tid
@@ -166,8 +177,8 @@ WITH cpu AS (
         FROM cpu c WHERE (run, pid, tid) IN (SELECT (run, pid, tid) FROM gthreads)
     ) c WHERE before_end IS NULL OR start_ns >= before_end
 ), gpts AS (       -- the points of those threads, numbered along each
-    SELECT p.*, row_number() OVER (PARTITION BY run, pid, tid ORDER BY ts, o, o2, node_id) AS k
-    FROM pts p WHERE (run, pid, tid) IN (SELECT (run, pid, tid) FROM gthreads)
+    SELECT p.run, p.pid, p.tid, p.node_id, p.at_end, p.ts, p.o, p.o2, p.k
+    FROM npts p WHERE (run, pid, tid) IN (SELECT (run, pid, tid) FROM gthreads)
 ), other AS (      -- each top-level range with each other such thread of its process
     SELECT t.run, t.pid, t.node_id AS t_id, t.start_ns AS t_start, t.end_ns AS t_end, g.tid AS a_tid
     FROM tops t JOIN gthreads g ON g.run = t.run AND g.pid = t.pid AND g.tid <> t.tid
