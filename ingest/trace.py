@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from ..store.db import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, sql_literal
-from ..store.tuning import memory_cap, trim_heap
+from ..store.tuning import cap_raised, memory_cap, trim_heap
 from . import trace_json
 from .errors import IngestError, database_error
 from .reader import Prepared, Reader, Reload
@@ -77,6 +77,9 @@ PIECES_AT_ONCE = 12
 # 768 MiB ran out of memory (the parse and the row groups being written needed 769 MiB).
 # A folder's files keep MEMORY_CAP, set around them all (ingest/parallel.py).
 LOAD_MEMORY_CAP = 896 << 20
+# --op-totals' scripts run under this instead (store_op_totals): their sweeps of a 10 GB
+# trace on 16 threads ran out of LOAD_MEMORY_CAP (the ingest failed whole).
+TOTALS_MEMORY_CAP = 2 << 30
 
 
 def _batch_bytes(threads):
@@ -506,6 +509,11 @@ def store_op_totals(con, run):
     (after its derivation, in its transaction), which ops, the FLOP reports, the kernel
     sweeps' reports and findings read for iteration=all instead of sweeping every event
     or kernel (docs/benchmarks.md)."""
+    with cap_raised(con, LOAD_MEMORY_CAP, TOTALS_MEMORY_CAP):
+        _store_op_totals(con, run)
+
+
+def _store_op_totals(con, run):
     with phase("op totals (iteration_aggregates.sql, flop_aggregates.sql)"):
         run_script(con, sql_text("schema", "load/iteration_aggregates.sql"), {"run": run})
         run_script(con, sql_text("schema", "load/flop_aggregates.sql"), {"run": run})

@@ -63,6 +63,22 @@ def memory_cap(con, cap=None):
         yield
 
 
+@contextmanager
+def cap_raised(con, cap, to):
+    """Inside memory_cap(con, cap): DuckDB's limit raised to `to` for the block (a step
+    whose hash tables and sorts cannot spill enough on many threads), then back to cap;
+    left as it is where the limit is not cap (the user's own). On an error the limit is
+    left for memory_cap's exit, which comes after the rollback (no SET in an aborted
+    transaction)."""
+    m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?i?B)", scalar(con, "SELECT current_setting('memory_limit')") or "")
+    ours = m is not None and abs(float(m[1]) * _UNITS[m[2]] - cap) < (1 << 20)
+    if ours:
+        con.execute(f"SET memory_limit = '{to}B'")
+    yield
+    if ours:
+        con.execute(f"SET memory_limit = '{cap}B'")
+
+
 def fit_threads(con):
     """DuckDB's threads cut to the cores this process may run on (taskset, a container's
     cpuset): DuckDB counts the machine's cores, and a process pinned to 2 of 16 ran 16

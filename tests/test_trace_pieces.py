@@ -771,3 +771,34 @@ def test_a_small_first_batch_loads_the_rows_of_even_ones(fixture_db, small_piece
     assert parsed[:2] == [2, 2]
     assert tables(con, run_name(path)) == tables(fixture_db, run_name(path))
     con.close()
+
+
+def test_op_totals_run_under_their_own_cap_and_the_load_cap_comes_back(tmp_path, monkeypatch):
+    """--op-totals' scripts sweep the whole run after the derivation, on every thread:
+    they run under TOTALS_MEMORY_CAP (a 10 GB trace on 16 threads ran out of the load's
+    cap there, the ingest lost whole), and the load's cap, then DuckDB's default, come back
+    after; a limit the user set is left alone throughout."""
+    seen = []
+    limit = "SELECT current_setting('memory_limit')"
+
+    def spy(real):
+        def called(con, run):
+            seen.append(con.execute(limit).fetchone()[0])
+            real(con, run)
+        return called
+    monkeypatch.setattr(trace, "_store_op_totals", spy(trace._store_op_totals))     # inside the raised cap
+    outer = trace.store_op_totals
+
+    def around(con, run):
+        outer(con, run)
+        seen.append(con.execute(limit).fetchone()[0])                                  # after it
+    monkeypatch.setattr(trace, "store_op_totals", around)
+    con = db.connect(tmp_path / "a.duckdb")
+    default = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    ingest_file(con, TRACES[0], options={"op_totals": True})
+    assert seen == ["2.0 GiB", "896.0 MiB"]
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == default
+    seen.clear()
+    con.execute("SET memory_limit = '3GB'")
+    ingest_file(con, TRACES[1], options={"op_totals": True})
+    assert seen == ["2.7 GiB", "2.7 GiB"]          # 3 GB

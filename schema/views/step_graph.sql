@@ -101,7 +101,7 @@ ASOF LEFT JOIN iterations i ON i.run = k.run AND k.ts_ns >= i.start_ns;
 -- @column gap_ns   time from the src point to the dst point as measured, ns
 CREATE OR REPLACE VIEW step_graph_edges AS
 WITH cpu AS (     -- (step_graph_nodes' CPU nodes: their iteration is not read here)
-    SELECT run, node_id, pid, tid, start_ns, end_ns, kind, name FROM step_graph_cpu
+    SELECT run, node_id, pid, tid, start_ns, end_ns, kind, name FROM step_graph_cpu WHERE pid IS NOT NULL
 ), pts AS (
     SELECT run, pid, tid, node_id, false AS at_end, start_ns AS ts, 1 AS o, -end_ns AS o2 FROM cpu
     UNION ALL
