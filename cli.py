@@ -440,7 +440,7 @@ def parser():
                          "once), the counted ops' FLOPs, the kernels' GPU time and the finding rules' sums, so "
                          "that ops, the FLOP reports, findings and the reports sweeping the kernels read them with "
                          "iteration=all instead of sweeping every event (ops on a 10 GB trace: 0.2 s instead of "
-                         "52 s), at about half again the ingest's CPU")
+                         "52 s), at about 80%% more ingest CPU, and DuckDB may use up to 2 GiB for them")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")
