@@ -76,6 +76,15 @@ def includes(name):
     return [f"views/{n}.sql" for n in h.listed("includes")]
 
 
+# The tables of totals an ingest with --op-totals stores (ingest/trace.py store_op_totals),
+# which the reports read instead of sweeping: made by the views, load scripts and reports
+# of the tracedb that stored them (db.totals_digest, schema_info 'totals'). Another
+# version's are deleted by a write open and hidden by a read-only one: the reports sweep.
+TOTALS_TABLES = ("op_iteration_totals", "op_flop_totals", "kernel_iteration_totals", "copy_kernel_overlap",
+                 "gpu_class_totals", "launch_queue_totals", "top_kernel_totals", "idle_totals",
+                 "finding_iteration_totals")
+
+
 @cache
 def view_files():
     """Every file of schema/views/, each after the files it includes (then by name)."""

@@ -7,6 +7,7 @@ schema/ is split by role, and a writable open applies it in this order:
   views/    shared views and macros (reports, the CLI and notebooks read them)
 load/ (per-reader load SQL) and match/ (kernel matching) run during ingest.
 """
+import functools
 import hashlib
 import os
 import re
@@ -84,6 +85,45 @@ def _views_digest():
     return hashlib.sha256("".join(sql_text("schema", n) for n in catalog.view_files()).encode()).hexdigest()[:16]
 
 
+@functools.cache
+def totals_digest():
+    """What makes the stored totals (catalog.TOTALS_TABLES): the views, the load
+    scripts and the reports; an edit of any may change a total, so any counts."""
+    texts = [sql_text("schema", n) for n in list(catalog.view_files()) + sql_files("schema", "load")]
+    texts += [t for _, t in catalog.package_sql("queries")]
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
+
+
+def _totals_current(con):
+    return scalar(con, "SELECT value FROM schema_info WHERE key = 'totals'") == totals_digest()
+
+
+def _drop_stale_totals(con):
+    """A write open: totals another tracedb stored are deleted (the reports sweep
+    those runs again; an ingest with --op-totals stores them anew)."""
+    if _totals_current(con):
+        return
+    present = {r[0] for r in rows(con, "SELECT table_name FROM duckdb_tables() WHERE database_name = "
+                                       "current_database() AND schema_name = 'main'")}
+    for t in catalog.TOTALS_TABLES:
+        if t in present:
+            con.execute(f"DELETE FROM {t}")
+    con.execute("INSERT OR REPLACE INTO schema_info VALUES ('totals', ?)", [totals_digest()])
+
+
+def _hide_stale_totals(con):
+    """A read-only open: totals another tracedb stored are hidden behind empty
+    temporary tables of the same columns (found first), so the reports sweep."""
+    if _totals_current(con):
+        return
+    present = {r[0] for r in rows(con, "SELECT table_name FROM duckdb_tables() WHERE database_name = "
+                                       "current_database() AND schema_name = 'main'")}
+    file = scalar(con, "SELECT current_database()")
+    for t in catalog.TOTALS_TABLES:
+        if t in present:
+            con.execute(f'CREATE OR REPLACE TEMP TABLE {t} AS SELECT * FROM "{file}".main.{t} LIMIT 0')
+
+
 
 def _args_zstd_fits(con):
     """True when events does not exist yet and both this DuckDB and the file's storage
@@ -127,6 +167,7 @@ def _apply_schema(con):
         con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, 'zstd')", [ARGS_ZSTD_KEY])
     apply_seeds(con)
     _apply_table_comments(con)
+    _drop_stale_totals(con)
     if not _views_current(con):
         for name in catalog.view_files():
             run_script(con, sql_text("schema", name))
@@ -142,6 +183,7 @@ def shadow_stale_views(con):
     stored ones: the reports then read the views they were written for (a stale
     view gives old numbers, or a missing column), and the file is not touched."""
     try:
+        _hide_stale_totals(con)
         if _views_current(con, macros=False):
             return
     except duckdb.CatalogException:          # not a tracedb database: nothing to shadow
@@ -193,7 +235,7 @@ def connect(path, read_only=False, wait_s=0.0, say=None, _template=True):
     try:
         if read_only:
             shadow_stale_views(con)
-        elif copied is None or not _stamped_current(con):    # a copy of this version's template has it
+        elif copied is None or not (_stamped_current(con) and _totals_current(con)):   # a copy of this version's template has it
             apply_schema(con)
     except BaseException:
         con.close()

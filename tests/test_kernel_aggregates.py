@@ -303,3 +303,31 @@ def test_an_nsys_export_stores_them_too(tmp_path, monkeypatch):
             before.close()
     finally:
         c.close()
+
+
+def test_totals_another_version_stored_are_not_read(path, tmp_path):
+    """Totals stored by a tracedb whose views, load scripts or reports differ (its
+    schema_info 'totals' another digest) may be stale: a read-only open hides them (the
+    reports sweep, a stored value changed by hand does not show) and leaves the file
+    as it is; a write open deletes them and stamps this version."""
+    from tracedb.store.catalog import TOTALS_TABLES
+    copy = tmp_path / "older.duckdb"
+    shutil.copyfile(path, copy)
+    cases = [("launch_queue", {"run": "amp", "iteration": "all"}), ("idle_breakdown", {"run": "amp", "iteration": "all"})]
+    c = db.connect(copy)
+    before = [report_rows(c, n, p) for n, p in cases]
+    c.execute("UPDATE launch_queue_totals SET max_queued = max_queued + 1 WHERE run = 'amp'")
+    c.execute("UPDATE idle_totals SET gaps = gaps + 1 WHERE run = 'amp'")
+    assert [report_rows(c, n, p) for n, p in cases] != before          # read while current
+    c.execute("UPDATE schema_info SET value = 'older' WHERE key = 'totals'")
+    c.close()
+    count = lambda con, t: con.execute(f"SELECT count(*) FROM older.main.{t}").fetchone()[0]     # noqa: E731
+    r = db.connect(copy, read_only=True)
+    assert [report_rows(r, n, p) for n, p in cases] == before
+    assert count(r, "launch_queue_totals") and count(r, "op_iteration_totals")
+    r.close()
+    w = db.connect(copy)
+    assert [count(w, t) for t in TOTALS_TABLES] == [0] * len(TOTALS_TABLES)
+    assert w.execute("SELECT value FROM schema_info WHERE key = 'totals'").fetchone()[0] == db.totals_digest()
+    assert [report_rows(w, n, p) for n, p in cases] == before
+    w.close()
