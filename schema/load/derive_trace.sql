@@ -3,8 +3,9 @@
 -- Reads the run's events through the temp view _run_events (trace_events.sql);
 -- writes threads, kernels and iterations; creates and drops its own temp tables.
 -- reads: _run_events
--- creates: _xprof_streams, _launch, _thread_key, _op, _depth, _launch_op, _launch_with_op, _seq, _marker, _gpu (all dropped at its
---          end but _gpu: collectives.sql and trace_system.sql read it, the latter drops it)
+-- creates: _xprof_streams, _gpu_rows (a view), _gpu_fields (a table macro), _launch, _thread_key, _op, _depth,
+--          _launch_op, _launch_with_op, _seq, _marker, _gpu (all dropped at its end but _gpu:
+--          collectives.sql and trace_system.sql read it, the latter drops it)
 
 -- Process and thread names (the last metadata event wins, as in the viewer).
 INSERT INTO threads
@@ -25,15 +26,20 @@ SELECT pid, tid, TRY_CAST(regexp_extract(process_name, '^/device:GPU:(\d+)', 1) 
 FROM threads
 WHERE run = $run AND process_name LIKE '/device:GPU:%' AND thread_name LIKE 'Stream #%';
 
--- (Two branches, so that the category filter reaches the scan and only the GPU
--- rows' args are read; one branch with an OR over the join read them all.)
--- Their args are parsed once, here, into the kernels table's typed launch fields
--- and two lists, NULL where all their fields are: oa, what trace_system.sql keeps
--- in activity_args (occupancy and copy fields), and ca, collectives.sql's
--- record_param_comms fields. Kept narrow: as a list of all 24 fields, the 2.5 M
--- GPU rows of a 10 GB trace took 1.3 GB and spilled (the kernels' insert 7.0 s).
-CREATE OR REPLACE TEMP TABLE _gpu AS
-WITH g AS (
+-- The run's GPU rows with their args (two branches, so that the category filter
+-- reaches the scan and only the GPU rows' args are read; one branch with an OR over
+-- the join read them all): the rows _gpu_fields reads, here all of them (nsys_gpu.sql
+-- reads those its export gives no launch fields for, and takes the rest from the export).
+CREATE OR REPLACE TEMP VIEW _gpu_rows AS
+SELECT g.event_id, g.cat,
+       coalesce(gpu_activity_kind(g.cat),
+                CASE WHEN g.name ILIKE '%memcpy%' THEN 'memcpy'
+                     WHEN g.name ILIKE '%memset%' THEN 'memset' ELSE 'kernel' END) AS kind,
+       g.name, g.ts_ns, g.dur_ns,
+       coalesce(g.device, g.x_device) AS device,
+       coalesce(g.stream, CASE WHEN g.x_tid IS NOT NULL THEN TRY_CAST(g.tid AS BIGINT) END) AS stream,
+       g.correlation, g.args
+FROM (
     SELECT e.*, x.tid AS x_tid, x.device AS x_device
     FROM _run_events e LEFT JOIN _xprof_streams x ON x.pid = e.pid AND x.tid = e.tid
     WHERE e.ph = 'X' AND gpu_activity_kind(e.cat) IS NOT NULL
@@ -41,7 +47,15 @@ WITH g AS (
     SELECT e.*, x.tid, x.device
     FROM _run_events e JOIN _xprof_streams x ON x.pid = e.pid AND x.tid = e.tid
     WHERE e.ph = 'X' AND gpu_activity_kind(e.cat) IS NULL
-)
+) g;
+
+-- The fields of the GPU rows of the view named by rows (_gpu_rows' columns), parsed
+-- from their args, in the one place that reads them: the kernels table's typed launch
+-- fields and two lists, NULL where all their fields are: oa, what trace_system.sql
+-- keeps in activity_args (occupancy and copy fields), and ca, collectives.sql's
+-- record_param_comms fields. Kept narrow: as a list of all 24 fields, the 2.5 M
+-- GPU rows of a 10 GB trace took 1.3 GB and spilled (the kernels' insert 7.0 s).
+CREATE OR REPLACE TEMP MACRO _gpu_fields(rows) AS TABLE
 SELECT event_id, cat, kind, name, ts_ns, dur_ns, device, stream, correlation,
        -- Kineto's launch fields, else XProf's kernel_details text (a[11])
        TRY_CAST(coalesce(a[1], a[10]) AS BIGINT) AS context,
@@ -63,24 +77,24 @@ SELECT event_id, cat, kind, name, ts_ns, dur_ns, device, stream, correlation,
        CASE WHEN coalesce(a[12], a[13], a[14], a[15], a[16]) IS NOT NULL THEN a[12:16] END AS oa,
        CASE WHEN coalesce(a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24]) IS NOT NULL THEN a[17:24] END AS ca
 FROM (
-    SELECT g.event_id, g.cat, g.name, g.ts_ns, g.dur_ns, g.correlation,
-           coalesce(g.stream, CASE WHEN g.x_tid IS NOT NULL THEN TRY_CAST(g.tid AS BIGINT) END) AS stream,
-           coalesce(g.device, g.x_device) AS device,
-           coalesce(gpu_activity_kind(g.cat),
-                    CASE WHEN g.name ILIKE '%memcpy%' THEN 'memcpy'
-                         WHEN g.name ILIKE '%memset%' THEN 'memset' ELSE 'kernel' END) AS kind,
-           json_extract_string(g.args, ['$.context', '$.grid[0]', '$.grid[1]', '$.grid[2]',
-                                        '$.block[0]', '$.block[1]', '$.block[2]',
-                                        '$."registers per thread"', '$."shared memory"',
-                                        '$.context_id', '$.kernel_details',
-                                        '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
-                                        '$.bytes', '$."memory bandwidth (GB/s)"',
-                                        '$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
-                                        '$."Process Group Ranks"', '$."Group size"', '$.dtype',
-                                        '$."In msg nelems"', '$."Out msg nelems"',
-                                        '$."static shared memory"', '$."dynamic shared memory"']) AS a
-    FROM g
+    SELECT * EXCLUDE (args),
+           json_extract_string(args, ['$.context', '$.grid[0]', '$.grid[1]', '$.grid[2]',
+                                      '$.block[0]', '$.block[1]', '$.block[2]',
+                                      '$."registers per thread"', '$."shared memory"',
+                                      '$.context_id', '$.kernel_details',
+                                      '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
+                                      '$.bytes', '$."memory bandwidth (GB/s)"',
+                                      '$."Collective name"', '$."Process Group Name"', '$."Process Group Description"',
+                                      '$."Process Group Ranks"', '$."Group size"', '$.dtype',
+                                      '$."In msg nelems"', '$."Out msg nelems"',
+                                      '$."static shared memory"', '$."dynamic shared memory"']) AS a
+    FROM query_table(rows)
 );
+
+-- GPU activity of the run with its fields (ingest/nsys.py runs nsys_gpu.sql in place of
+-- this one statement).
+CREATE OR REPLACE TEMP TABLE _gpu AS
+SELECT * FROM _gpu_fields('_gpu_rows');
 
 -- The launch call of each correlation id that has GPU activity (first call wins).
 CREATE OR REPLACE TEMP TABLE _launch AS
@@ -262,3 +276,5 @@ DROP TABLE _seq;
 DROP TABLE _xprof_streams;
 DROP TABLE _launch_with_op;
 DROP TABLE _marker;
+DROP VIEW _gpu_rows;
+DROP MACRO TABLE _gpu_fields;
