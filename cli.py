@@ -69,8 +69,9 @@ def cmd_ingest(args):
         if args.db or args.pair_with or args.run:
             raise UsageError("--lake writes each file as its own partition: no --db, --pair-with or --run with it")
         if args.op_totals:
-            raise UsageError("--op-totals stores what DuckDB's reports read, not the lake's: ingest into a --db "
-                             "to store them")
+            raise UsageError("--op-totals is refused with --lake: the lake would get the totals but not the stamp of "
+                             "the tracedb that stored them, so its reports could read totals another version made; "
+                             "ingest into a --db to store them")
         from .query import lake
         try:
             failed = sum(lake.ingest(files, args.lake, jobs=args.jobs or 1, options={**options, **trace},

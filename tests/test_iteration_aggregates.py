@@ -204,4 +204,24 @@ def test_op_totals_through_the_api_and_refused_with_a_lake(tmp_path, capsys):
     c.close()
     assert main(["ingest", str(TRACES["jax"]), "--lake", str(tmp_path / "lake"), "--op-totals"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--op-totals" in err[0] and not (tmp_path / "lake").exists()
+    assert len(err) == 1 and not (tmp_path / "lake").exists()
+    assert "--op-totals is refused with --lake" in err[0] and "stamp" in err[0] and "--db" in err[0]
+
+
+def test_what_the_lake_refusal_says_is_so(tmp_path):
+    """The refusal's reason, as the lake is: a lake ingest that stored totals would copy
+    the totals tables into the lake (their rows, per run) but not schema_info, whose
+    'totals' stamp is what lets a database tell another version's totals; without them
+    it copies no totals at all."""
+    from tracedb.query import lake
+    from tracedb.store.catalog import TOTALS_TABLES
+    for name, opts in (("with", {"op_totals": True}), ("without", {})):
+        d = tmp_path / name
+        assert lake.ingest([str(TRACES["jax"])], d, options=opts, report=lambda *a: None) == 0
+        got = {t for t in TOTALS_TABLES if (d / t).exists()}
+        if opts:
+            assert {"op_iteration_totals", "kernel_iteration_totals", "top_kernel_totals"} <= got
+        else:
+            assert got == set()
+        assert not (d / "schema_info").exists()
+        assert "schema_info" not in (d / "manifest.json").read_text()
