@@ -39,7 +39,7 @@ import pyarrow as pa
 from ..errors import TracedbError
 from ..suggest import did_you_mean
 from ..store import header
-from ..store.catalog import parsed_sql, run_column
+from ..store.catalog import parsed_sql, run_column, sql_stamp
 from ..store.sql import bind, params_of, read_batches, rows, scalar
 from . import windows
 
@@ -221,9 +221,11 @@ _PARSED = {}
 
 def all_reports():
     """Every saved report, by name: parsed once per set of analyses registered (their
-    parameters are part of a report's checks), 36 ms a time for 50 files, which every
-    report run paid, and findings once per report its rules read."""
-    key = tuple(sorted((n, p.params) for n, p in PREPARERS.items()))
+    parameters are part of a report's checks) and state of the queries folder's files
+    (names, modification times, sizes: a report added or edited in a long-lived process
+    is seen), 36 ms a time for 50 files, which every report run paid, and findings once
+    per report its rules read."""
+    key = (tuple(sorted((n, p.params) for n, p in PREPARERS.items())), sql_stamp("queries"))
     if key not in _PARSED:
         _PARSED.clear()
         _PARSED[key] = parsed_sql("queries", parse)

@@ -13,6 +13,7 @@ block above the CREATE holds `@column name meaning` lines (a following line with
 a tag continues the meaning), and `@columns_from relation` says that the columns the
 view passes through unchanged from that relation mean what they mean there.
 """
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -50,6 +51,19 @@ def package_sql(package):
     for f in sorted(resources.files(f"tracedb.{package}").iterdir(), key=lambda p: p.name):
         if f.name.endswith(".sql"):
             yield f.name[:-4], f.read_text()
+
+
+def sql_stamp(package):
+    """(file name, modification time ns, size) of every .sql file of a package folder,
+    sorted: what a cache of their parsed texts is keyed on, so that a file added, removed
+    or edited while a process lives (a notebook) is parsed again. (A folder that is no
+    directory, a zipped package, gives the names alone: its files do not change.)"""
+    d = resources.files(f"tracedb.{package}")
+    if not isinstance(d, os.PathLike):
+        return tuple(sorted((f.name, None, None) for f in d.iterdir() if f.name.endswith(".sql")))
+    with os.scandir(d) as it:       # (about 0.2 ms for 50 files)
+        return tuple(sorted((e.name, st.st_mtime_ns, st.st_size)
+                            for e in it if e.name.endswith(".sql") for st in [e.stat()]))
 
 
 def parsed_sql(package, parse):
