@@ -331,3 +331,38 @@ def test_totals_another_version_stored_are_not_read(path, tmp_path):
     assert w.execute("SELECT value FROM schema_info WHERE key = 'totals'").fetchone()[0] == db.totals_digest()
     assert [report_rows(w, n, p) for n, p in cases] == before
     w.close()
+
+
+@pytest.mark.parametrize("table,macro,field", [("layer_rules", "layer_rules_digest()", "layer_type"),
+                                               ("kernel_class_rules", "kernel_class_rules_digest()", "kernel_class"),
+                                               ("flop_formulas", "flop_formulas_digest()", "category")])
+def test_rule_digests_follow_the_counted_fields_alone(table, macro, field, tmp_path):
+    """The digests that stored totals carry (one macro, rows_digest, under the three):
+    the same rows written again in the other order, and another source, give the same
+    digest (no false alarm: the stored totals stay read); one counted field changed, or a
+    row added, gives another."""
+    con = db.connect(tmp_path / "d.duckdb")
+    digest = lambda: con.execute(f"SELECT {macro}").fetchone()[0]     # noqa: E731
+    try:
+        first = digest()
+        assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] > 1     # (seeded)
+        con.execute(f"CREATE TEMP TABLE kept AS SELECT * FROM {table}")
+        con.execute(f"DELETE FROM {table}")
+        con.execute(f"INSERT INTO {table} SELECT * FROM kept ORDER BY {field} DESC, pattern DESC"
+                    if table != "flop_formulas" else f"INSERT INTO {table} SELECT * FROM kept ORDER BY op DESC")
+        con.execute(f"UPDATE {table} SET source = 'elsewhere'")
+        assert digest() == first
+        key = "op" if table == "flop_formulas" else "pattern"
+        con.execute(f"UPDATE {table} SET {field} = {field} || 'x' WHERE {key} = (SELECT min({key}) FROM {table})")
+        changed = digest()
+        assert changed != first
+        con.execute(f"UPDATE {table} SET {field} = substr({field}, 1, length({field}) - 1) "
+                    f"WHERE {key} = (SELECT min({key}) FROM {table})")
+        assert digest() == first
+        con.execute("INSERT INTO flop_formulas (op, formula, category) VALUES ('zz::op', 'none', 'other')"
+                    if table == "flop_formulas" else
+                    f"INSERT INTO {table} (priority, field, pattern, {field}) SELECT 999, field, '^zz$', {field} "
+                    f"FROM kept LIMIT 1")
+        assert digest() not in (first, changed)
+    finally:
+        con.close()

@@ -57,6 +57,13 @@ CREATE OR REPLACE MACRO is_launch_category(cat) AS
 CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
     lower(cat) IN ('cpu_op', 'operator');
 
+-- A digest of the rows aggregated (an aggregate: r, each row's fields that count, as
+-- one value), whatever their order: what stored totals carry of the rules or formulas
+-- they were made under (layer_rules_digest, kernel_class_rules_digest,
+-- flop_formulas_digest), so that they are read only while those are as they were.
+CREATE OR REPLACE MACRO rows_digest(r) AS
+    md5(coalesce(string_agg(CAST(r AS VARCHAR), chr(10) ORDER BY CAST(r AS VARCHAR)), ''));
+
 -- The runs whose GPU time an ingest with --op-totals stored (kernel_iteration_totals,
 -- their whole-trace row): iteration_gpu_time, run_kernel_busy, iteration_kernel_overlap,
 -- system_metrics and transfers read their rows instead of sweeping their kernels.

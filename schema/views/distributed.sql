@@ -1,4 +1,4 @@
--- includes:
+-- includes: base
 
 -- Distributed training: kernel classes, collectives' bandwidth, and the GPU
 -- time of each rank split by which classes of kernel run at once. Per run
@@ -71,9 +71,7 @@ WHERE k.ts_ns IS NOT NULL;
 -- A digest of kernel_class_rules as it is: the stored class times (gpu_class_totals)
 -- were cut under the rules whose digest they carry.
 CREATE OR REPLACE MACRO kernel_class_rules_digest() AS (
-    SELECT md5(coalesce(string_agg(concat_ws('|', priority, field, pattern, kernel_class), chr(10)
-                                   ORDER BY priority, field, pattern), ''))
-    FROM kernel_class_rules);
+    SELECT rows_digest((priority, field, pattern, kernel_class)) FROM kernel_class_rules);
 
 -- The runs whose class times an ingest with --op-totals stored (gpu_class_totals) under
 -- today's kernel_class_rules: gpu_class_time reads those rows instead of sweeping the run.

@@ -62,8 +62,7 @@ CREATE OR REPLACE MACRO flop_kernel_in_window(run, kernel_id, launch_ts_ns, ts_n
 -- A digest of flop_formulas as it is: the stored FLOP totals (op_flop_totals) were
 -- counted under the formulas whose digest they carry.
 CREATE OR REPLACE MACRO flop_formulas_digest() AS (
-    SELECT md5(coalesce(string_agg(concat_ws('|', op, formula, category, flops_per_element), chr(10) ORDER BY op), ''))
-    FROM flop_formulas);
+    SELECT rows_digest((op, formula, category, flops_per_element)) FROM flop_formulas);
 
 -- The runs whose FLOP totals an ingest with --op-totals stored (op_flop_totals) under
 -- today's flop_formulas: the FLOP reports read those rows instead of sweeping the run.

@@ -28,9 +28,7 @@ WHERE k.ts_ns IS NOT NULL;
 -- A digest of layer_rules as it is: the stored top_kernels rows (top_kernel_totals) were
 -- typed under the rules whose digest they carry.
 CREATE OR REPLACE MACRO layer_rules_digest() AS (
-    SELECT md5(coalesce(string_agg(concat_ws('|', priority, field, pattern, layer_type), chr(10)
-                                   ORDER BY priority, field, pattern), ''))
-    FROM layer_rules);
+    SELECT rows_digest((priority, field, pattern, layer_type)) FROM layer_rules);
 
 -- layer_rules_digest() as a relation: top_kernels reads the stored rows of a run
 -- (top_kernel_totals) while their digest is this one (a view, so that a lake keeps it for
