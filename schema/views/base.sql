@@ -64,6 +64,25 @@ CREATE OR REPLACE MACRO is_framework_op_category(cat) AS
 CREATE OR REPLACE MACRO rows_digest(r) AS
     md5(coalesce(string_agg(CAST(r AS VARCHAR), chr(10) ORDER BY CAST(r AS VARCHAR)), ''));
 
+-- What an interval [start_ns, end_ns) adds to the union of those before it in start order,
+-- ns: its part past prev_end_ns, the latest end before it (NULL: none). Summed over a sort
+-- of the intervals, the union's length without forming its islands.
+CREATE OR REPLACE MACRO union_step_ns(start_ns, end_ns, prev_end_ns) AS
+    greatest(0, end_ns - greatest(start_ns, coalesce(prev_end_ns, start_ns)));
+
+-- interval_islands(rows): the islands of the intervals of rows (the name of a table, view
+-- or CTE in scope with run, iteration, start_ns, end_ns, kernel_id): per run and
+-- iteration, each maximal stretch of their union, as gpu_busy_intervals forms its own (by
+-- start, end and id, an island where a start passes the ends before).
+CREATE OR REPLACE MACRO interval_islands(rows) AS TABLE
+SELECT run, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+FROM (SELECT *, sum(CASE WHEN start_ns > prev_end_ns THEN 1 ELSE 0 END) OVER (
+                    PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id ROWS UNBOUNDED PRECEDING) AS island
+      FROM (SELECT *, max(end_ns) OVER (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns
+            FROM query_table(rows)))
+GROUP BY run, iteration, island;
+
 -- The runs whose GPU time an ingest with --op-totals stored (kernel_iteration_totals,
 -- their whole-trace row): iteration_gpu_time, run_kernel_busy, iteration_kernel_overlap,
 -- system_metrics and transfers read their rows instead of sweeping their kernels.
@@ -244,9 +263,8 @@ WITH k AS (       -- the runs not stored at ingest (kernel_stored_runs): swept
     -- trace's 2.5 M kernels, this one 1.5-2.0 s; a list_reduce per iteration took 0.6 s,
     -- but 19 s where one iteration held them all: its steps are the longest list's length)
     SELECT run, iteration,
-           sum(greatest(0, end_ns - greatest(start_ns, coalesce(prev_kernel_end_ns, start_ns))))
-               FILTER (kind = 'kernel') AS busy_ns,
-           sum(greatest(0, end_ns - greatest(start_ns, coalesce(prev_end_ns, start_ns)))) AS all_busy_ns
+           sum(union_step_ns(start_ns, end_ns, prev_kernel_end_ns)) FILTER (kind = 'kernel') AS busy_ns,
+           sum(union_step_ns(start_ns, end_ns, prev_end_ns)) AS all_busy_ns
     FROM (SELECT *, max(end_ns) FILTER (kind = 'kernel') OVER w AS prev_kernel_end_ns, max(end_ns) OVER w AS prev_end_ns
           FROM k
           WINDOW w AS (PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id

@@ -101,7 +101,7 @@ WITH it AS (
 ), kind AS (        -- per iteration with activity: whether the union stands for the two counts
     SELECT run, iteration, bool_and(q <= s AND s <= e) AS nested FROM k GROUP BY ALL
 ), covered AS (     -- the union's length: each interval adds what reaches beyond the ends before it
-    SELECT run, iteration, sum(greatest(0, e - greatest(q, coalesce(prev_e, q)))) AS covered_ns
+    SELECT run, iteration, sum(union_step_ns(q, e, prev_e)) AS covered_ns
     FROM (SELECT k.*, max(e) OVER (PARTITION BY run, iteration ORDER BY q, e ROWS BETWEEN UNBOUNDED PRECEDING
                                                                            AND 1 PRECEDING) AS prev_e
           FROM k JOIN kind USING (run, iteration) WHERE kind.nested)
@@ -166,8 +166,8 @@ WITH it AS (
 ), u AS (         -- there, the GPU idle in the waits, |waits U activity| - |activity|, in one sort (each
                   -- interval adds what reaches beyond the ends before it, of all and of the activity)
     SELECT run, iteration,
-           sum(greatest(0, e - greatest(s, coalesce(prev_all, s))))
-             - coalesce(sum(greatest(0, e - greatest(s, coalesce(prev_busy, s)))) FILTER (busy), 0) AS lost_ns
+           sum(union_step_ns(s, e, prev_all))
+             - coalesce(sum(union_step_ns(s, e, prev_busy)) FILTER (busy), 0) AS lost_ns
     FROM (SELECT *, max(e) OVER w AS prev_all, max(e) FILTER (busy) OVER w AS prev_busy
           FROM (SELECT x.run, x.iteration, x.s, x.e, x.busy
                 FROM (SELECT run, iteration, s, e, false AS busy FROM waits
@@ -175,26 +175,15 @@ WITH it AS (
                 JOIN plain USING (run, iteration) WHERE plain.plain)
           WINDOW w AS (PARTITION BY run, iteration ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
     GROUP BY ALL
-), b AS (         -- elsewhere the islands of gpu_busy_intervals (activity 'all'), formed as the view forms
-                  -- them, of those iterations only: by start, end and id, an island where a start passes
-                  -- the ends before
-    SELECT run, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM (SELECT *, sum(CASE WHEN start_ns > prev_end_ns THEN 1 ELSE 0 END) OVER (
-                        PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id ROWS UNBOUNDED PRECEDING) AS island
-          FROM (SELECT a.*, max(a.end_ns) OVER (PARTITION BY a.run, a.iteration ORDER BY a.start_ns, a.end_ns, a.kernel_id
-                                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns
-                FROM act a JOIN plain USING (run, iteration) WHERE NOT plain.plain))
-    GROUP BY run, iteration, island
-), w AS (         -- and the waits merged over streams (gaps and islands)
-    SELECT run, iteration, s, e,
-           sum(CASE WHEN s > prev_e THEN 1 ELSE 0 END) OVER (PARTITION BY run, iteration ORDER BY s, e
-                                                             ROWS UNBOUNDED PRECEDING) AS island
-    FROM (SELECT run, iteration, s, e,
-                 max(e) OVER (PARTITION BY run, iteration ORDER BY s, e
-                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
-          FROM waits JOIN plain USING (run, iteration) WHERE NOT plain.plain)
-), wu AS (
-    SELECT run, iteration, min(s) AS s, max(e) AS e FROM w GROUP BY run, iteration, island
+), act_other AS (  -- elsewhere the activity of those iterations
+    SELECT a.* FROM act a JOIN plain USING (run, iteration) WHERE NOT plain.plain
+), b AS (         -- its islands, those of gpu_busy_intervals (activity 'all') of those iterations only
+    SELECT * FROM interval_islands('act_other')
+), waits_other AS (   -- and their waits (no id: waits with one start and end are one island either way)
+    SELECT run, iteration, s AS start_ns, e AS end_ns, 0 AS kernel_id
+    FROM waits JOIN plain USING (run, iteration) WHERE NOT plain.plain
+), wu AS (        -- merged over streams
+    SELECT run, iteration, start_ns AS s, end_ns AS e FROM interval_islands('waits_other')
 ), lost AS (        -- of the merged waits, the time no GPU activity (kernel, memcpy, memset) ran
     SELECT wu.run, wu.iteration,
            any_value(wu.e - wu.s) - coalesce(sum(least(wu.e, b.end_ns) - greatest(wu.s, b.start_ns))
@@ -262,18 +251,12 @@ WITH it AS (
            least(e.ts_ns + e.dur_ns, it.end_ns) AS e
     FROM events e JOIN it ON e.run = it.run AND e.ts_ns < it.end_ns AND e.ts_ns + e.dur_ns > it.start_ns
     WHERE e.ph = 'X' AND e.name LIKE 'enumerate(DataLoader)%'
-), b AS (          -- kernel_busy_intervals of the iterations with a call only (its islands: the
-                    -- kernels by start, end and id, an island where a start passes the ends before)
-    SELECT run, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM (SELECT *, sum(CASE WHEN start_ns > prev_end_ns THEN 1 ELSE 0 END) OVER (
-                        PARTITION BY run, iteration ORDER BY start_ns, end_ns, kernel_id ROWS UNBOUNDED PRECEDING) AS island
-          FROM (SELECT k.run, k.iteration, k.ts_ns AS start_ns, k.ts_ns + k.dur_ns AS end_ns, k.kernel_id,
-                       max(k.ts_ns + k.dur_ns) OVER (PARTITION BY k.run, k.iteration
-                                                     ORDER BY k.ts_ns, k.ts_ns + k.dur_ns, k.kernel_id
-                                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns
-                FROM kernels k JOIN (SELECT DISTINCT run, iteration FROM dl) USING (run, iteration)
-                WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL))
-    GROUP BY run, iteration, island
+), dk AS (         -- the kernels of the iterations with a call
+    SELECT k.run, k.iteration, k.ts_ns AS start_ns, k.ts_ns + k.dur_ns AS end_ns, k.kernel_id
+    FROM kernels k JOIN (SELECT DISTINCT run, iteration FROM dl) USING (run, iteration)
+    WHERE k.kind = 'kernel' AND k.ts_ns IS NOT NULL
+), b AS (          -- kernel_busy_intervals of those iterations only: their islands
+    SELECT * FROM interval_islands('dk')
 ), idle AS (        -- each DataLoader call minus the kernel busy intervals inside it
     SELECT dl.run, dl.iteration, dl.event_id, any_value(dl.e - dl.s) AS len,
            coalesce(sum(least(dl.e, b.end_ns) - greatest(dl.s, b.start_ns)) FILTER (b.start_ns IS NOT NULL), 0) AS busy
