@@ -3,8 +3,8 @@
 -- Reads the run's events through the temp view _run_events (trace_events.sql);
 -- writes threads, kernels and iterations; creates and drops its own temp tables.
 -- reads: _run_events
--- creates: _xprof_streams, _gpu_rows (a view), _gpu_fields (a table macro), _launch, _thread_key, _op, _depth,
---          _launch_op, _launch_with_op, _seq, _marker, _gpu (all dropped at its end but _gpu:
+-- creates: _xprof_streams, _gpu_rows, _launch, _thread_key, _op, _depth, _launch_op, _launch_with_op, _seq, _marker, _gpu (and
+--          the table macro _gpu_fields; _gpu_rows is a view; all dropped at its end but _gpu:
 --          collectives.sql and trace_system.sql read it, the latter drops it)
 
 -- Process and thread names (the last metadata event wins, as in the viewer).

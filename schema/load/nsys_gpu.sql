@@ -18,8 +18,8 @@
 -- writes them as text (the cast comes after its ORDER BY), collectives.sql compares
 -- and trace_system.sql searches them as text (DuckDB casts an ENUM to VARCHAR there).
 -- reads: _run_events, _xprof_streams, _gpu_rows, _gpu_fields (derive_trace.sql's), _nsys_gpu_fields
--- creates: _gpu (derive_trace.sql's), the type _nsys_gpu_name (ingest/nsys.py drops it after trace_system.sql),
---          the view _nsys_gpu_unfielded (dropped here)
+-- creates: _gpu, _nsys_gpu_unfielded (_gpu: derive_trace.sql's; the view _nsys_gpu_unfielded, dropped here;
+--          the type _nsys_gpu_name, which ingest/nsys.py drops after trace_system.sql)
 -- (The names of both branches of _gpu_rows, each found as its branch finds its rows: one
 -- scan with an OR of them joined every event, 1.45 CPU s for the 1 GB export's 13 M, against 0.03.)
 CREATE OR REPLACE TEMP TYPE _nsys_gpu_name AS ENUM (
