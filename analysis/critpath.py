@@ -117,6 +117,12 @@ WHERE n.run IN (SELECT unnest($runs)) AND n.iteration IS NOT NULL
 ORDER BY n.run, n.iteration, n.start_ns, n.node_id
 """
 
+# The nodes of a chunk of iterations (chunk_rows): the joins with the kernels read
+# only theirs, not the whole window's (the window holds the iteration before and a
+# second after: ten or more iterations of a big trace).
+_CHUNK_NODES = _NODES.replace("AND n.iteration IS NOT NULL", "AND n.iteration IN (SELECT unnest($its))")
+assert _CHUNK_NODES != _NODES
+
 # The edges of several runs in one statement: the views sweep the runs' events once
 # (per run, each statement swept every run's: 0.9 CPU s a rank of a 64-rank job);
 # sorted, so that ties in the walk go the same way whatever DuckDB's threads did.
@@ -270,10 +276,11 @@ def load(con, run=None, iteration=None, job=None, cache=None):
     g = Graph()
     runs = _runs_of(con, run, job)
     if cache is None:        # one iteration: read the views in its window only
-        win = _window_of(con, [r for r, _ in runs], iteration)
-        if win is not None:
-            with step_window(con, *win, [r for r, _ in runs]):
-                return _load(con, g, runs, iteration, job, {})
+        names = [r for r, _ in runs]
+        if _window_of(con, names, iteration) is not None:
+            # as a chunk of one (graphs()): the window's rows stay Arrow, and only the
+            # iteration's are made Python rows (a tenth of them on a big trace)
+            return _load(con, g, runs, iteration, job, _chunk_tables(con, names, [iteration]))
         cache = {}
     return _load(con, g, runs, iteration, job, cache)
 
@@ -352,10 +359,8 @@ def chunk_rows(con, runs, chunk):
     into them (Arrow), as the views give them in the window set (step_window), read
     in one statement each: nodes sorted by iteration, edges by their dst's (column
     _it), each stable, in the order read."""
-    n_all = con.sql(_NODES, params={"runs": list(runs)}).to_arrow_table()
+    n_all = con.sql(_CHUNK_NODES, params={"runs": list(runs), "its": list(chunk)}).to_arrow_table()
     e_all = con.sql(_EDGES, params={"runs": list(runs)}).to_arrow_table()
-    n_all = n_all.filter(pc.is_in(n_all.column("iteration"),
-                                  value_set=pa.array(chunk, n_all.schema.field("iteration").type)))
     # only the edges into the chunk's nodes are kept: the window's tail and the iteration
     # before are let go before the runs are split (node ids repeat across runs: each run's
     # own are matched below)
@@ -1095,7 +1100,7 @@ def predicted_savings(con, findings):
     saving (`saving_ns`, and a sentence at the end of its evidence); advise orders
     the findings of one severity by it. A finding without a run or iteration, or
     whose iteration has no graph, is left as it is."""
-    graphs, on_gpu = {}, {}
+    graphs, on_gpu, replayed = {}, {}, {}
     for f in findings:
         params = RULE_WHAT_IF.get(f.get("rule"))
         if params is None or f.get("severity") not in FIRED or f.get("run") is None or f.get("iteration") is None:
@@ -1117,8 +1122,10 @@ def predicted_savings(con, findings):
             f["evidence"] = (f"{f['evidence']}; no what_if prediction: the step's critical path holds no GPU "
                              f"work (the trace shows no host wait on the GPU to join them)")
             continue
-        pred, _ = replay(g, change_of(params))
-        saving = g.dur_ns - pred
+        what = (key, tuple(sorted(params.items())))       # (host_bound and tiny_kernels: one what-if)
+        if what not in replayed:
+            replayed[what] = replay(g, change_of(params))[0]
+        saving = g.dur_ns - replayed[what]
         f["saving_ns"] = saving
         args = ", ".join(f"{k}={v}" for k, v in params.items())
         f["evidence"] = (f"{f['evidence']}; what_if ({args}) predicts {saving / 1e6:.2f} ms saved a step "

@@ -34,14 +34,22 @@
 --   iterations: iterations (step markers: ProfilerStep#N, step_num)
 WITH w AS (
     SELECT * FROM iteration_windows($run, $iteration)
-), c AS (
-    SELECT w.run, w.iteration, w.window_ns, k.iteration AS k_iteration, k.kernel_id, k.ts_ns, k.dur_ns,
+), k AS (       -- the copies of an iteration, with their args
+    SELECT k.run, k.iteration, k.kernel_id, k.ts_ns, k.dur_ns,
            coalesce(a.copy_direction, CASE WHEN k.kind = 'memset' THEN 'Memset' ELSE 'unknown' END) AS direction,
            a.src_memory, a.dst_memory, a.copy_bytes
-    FROM w
-    JOIN kernels k ON k.run = w.run AND k.kind IN ('memcpy', 'memset') AND k.ts_ns IS NOT NULL
-                  AND (k.iteration = w.iteration OR (w.iteration IS NULL AND k.iteration IS NOT NULL))
+    FROM kernels k
     LEFT JOIN activity_args a ON a.run = k.run AND a.kernel_id = k.kernel_id
+    WHERE k.kind IN ('memcpy', 'memset') AND k.ts_ns IS NOT NULL AND k.iteration IS NOT NULL
+), c AS (       -- each in its iteration's window and the whole trace's: two equi-joins (one
+                -- join on an OR compared every copy with every window)
+    SELECT w.run, w.iteration, w.window_ns, k.iteration AS k_iteration, k.kernel_id, k.ts_ns, k.dur_ns,
+           k.direction, k.src_memory, k.dst_memory, k.copy_bytes
+    FROM w JOIN k ON k.run = w.run AND k.iteration = w.iteration
+    UNION ALL
+    SELECT w.run, w.iteration, w.window_ns, k.iteration AS k_iteration, k.kernel_id, k.ts_ns, k.dur_ns,
+           k.direction, k.src_memory, k.dst_memory, k.copy_bytes
+    FROM w JOIN k ON k.run = w.run AND w.iteration IS NULL
 ), o AS (        -- each copy's overlap with the kernel busy intervals of its iteration: swept ...
     SELECT c.run, c.kernel_id,
            sum(greatest(0, least(c.ts_ns + c.dur_ns, b.end_ns) - greatest(c.ts_ns, b.start_ns))) AS overlap_ns

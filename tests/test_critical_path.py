@@ -212,3 +212,25 @@ def test_one_iteration_read_in_its_window_gives_the_same_path(con, run):
             critpath.path_rows(whole, critpath.critical_path(whole), run, None, it)
         assert critpath.replay(narrow, critpath.Change(remove_syncs=True))[0] == \
             critpath.replay(whole, critpath.Change(remove_syncs=True))[0]
+
+
+@pytest.mark.parametrize("run, job", [("hostgap_a", None), ("loader_a", None), ("ddp_straggler.rank0", None),
+                                      ("ddp.rank1", None), (None, "ddp_straggler"), (None, "ddp")])
+def test_one_iteration_made_python_alone_is_the_graph_of_its_window(con, run, job):
+    """load() reads one iteration's window as a chunk of one (chunk_rows: the nodes of
+    the iteration alone, the edges into them, the window's other rows left Arrow): the
+    graph is the one made from every row of the window as Python rows (the form
+    before), node for node and edge for edge."""
+    runs = critpath._runs_of(con, run, job)
+    names = [r for r, _ in runs]
+    its = con.execute("SELECT DISTINCT iteration FROM iterations WHERE run IN (SELECT unnest(?)) ORDER BY 1",
+                      [names]).fetchall()
+    assert its
+    for (it,) in its:
+        with critpath.step_window(con, *critpath._window_of(con, names, it), names):
+            before = critpath._load(con, critpath.Graph(), runs, it, job, {})
+        now = critpath.load(con, run, it, job)
+        assert (now is None) == (before is None)
+        if now is not None:
+            assert now.nodes and now.nodes == before.nodes and now.preds == before.preds
+            assert (now.after_open, now.open_sets, now.dur_ns) == (before.after_open, before.open_sets, before.dur_ns)

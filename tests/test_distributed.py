@@ -361,3 +361,32 @@ def test_kernel_class_rules_know_every_naming_era(tmp_path):
     con.execute("INSERT INTO kernel_class_rules VALUES (1, 'name', '^sm90_xmma', 'communication', 'test', 'user')")
     assert con.execute("SELECT kernel_class FROM kernel_classes WHERE name LIKE 'sm90%'").fetchone() == ("communication",)
     con.close()
+
+
+def test_job_iterations_against_the_ranks_iterations(dist_db):
+    """job_iterations from the ranks' iterations in Python: the iterations every rank
+    has, the slowest and fastest rank's duration, the median of the later iterations'
+    durations (its own for the last), and the first within 5% of it marked steady,
+    on every job of tests/data/dist (the median by a window, not a self-join)."""
+    import statistics
+    ranks, durs = {}, {}
+    for job, run, it, dur in dist_db.execute("SELECT j.job, j.run, i.iteration, i.dur_ns FROM iterations i "
+                                             "JOIN job_runs j USING (run)").fetchall():
+        ranks.setdefault(job, set()).add(run)
+        durs.setdefault((job, it), []).append(dur)
+    want = {}
+    for job in ranks:
+        its = sorted(it for (j, it), d in durs.items() if j == job and len(d) == len(ranks[job]))
+        stable = []
+        for k, it in enumerate(its):
+            later = [max(durs[(job, i)]) for i in its[k + 1:]]
+            dur = max(durs[(job, it)])
+            med = statistics.median(later) if later else dur
+            want[(job, it)] = (len(ranks[job]), dur, min(durs[(job, it)]), float(med))
+            if abs(dur - med) <= 0.05 * med:
+                stable.append(it)
+        for it in its:
+            want[(job, it)] += (it == min(stable) if stable else None,)
+    got = {(r[0], r[1]): r[2:] for r in dist_db.execute("SELECT * FROM job_iterations").fetchall()}
+    assert got == want and len({j for j, _ in got}) >= 3
+    assert any(len(ranks[j]) > 1 for j in ranks) and sum(1 for v in got.values() if v[-1]) == len(ranks)

@@ -176,3 +176,21 @@ def test_job_replay_dist_ddp(con):
     # nothing changed: the job's measured step (first start to last end over its ranks)
     same = reports.run(con, "what_if", {"job": "dist_ddp", "iteration": "all", "remove_rank_lateness": "7"}).to_pylist()
     assert all(r["saving_ns"] == 0 for r in same if r["category"] is None)
+
+
+def test_findings_that_model_one_what_if_share_its_prediction(fresh_db):
+    """host_bound and tiny_kernels both model zero_launch_overhead: on the amp trace,
+    where both fire in the steady iteration, advise replays it once and gives each the
+    saving the what_if report computes for that iteration on its own."""
+    from conftest import AMP_TRACE
+    from tracedb.analysis import advise
+    from tracedb.ingest import ingest_file
+    ingest_file(fresh_db, AMP_TRACE, run="amp")
+    found = {f["rule"]: f for f in advise.evaluate(fresh_db, "amp") if "predicts" in f["evidence"]}
+    assert {"host_bound", "tiny_kernels"} <= set(found)
+    for rule in ("host_bound", "tiny_kernels"):
+        f = found[rule]
+        got = reports.run(fresh_db, "what_if", {"run": "amp", "iteration": str(f["iteration"]),
+                                                "zero_launch_overhead": "true"}).to_pylist()
+        saving = next(r["saving_ns"] for r in got if r["category"] is None)
+        assert saving > 0 and f"what_if (zero_launch_overhead=true) predicts {saving / 1e6:.2f} ms saved" in f["evidence"]
