@@ -135,7 +135,13 @@ def trim_heap():
         import ctypes
         import ctypes.util
         try:
-            _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+            # glibc's own name first: find_library runs ldconfig in a child process, a
+            # fork of the whole ingest (1.1 GB) in the middle of its first insert
+            try:
+                libc = ctypes.CDLL("libc.so.6")
+            except OSError:
+                libc = ctypes.CDLL(ctypes.util.find_library("c"))
+            _LIBC = libc.malloc_trim
             _LIBC.argtypes, _LIBC.restype = [ctypes.c_size_t], ctypes.c_int
         except (OSError, AttributeError, TypeError):
             _LIBC = False
