@@ -82,9 +82,11 @@ LOAD_MEMORY_CAP = 896 << 20
 TOTALS_MEMORY_CAP = 2 << 30
 # The derivation of a trace of at least DERIVE_CAP_EVENTS events runs under this instead
 # (_derive_cap): its sorts and temp tables fill whatever cap they get and spill the rest,
-# so the cap is what sets the peak RSS of a large trace (the 10 GB trace on 16 cores:
-# 1.54-1.58 GB at _gpu/_depth under LOAD_MEMORY_CAP; docs/benchmarks.md). A smaller trace
-# (the 1 GB one: 2.7 M events) stays under LOAD_MEMORY_CAP without spilling: it keeps it.
+# so the cap is what sets the peak RSS of a large trace: the 10 GB trace on 16 cores
+# peaked at 1,452-1,458 MB (at the inserts; the derivation 1,256) against 1,586-1,661 MB
+# at `_depth` under LOAD_MEMORY_CAP, at a cost: its derivation spilled more, 2.4 s slower
+# (3-6% of the ingest; docs/benchmarks.md, sixth round). A smaller trace (the 1 GB one:
+# 2.7 M events) stays under LOAD_MEMORY_CAP without spilling: it keeps it.
 # The 2.9 GB trace on 16 DuckDB threads (2-core machine): the derivation's peak 1,037-1,039
 # MB at 768 MiB against 1,152-1,180 MB, its CPU the same (16.1 against 13.4-16.0 s); at
 # 640 MiB 905 MB, but _depth and the kernels' insert took 20-30% more CPU (spilled).
