@@ -335,9 +335,11 @@ def _parsed_ahead(con, tf):
 def _fast_stages(con, tf):
     """Each batch staged and made ready for its insert (_Ready: in whole row groups, its
     mended values counted), in a list of one that its taker empties (the batch then held
-    by no name here while it is inserted). On the parse's thread (_parsed_ahead): the
-    copy into row groups ran on the inserting thread between two inserts, where nothing
-    but it ran (16 cores: ~7 batches a GB, 52 at 10 GB)."""
+    by no name here while it is inserted). On the parse's thread (_parsed_ahead), not the
+    inserting one: the 10 GB trace's inserts on 16 cores took 1.2-1.4 s less, and the
+    waits for the parse as much more (the parse and the insert are balanced there), and
+    the batch is copied chunk by chunk (_realigned) rather than beside itself whole
+    (docs/benchmarks.md, sixth round)."""
     for k, group in enumerate(_batches(tf.iter_pieces(), tf.per_batch)):
         # (the first batch, which nothing overlaps, apart)
         with phase("  parse thread: first batch" if k == 0 else "  parse thread: later batches"):
@@ -352,7 +354,7 @@ def _fast_stages(con, tf):
 
 class _Ready:
     """A staged batch made ready for its insert: `aligned`, its rows in chunks of whole
-    row groups (_aligned); `rows`, how many; `mended`, its mended values as
+    row groups (_realigned); `rows`, how many; `mended`, its mended values as
     _count_mended counts them."""
     __slots__ = ("aligned", "rows", "mended")
 
