@@ -80,6 +80,18 @@ LOAD_MEMORY_CAP = 896 << 20
 # --op-totals' scripts run under this instead (store_op_totals): their sweeps of a 10 GB
 # trace on 16 threads ran out of LOAD_MEMORY_CAP (the ingest failed whole).
 TOTALS_MEMORY_CAP = 2 << 30
+# The derivation of a trace of at least DERIVE_CAP_EVENTS events runs under this instead
+# (_derive_cap): its sorts and temp tables fill whatever cap they get and spill the rest,
+# so the cap is what sets the peak RSS of a large trace: the 10 GB trace on 16 cores
+# peaked at 1,452-1,458 MB (at the inserts; the derivation 1,256) against 1,586-1,661 MB
+# at `_depth` under LOAD_MEMORY_CAP, at a cost: its derivation spilled more, 2.4 s slower
+# (3-6% of the ingest; docs/benchmarks.md, sixth round). A smaller trace (the 1 GB one:
+# 2.7 M events) stays under LOAD_MEMORY_CAP without spilling: it keeps it.
+# The 2.9 GB trace on 16 DuckDB threads (2-core machine): the derivation's peak 1,037-1,039
+# MB at 768 MiB against 1,152-1,180 MB, its CPU the same (16.1 against 13.4-16.0 s); at
+# 640 MiB 905 MB, but _depth and the kernels' insert took 20-30% more CPU (spilled).
+DERIVE_MEMORY_CAP = 768 << 20
+DERIVE_CAP_EVENTS = 4 << 20
 
 
 def _batch_bytes(threads):
@@ -321,15 +333,43 @@ def _parsed_ahead(con, tf):
 
 
 def _fast_stages(con, tf):
-    """Each batch staged, in a list of one that its taker empties (the batch then held
-    by no name here while it is inserted)."""
-    for group in _batches(tf.iter_pieces(), tf.per_batch):
-        box = [_stage_fast(con, tf, group)]
-        tf.settle()
-        if pc.any(box[0]["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
-            box = None         # not held by the exception's traceback through the retry
-            raise NeedsExact()
+    """Each batch staged and made ready for its insert (_Ready: in whole row groups, its
+    mended values counted), in a list of one that its taker empties (the batch then held
+    by no name here while it is inserted). On the parse's thread (_parsed_ahead), not the
+    inserting one: the 10 GB trace's inserts on 16 cores took 1.2-1.4 s less, and the
+    waits for the parse as much more (the parse and the insert are balanced there), and
+    the batch is copied chunk by chunk (_realigned) rather than beside itself whole
+    (docs/benchmarks.md, sixth round)."""
+    for k, group in enumerate(_batches(tf.iter_pieces(), tf.per_batch)):
+        # (the first batch, which nothing overlaps, apart)
+        with phase("  parse thread: first batch" if k == 0 else "  parse thread: later batches"):
+            box = [_stage_fast(con, tf, group)]
+            tf.settle()
+            if pc.any(box[0]["needs_exact"]).as_py():    # a timestamp may have lost its ns in a double
+                box = None         # not held by the exception's traceback through the retry
+                raise NeedsExact()
+            box = [_ready(con, box)]
         yield box
+
+
+class _Ready:
+    """A staged batch made ready for its insert: `aligned`, its rows in chunks of whole
+    row groups (_realigned); `rows`, how many; `mended`, its mended values as
+    _count_mended counts them."""
+    __slots__ = ("aligned", "rows", "mended")
+
+    def __init__(self, aligned, rows, mended):
+        self.aligned, self.rows, self.mended = aligned, rows, mended
+
+
+def _ready(con, box):
+    """The staged batch (_staged) in box (a list of one, emptied) as a _Ready; the batch
+    as parsed is let go as it is copied into row groups (_realigned): held beside the
+    copy and the next batch's parse, it was a third batch."""
+    mended = {}
+    _count_mended(con, box[0], mended)
+    rows = box[0].num_rows
+    return _Ready(_realigned(box, ROW_GROUP_ROWS), rows, mended)
 
 
 _MENDED = {
@@ -370,18 +410,17 @@ def _warn_mended(path, mended):
 def _insert_events(con, tf, stages, mended):
     """Number each staged batch (Arrow, from stages) after the ones before it and
     insert it into events (schema/load/trace_events.sql). Returns (events, batches)."""
-    threads = scalar(con, "SELECT current_setting('threads')")
     stages = iter(stages)
     with getattr(tf, "staging", None) or nullcontext():
         try:
-            return _insert_batches(con, tf, stages, mended, threads)
+            return _insert_batches(con, tf, stages, mended)
         finally:
             close = getattr(stages, "close", None)
             if close is not None:
                 close()           # a batch being parsed ahead is waited for and let go
 
 
-def _insert_batches(con, tf, stages, mended, threads):
+def _insert_batches(con, tf, stages, mended):
     n = batches = 0
     while True:
         with status(f"parsing {tf.path}" + (f" (batch {batches + 1})" if batches else "")):
@@ -391,12 +430,15 @@ def _insert_batches(con, tf, stages, mended, threads):
                 return n, batches
             with phase("insert (Arrow -> events)"):
                 con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
-                _count_mended(con, staged, mended)
                 # The batch in whole row groups, a copy of nearly all of it (a row group
-                # spans pieces); the batch as parsed is let go before the insert: held
-                # beside the copy and the next batch's parse, it was a third batch.
-                rows_in, aligned = staged.num_rows, _aligned(staged, ROW_GROUP_ROWS, threads)
+                # spans pieces), made on the parse's thread (_fast_stages) or here.
+                box = [staged]
                 staged = None
+                ready = box.pop() if isinstance(box[0], _Ready) else _ready(con, box)
+                for problem, (count, first) in ready.mended.items():
+                    mended.setdefault(problem, [0, first])[0] += count
+                rows_in, aligned = ready.rows, ready.aligned
+                ready = None
                 # (this connection only; event_id, from pos, keeps the order)
                 con.execute("SET SESSION preserve_insertion_order = false")
                 try:
@@ -409,31 +451,38 @@ def _insert_batches(con, tf, stages, mended, threads):
         batches += 1
 
 
-def _aligned(table, rows, threads):
-    """table in chunks of exactly `rows` rows but the last (slices of its chunks, the
-    chunks that straddle a boundary copied together, on `threads` threads)."""
-    groups, cur, have = [], [], 0
-    for b in table.to_batches():
+def _aligned(table, rows, threads=1):
+    """table in chunks of exactly `rows` rows but the last (_realigned; threads: unused,
+    kept for benchmarks/bench_kernels_insert.py)."""
+    return _realigned([table], rows)
+
+
+def _realigned(box, rows):
+    """The table in box (a list of one, emptied: no name here holds it) in chunks of
+    exactly `rows` rows but the last: slices of its chunks, those that straddle a
+    boundary copied together, each as soon as it is whole, and each of the table's own
+    chunks let go once copied (unless a slice of it is a chunk of its own), so the batch
+    is held about once, not as parsed and as copied at once (a batch of 12 pieces, one
+    Arrow chunk each, is nearly all copied: a row group spans ~3 pieces)."""
+    table = box.pop()
+    schema, batches = table.schema, table.to_batches()
+    table = None
+    batches.reverse()            # taken from the end: each let go once taken
+    out, cur, have = [], [], 0
+    while batches:
+        b = batches.pop()
         at = 0
         while at < b.num_rows:
             take = min(rows - have, b.num_rows - at)
             cur.append(b.slice(at, take))
             have, at = have + take, at + take
             if have == rows:
-                groups.append(cur)
+                out.append(cur[0] if len(cur) == 1 else pa.concat_batches(cur))
                 cur, have = [], 0
+        b = None
     if cur:
-        groups.append(cur)
-
-    def one(g):
-        return g[0] if len(g) == 1 else pa.concat_batches(g)
-    if threads > 1 and len(groups) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(min(threads, len(groups))) as pool:
-            chunks = list(pool.map(one, groups))
-    else:
-        chunks = [one(g) for g in groups]
-    return pa.Table.from_batches(chunks, schema=table.schema)
+        out.append(cur[0] if len(cur) == 1 else pa.concat_batches(cur))
+    return pa.Table.from_batches(out, schema=schema)
 
 
 def _again(con, tf, run, mended, stages):
@@ -484,14 +533,15 @@ def load(con, tf, run):
     with status("linking kernels, launches, ops and iterations"), phase("derive (kernels, launches, ops, iterations)"):
         con.execute("CREATE OR REPLACE TEMP VIEW _run_events AS "
                     "SELECT * FROM events WHERE run = getvariable('tracedb_run')")
-        _ac2g_links(con, path, run)
-        run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
-        _load_cupti_ranges(con, path, run)
-        dist = tf.members.get("distributedInfo")
-        world = dist.get("world_size") if isinstance(dist, dict) else None
-        run_script(con, sql_text("schema", "load/collectives.sql"),
-                   {"run": run, "world_size": world if isinstance(world, int) else None})
-        run_script(con, sql_text("schema", "load/trace_system.sql"))
+        with _derive_cap(con, n[0]):
+            _ac2g_links(con, path, run)
+            run_script(con, sql_text("schema", "load/derive_trace.sql"), {"run": run})
+            _load_cupti_ranges(con, path, run)
+            dist = tf.members.get("distributedInfo")
+            world = dist.get("world_size") if isinstance(dist, dict) else None
+            run_script(con, sql_text("schema", "load/collectives.sql"),
+                       {"run": run, "world_size": world if isinstance(world, int) else None})
+            run_script(con, sql_text("schema", "load/trace_system.sql"))
         if getattr(tf, "op_totals", False):
             store_op_totals(con, run)
         con.execute("DROP VIEW _run_events")
@@ -502,6 +552,16 @@ def load(con, tf, run):
         raise IngestError(path, f"--iterations-from {iteration_marker!r}: no CPU-side event of that name "
                                 "with a duration in the trace")
     return {"base_time_ns": base_ns}
+
+
+def _derive_cap(con, events):
+    """DuckDB's limit lowered from LOAD_MEMORY_CAP to DERIVE_MEMORY_CAP for the
+    derivation of a trace of DERIVE_CAP_EVENTS events or more (store/tuning.cap_raised:
+    left as it is where the limit is not the load's own, a folder's or the user's), then
+    back for what follows (--op-totals raises it from LOAD_MEMORY_CAP)."""
+    if events < DERIVE_CAP_EVENTS or DERIVE_MEMORY_CAP >= LOAD_MEMORY_CAP:
+        return nullcontext()
+    return cap_raised(con, LOAD_MEMORY_CAP, DERIVE_MEMORY_CAP)
 
 
 def store_op_totals(con, run):

@@ -66,7 +66,8 @@ def memory_cap(con, cap=None):
 @contextmanager
 def cap_raised(con, cap, to):
     """Inside memory_cap(con, cap): DuckDB's limit raised to `to` for the block (a step
-    whose hash tables and sorts cannot spill enough on many threads), then back to cap;
+    whose hash tables and sorts cannot spill enough on many threads), or lowered (a step
+    whose sorts would fill the cap: ingest/trace._derive_cap), then back to cap;
     left as it is where the limit is not cap (the user's own). On an error the limit is
     left for memory_cap's exit, which comes after the rollback (no SET in an aborted
     transaction)."""
@@ -135,7 +136,13 @@ def trim_heap():
         import ctypes
         import ctypes.util
         try:
-            _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+            # glibc's own name first: find_library runs ldconfig in a child process, a
+            # fork of the whole ingest (1.1 GB) in the middle of its first insert
+            try:
+                libc = ctypes.CDLL("libc.so.6")
+            except OSError:
+                libc = ctypes.CDLL(ctypes.util.find_library("c"))
+            _LIBC = libc.malloc_trim
             _LIBC.argtypes, _LIBC.restype = [ctypes.c_size_t], ctypes.c_int
         except (OSError, AttributeError, TypeError):
             _LIBC = False

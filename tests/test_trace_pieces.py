@@ -13,6 +13,7 @@ import sys
 import threading
 import weakref
 
+import duckdb
 import pytest
 
 from conftest import TRACES, run_name
@@ -802,3 +803,41 @@ def test_op_totals_run_under_their_own_cap_and_the_load_cap_comes_back(tmp_path,
     con.execute("SET memory_limit = '3GB'")
     ingest_file(con, TRACES[1], options={"op_totals": True})
     assert seen == ["2.7 GiB", "2.7 GiB"]          # 3 GB
+
+
+@pytest.mark.parametrize("large", [True, False], ids=["large: lower cap", "small: the load's cap"])
+def test_a_large_traces_derivation_runs_under_its_lower_cap_with_the_same_rows(fixture_db, tmp_path, monkeypatch,
+                                                                                large):
+    """A trace of trace.DERIVE_CAP_EVENTS events or more is derived under DuckDB's
+    DERIVE_MEMORY_CAP (here 16 MiB: its statements spill), a smaller one under the load's
+    LOAD_MEMORY_CAP; --op-totals' scripts after it are raised from the load's cap as
+    before (TOTALS_MEMORY_CAP, not left at the lower one), and the limit is DuckDB's own
+    again after the ingest. The rows are those of the fixture ingested as landed."""
+    from tracedb.store.db import sql_text
+
+    def shown(cap):         # DuckDB's text for a limit of cap bytes
+        c = duckdb.connect()
+        c.execute(f"SET memory_limit = '{cap}B'")
+        return c.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    path = TRACES[0]
+    n = len(json.load(gzip.open(path))["traceEvents"])
+    monkeypatch.setattr(trace, "DERIVE_CAP_EVENTS", n if large else n + 1)
+    monkeypatch.setattr(trace, "DERIVE_MEMORY_CAP", 16 << 20)
+    scripts = {sql_text("schema", f"load/{s}.sql"): s for s in ("derive_trace", "trace_system", "iteration_aggregates")}
+    limits, real = {}, trace.run_script
+
+    def recorded(con_, text, *a, **k):
+        if text in scripts:
+            limits[scripts[text]] = scalar(con_, "SELECT current_setting('memory_limit')")
+        return real(con_, text, *a, **k)
+    monkeypatch.setattr(trace, "run_script", recorded)
+    con = db.connect(tmp_path / "c.duckdb")
+    default = scalar(con, "SELECT current_setting('memory_limit')")
+    ingest_file(con, path, options={"op_totals": True})
+    derive = shown(16 << 20 if large else trace.LOAD_MEMORY_CAP)
+    assert limits == {"derive_trace": derive, "trace_system": derive,
+                      "iteration_aggregates": shown(trace.TOTALS_MEMORY_CAP)}
+    assert scalar(con, "SELECT current_setting('memory_limit')") == default
+    name = run_name(path)
+    assert tables(con, name) == tables(fixture_db, name)
+    con.close()
