@@ -35,7 +35,7 @@ from ..store.catalog import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, statements
 from ..store.tuning import memory_cap
 from .errors import IngestError
-from . import nsys_csv
+from . import nsys_csv, nsys_metrics
 from .reader import Prepared, Reader
 from .trace import TraceReader, store_op_totals
 from ..progress import phase, status
@@ -215,18 +215,6 @@ class Export:
         self.con.close()
 
 
-def _gpu_metric_samples(ex):
-    """table -> rows of the sampled GPU metrics tables (GPU_METRICS, of nsys
-    --gpu-metrics-devices) that hold any: not read yet (no public export that has
-    them was found to test a reader against); the rest of the export loads."""
-    out = {}
-    for t in ex.tables_like(r"GPU_METRICS(_V\d+)?"):
-        n = ex.con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
-        if n:
-            out[t] = n
-    return out
-
-
 def _is_export(ex):
     """An Nsight Systems export: its string table, and its export metadata or a table of its own kinds."""
     return ex.first_table("StringIds", "StringTable") is not None and (
@@ -283,13 +271,13 @@ class NsysReader(Reader):
         return line
 
     def notes(self, con, path, run):
-        """A trace's notes, and the sampled GPU metrics the export holds and tracedb did not load."""
+        """A trace's notes, and the sampled GPU metrics loaded from the export."""
         out = TraceReader.notes(self, con, path, run)
-        m = rows(con, "SELECT CAST(metadata->'nsys_gpu_metric_samples' AS VARCHAR) FROM runs WHERE run = ?", [run])
-        samples = json.loads(m[0][0]) if m and m[0][0] else {}
-        if samples:
-            out.append(f"note: {path}: {sum(samples.values())} sampled GPU metric values ({', '.join(samples)}) "
-                       "not loaded: tracedb does not read --gpu-metrics-devices samples yet")
+        n, metrics, devices = rows(con, "SELECT count(*), count(DISTINCT metric), string_agg(DISTINCT device, ', ' "
+                                        "ORDER BY device) FROM gpu_metric_samples WHERE run = ?", [run])[0]
+        if n:
+            out.append(f"note: {path}: {n} sampled GPU metric values loaded ({metrics} metrics, GPU {devices}): "
+                       "report gpu_metric_levels")
         return out
 
     def sniff(self, path, text):
@@ -327,7 +315,6 @@ class NsysReader(Reader):
                     ex.source(kind)
                 version = ex.version_text()
                 rank = options.get("rank")
-                metrics = _gpu_metric_samples(ex)
                 # (a scan of the kernel table: beside the load, unless --rank needs it now;
                 # begun once the export is known good, as the hash below)
                 procs = ex.cuda_processes() if rank is not None else started(_cuda_processes, path, db_path)
@@ -347,9 +334,6 @@ class NsysReader(Reader):
         state.op_totals = bool(options.get("op_totals"))
         state.processes = procs
         notes = [f"written by {version}"]
-        if metrics:
-            notes.append(f"{sum(metrics.values())} sampled GPU metric values ({', '.join(metrics)}) not loaded: "
-                         "tracedb does not read --gpu-metrics-devices samples yet")
         if rank is not None and len(procs) > 1:
             # a report of several processes (the ranks of a job): --rank N loads the Nth
             # alone, as a run of its own; its content is the file and the rank
@@ -1036,6 +1020,12 @@ def _load_run(con, ex, run, iteration_marker, work):
         run_script(con, sql_text("schema", "load/collectives.sql"), {"run": run, "world_size": None})
         run_script(con, sql_text("schema", "load/trace_system.sql"))
         run_script(con, sql_text("schema", "load/nsys_finish.sql"), {"run": run})
+    with status("loading sampled GPU metrics"), phase("nsys: GPU metrics"):
+        # (a run of one process of several: the samples of its kernels' GPUs)
+        devices = None if ex.pid is None else [
+            r[0] for r in rows(con, "SELECT DISTINCT device FROM kernels WHERE run = ? AND device IS NOT NULL", [run])]
+        metric_table, metric_rows = nsys_metrics.load(con, ex, devices)
+    with status("linking kernels, launches, ops and iterations"):
         con.execute("DROP VIEW _run_events")
         con.execute("DROP TYPE IF EXISTS _nsys_gpu_name")       # (nsys_gpu.sql's; _gpu is dropped)
         for t in ("_nsys_strings", "_nsys_procs", "_nsys_mem_kinds", "_nsys_nvtx_domains", "_nsys_nvtx_categories",
@@ -1066,7 +1056,7 @@ def _load_run(con, ex, run, iteration_marker, work):
             "nsys_export": meta,
             "nsys_tables_read": {k: ex.source(k)[0] for k in SCHEMA if ex.source(k)},
             "nsys_rows_read": counts,
-            "nsys_gpu_metric_samples": _gpu_metric_samples(ex) or None,
+            "nsys_gpu_metric_samples": {metric_table: metric_rows} if metric_table else None,
             "processes_launching_kernels": procs,
         }, default=str),
     }

@@ -312,6 +312,18 @@ CREATE TABLE IF NOT EXISTS power (
     average_power_w  DOUBLE                  -- nvidia-smi power.draw.average (1 s average); integrated only when neither instant_power_w nor power_w is there
 );
 
+-- Sampled GPU metrics of an Nsight Systems run (nsys --gpu-metrics-devices: the
+-- export's GPU_METRICS, named by TARGET_INFO_GPU_METRICS), one row per sample of
+-- one metric on one GPU, as nsys wrote it (ingest/nsys.py, docs/nsys.md).
+CREATE TABLE IF NOT EXISTS gpu_metric_samples (
+    run        VARCHAR NOT NULL,
+    device     INTEGER,                      -- the GPU, as the run's kernels number it (kernels.device): nsys's typeId & 0xFF
+    ts_ns      BIGINT NOT NULL,              -- absolute epoch ns (the run's base time + nsys's timestamp): the end of the interval the value covers
+    metric     VARCHAR NOT NULL,             -- nsys's metric name as written (`SMs Active [Throughput %]`, `DRAM Read Bandwidth [Throughput %]`)
+    value      DOUBLE,                       -- the sample, in unit
+    unit       VARCHAR                       -- the bracketed unit of the name: `%` for [Throughput %], else as written (`Hz`, `MHz`)
+);
+
 -- How a power run's clock maps onto a trace run's timeline:
 -- trace time = power ts_ns + offset_ns.
 CREATE TABLE IF NOT EXISTS power_alignment (

@@ -1,0 +1,121 @@
+"""The sampled GPU metrics of an Nsight Systems export (`nsys profile
+--gpu-metrics-devices=...`), loaded into gpu_metric_samples beside the trace run.
+
+nsys writes them as two tables (NVIDIA's SQLite export schema reference): the
+samples, GPU_METRICS (typeId, timestamp, metricId, value), and their names,
+TARGET_INFO_GPU_METRICS (typeId, sourceId, typeName, metricId, metricName:
+`SMs Active [Throughput %]`, `SM Issue [Throughput %]`, `Tensor Active [Throughput %]`,
+`DRAM Read Bandwidth [Throughput %]` ...). Both are found as the reader finds its
+other tables: by name (the latest `_Vn`), else by the columns they hold; the
+columns by the names they have had. No public export holding them could be read
+to verify this against (tests/data/nsys/README.md): the schema is NVIDIA's
+documented one.
+"""
+import re
+
+import pyarrow as pa
+
+from ..store.catalog import sql_text
+from ..store.sql import run_script_over, scalar
+
+# kind -> (name pattern, columns the kind's table holds (lower case), {alias: names it has had})
+TABLES = {
+    "samples": (r"GPU_METRICS(_V\d+)?", {"typeid", "metricid", "value"},
+                {"type_id": "typeId", "ts": "timestamp|start", "metric_id": "metricId", "value": "value"}),
+    "names": (r"TARGET_INFO_GPU_METRICS(_V\d+)?", {"typeid", "metricid", "metricname"},
+              {"type_id": "typeId", "metric_id": "metricId", "metric_name": "metricName|name"}),
+}
+BATCH_ROWS = 1 << 18
+
+
+def _version_key(name):
+    m = re.search(r"_V(\d+)$", name)
+    return int(m.group(1)) if m else 0
+
+
+def table_of(ex, kind):
+    """The export's table of a kind (samples or names): by name, else by its columns; or None."""
+    pattern, need, _ = TABLES[kind]
+    named = sorted((t for t in ex.tables if re.fullmatch(pattern, t)), key=_version_key, reverse=True)
+    if named:
+        return named[0]
+    for t in sorted(ex.tables):
+        if t.startswith(("sqlite_", "ENUM_")):
+            continue
+        cols = {c.lower() for c in ex.cols(t)}
+        # (the samples' table holds no metric name; the names' table no value)
+        if need <= cols and not (kind == "samples" and "metricname" in cols) \
+                and not (kind == "names" and "value" in cols):
+            return t
+    return None
+
+
+def _select(ex, table, kind):
+    """SELECT of a table's columns under the load's names (NULL where it has none), or None
+    when a column the load cannot go without (a time, a metric id, a value) is missing."""
+    have = {c.lower(): c for c in ex.cols(table)}
+    parts = []
+    for alias, names in TABLES[kind][2].items():
+        found = next((have[n.lower()] for n in names.split("|") if n.lower() in have), None)
+        if found is None and alias in ("ts", "metric_id", "value"):
+            return None
+        parts.append(f'"{found}" AS {alias}' if found else f"NULL AS {alias}")
+    return f'SELECT {", ".join(parts)} FROM "{table}"'
+
+
+def load(con, ex, run_devices=None):
+    """The export's GPU metric samples into gpu_metric_samples for the run being loaded
+    (DuckDB variables tracedb_run and tracedb_base_ns set); run_devices: only the
+    samples of these GPUs (a run of one process of several). Returns (table read,
+    rows inserted), or (None, 0) when the export has no samples."""
+    table = table_of(ex, "samples")
+    sel = _select(ex, table, "samples") if table else None
+    if sel is None:
+        return None, 0
+    names = table_of(ex, "names")
+    nsel = _select(ex, names, "names") if names else None
+    con.execute("CREATE OR REPLACE TEMP TABLE _nsys_metric_names (type_id BIGINT, metric_id BIGINT, metric_name VARCHAR)")
+    if nsel:
+        found = sorted({(r[0], r[1]): r[2] for r in ex.con.execute(nsel)}.items(),
+                       key=lambda x: (x[0][0] is None, x[0]))
+        con.executemany("INSERT INTO _nsys_metric_names VALUES (?, ?, ?)",
+                        [(t, m, str(n) if n is not None else None) for (t, m), n in found])
+    con.execute("SET VARIABLE tracedb_metric_devices = ?",
+                [sorted(int(d) for d in run_devices) if run_devices is not None else None])
+    script = sql_text("schema", "load/nsys_gpu_metrics.sql")
+    before = scalar(con, "SELECT count(*) FROM gpu_metric_samples")
+    try:
+        cur = ex.con.execute(sel)
+        while batch := cur.fetchmany(BATCH_ROWS):
+            cols = list(zip(*batch))
+            tbl = pa.table({"type_id": _ints(cols[0]), "ts": _ints(cols[1]), "metric_id": _ints(cols[2]),
+                            "value": _floats(cols[3])})
+            run_script_over(con, script, "_nsys_metric_raw", tbl)
+    finally:
+        con.execute("RESET VARIABLE tracedb_metric_devices")
+        con.execute("DROP TABLE IF EXISTS _nsys_metric_names")
+    return table, scalar(con, "SELECT count(*) FROM gpu_metric_samples") - before
+
+
+def _ints(values):
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        # (SQLite types values, not columns: a value that is no whole number is no id or time)
+        return pa.array([v if isinstance(v, int) and -(1 << 63) <= v < (1 << 63) else
+                         int(v) if isinstance(v, float) and v.is_integer() else None for v in values], pa.int64())
+
+
+def _floats(values):
+    try:
+        return pa.array(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        out = []
+        for v in values:
+            try:
+                out.append(float(v) if v is not None else None)
+            except (TypeError, ValueError):
+                out.append(None)
+        return pa.array(out, pa.float64())
+
+
