@@ -276,7 +276,8 @@ class NsysReader(Reader):
         n, metrics, devices = rows(con, "SELECT count(*), count(DISTINCT metric), string_agg(DISTINCT device, ', ' "
                                         "ORDER BY device) FROM gpu_metric_samples WHERE run = ?", [run])[0]
         if n:
-            out.append(f"note: {path}: {n} sampled GPU metric values loaded ({metrics} metrics, GPU {devices}): "
+            out.append(f"note: {path}: {n} sampled GPU metric values loaded ({metrics} metric{'s' * (metrics != 1)}, "
+                       f"GPU {devices}): "
                        "report gpu_metric_levels")
         return out
 

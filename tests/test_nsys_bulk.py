@@ -171,7 +171,8 @@ def test_an_export_with_sampled_gpu_metrics_loads_the_rest(mfu, tmp_path):
     """No public export with GPU_METRICS was found (tests/data/nsys/README.md): a copy
     of a real one given the two tables nsys writes for --gpu-metrics-devices (their
     columns as nsys documents them; 3 samples) loads the same events as the original,
-    and the ingest line says the samples were not loaded."""
+    and its 3 samples (tests/test_nsys_gpu_metrics.py tests them further); the ingest
+    says they were loaded."""
     p = tmp_path / "metrics.sqlite"
     shutil.copy(mfu, p)
     c = sqlite3.connect(p)
@@ -191,12 +192,15 @@ def test_an_export_with_sampled_gpu_metrics_loads_the_rest(mfu, tmp_path):
                 CAST(args AS VARCHAR))) FROM events WHERE run = ?"""
     assert con.execute(digest, ["a"]).fetchone() == con.execute(digest, ["b"]).fetchone()
     (line,), = con.execute("SELECT message FROM ingest_log WHERE run = 'b' AND level = 'info'").fetchall()
+    samples = con.execute("SELECT device, metric, unit, list(value ORDER BY ts_ns) FROM gpu_metric_samples "
+                          "GROUP BY ALL").fetchall()
     con.close()
     assert a.status == b.status == "loaded"
-    assert "3 sampled GPU metric values (GPU_METRICS) not loaded" in line
+    assert "GPU metric" not in line
+    assert samples == [(0, "SMs Active [Throughput %]", "%", [40.0, 55.0, 61.0])]
     out = subprocess.run([sys.executable, "-m", "tracedb.cli", "ingest", "--db", str(tmp_path / "c.duckdb"), str(p)],
                          capture_output=True, text=True)
-    assert out.returncode == 0 and "3 sampled GPU metric values (GPU_METRICS) not loaded" in out.stdout
+    assert out.returncode == 0 and "3 sampled GPU metric values loaded (1 metric, GPU 0)" in out.stdout
 
 
 def test_a_table_without_rowids_is_streamed(mfu, tmp_path, monkeypatch):
