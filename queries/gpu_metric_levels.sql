@@ -13,9 +13,10 @@
 --   on it), over a sampling period (100 us at nsys's default 10 kHz); ncu's are
 --   counted per kernel and summed: they agree only as far as the iteration's
 --   kernels are the GPU's only work and the samples cover the iteration.
+-- iteration_all: absent
 -- parameters:
 --   run RUN = NULL: trace run (all when absent)
---   iteration INTEGER = NULL: iteration (every iteration when absent)
+--   iteration INTEGER = NULL: iteration (all when absent)
 -- columns:
 --   run VARCHAR: trace run
 --   iteration INTEGER: iteration
