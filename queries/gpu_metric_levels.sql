@@ -93,7 +93,9 @@ SELECT p.run, p.iteration, p.device, it.dur_ns AS total_ns,
                 THEN 'samples cover ' || round(100.0 * p.covered_ns / nullif(it.dur_ns, 0), 1)
                      || '% of the iteration: the means are of that part' END,
            CASE WHEN u.ncu_run IS NULL THEN 'no ncu run matched: ncu levels NULL'
-                ELSE 'ncu levels: of the run''s kernels on all its GPUs' END), '') AS note
+                WHEN u.smsp_active_pct_iter IS NULL AND u.issue_slot_pct_iter IS NULL
+                     AND u.tc_active_pct_iter IS NULL THEN 'ncu levels NULL: ' || coalesce(u.note, 'no counters')
+                ELSE 'ncu levels: of the run''s kernels on all its GPUs (' || u.ncu_run || ')' END), '') AS note
 FROM p JOIN it USING (run, iteration)
 LEFT JOIN iteration_utilization u ON u.run = p.run AND u.iteration = p.iteration
 ORDER BY p.run, p.iteration, p.device;

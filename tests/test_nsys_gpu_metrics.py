@@ -158,3 +158,42 @@ def test_tables_found_by_columns_and_one_rank_keeps_its_gpu(made, tmp_path):
         assert got == (want[0], float(want[1]), 1, 6) and want[0] > 0
     finally:
         con.close()
+
+
+def test_ncu_levels_beside_the_sampled_ones_where_an_ncu_run_is_matched(made, tmp_path):
+    """One rank's run paired with an ncu report of its steady iteration's kernels (an
+    ncu CSV whose rows are a real report's, given the names, grids and blocks of those
+    kernels): the report's ncu columns are utilization_levels' scaled levels of that
+    iteration; iterations without matched kernels have none (and say so)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import AMP_NCU_BASE, read_ncu_csv, write_ncu_csv
+    con = db.connect(tmp_path / "n.duckdb")
+    try:
+        ingest_file(con, made, run="r0", options={"rank": 0, "iterations_from": "FlashAttnFunc"})
+        (steady,), = con.execute("SELECT iteration FROM iteration_steadiness WHERE run = 'r0' AND steady").fetchall()
+        ks = con.execute("SELECT name, grid_x, grid_y, grid_z, block_x, block_y, block_z FROM kernels "
+                         "WHERE run = 'r0' AND iteration = ? ORDER BY ts_ns", [steady]).fetchall()
+        header, units, data = read_ncu_csv(AMP_NCU_BASE)
+        ix = {c: i for i, c in enumerate(header)}
+        rows = []
+        for i, (name, gx, gy, gz, bx, by, bz) in enumerate(ks):
+            r = list(data[i])
+            r[ix["ID"]], r[ix["Kernel Name"]] = str(i), name
+            r[ix["Grid Size"]], r[ix["Block Size"]] = f"({gx}, {gy}, {gz})", f"({bx}, {by}, {bz})"
+            rows.append(r)
+        ncu = ingest_file(con, write_ncu_csv(tmp_path / "ncu.csv.gz", header, units, rows), pair_with="r0")
+        assert ks and ncu.status == "loaded"
+        levels = {r["iteration"]: r for r in reports.run(con, "gpu_metric_levels", {"run": "r0"}).to_pylist()}
+        (u,) = reports.run(con, "utilization_levels", {"run": "r0", "iteration": str(steady)}).to_pylist()
+        got = levels[steady]
+        assert u["matched_kernels"] == len(ks) and u["smsp_active_pct_iter"] is not None
+        assert got["ncu_run"] == ncu.run and "ncu levels" in got["note"]
+        assert (got["ncu_smsp_active_pct_iter"], got["ncu_issue_slot_pct_iter"], got["ncu_tc_active_pct_iter"]) == \
+            (u["smsp_active_pct_iter"], u["issue_slot_pct_iter"], u["tc_active_pct_iter"])
+        assert got["gpu_util_pct"] == u["gpu_util_pct"] and got["device"] == 0 and got["sm_active_pct"] > 0
+        other = [r for i, r in levels.items() if i != steady]
+        assert other and all(r["ncu_smsp_active_pct_iter"] is None and "ncu levels NULL: " in r["note"]
+                             for r in other)
+    finally:
+        con.close()
