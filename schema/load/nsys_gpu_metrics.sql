@@ -10,8 +10,9 @@
 -- as trace_events.sql adds it to the events.
 -- A run of one process of several (--rank N, tracedb_metric_devices set): the samples
 -- of that process's GPUs only (the devices its kernels ran on).
--- The unit is the bracketed end of the name: `[Throughput %]` -> `%`, `[MHz]` -> `MHz`.
+-- The unit is the bracketed end of the name (nsys_metrics.unit): `[Throughput %]` -> `%`, `[MHz]` -> `MHz`.
 -- reads: _nsys_metric_raw (an Arrow batch: type_id, ts, metric_id, value), _nsys_metric_names
+--        (type_id, metric_id, metric_name, unit: ingest/nsys_metrics.py's, the unit from the name)
 -- creates: nothing (inserts into gpu_metric_samples)
 INSERT INTO gpu_metric_samples
 SELECT getvariable('tracedb_run') AS run,
@@ -19,9 +20,7 @@ SELECT getvariable('tracedb_run') AS run,
        r.ts + getvariable('tracedb_base_ns') AS ts_ns,
        coalesce(n.metric_name, 'metric ' || r.metric_id) AS metric,
        r.value,
-       CASE WHEN n.metric_name IS NULL THEN NULL
-            WHEN regexp_matches(n.metric_name, '\[[^\]]*%\s*\]\s*$') THEN '%'
-            ELSE nullif(trim(regexp_extract(n.metric_name, '\[([^\]]*)\]\s*$', 1)), '') END AS unit
+       n.unit
 FROM _nsys_metric_raw r
 LEFT JOIN _nsys_metric_names n
        ON n.metric_id = r.metric_id AND (n.type_id IS NULL OR n.type_id = r.type_id)
