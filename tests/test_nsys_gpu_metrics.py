@@ -197,3 +197,30 @@ def test_ncu_levels_beside_the_sampled_ones_where_an_ncu_run_is_matched(made, tm
                              for r in other)
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("as_view", [False, True])
+def test_values_of_another_type_and_a_view_read_as_sqlite_gives_them(made, tmp_path, as_view):
+    """Fractions load as they are and text where a number belongs as NULL (the range is
+    read row by row); a later-versioned view of the samples (no rowids) is streamed."""
+    p = tmp_path / "odd.sqlite"
+    p.write_bytes(Path(made).read_bytes())
+    c = sqlite3.connect(p)
+    c.execute("UPDATE GPU_METRICS SET value = value + 0.25 WHERE rowid % 7 = 0")
+    c.execute("UPDATE GPU_METRICS SET value = 'n/a' WHERE rowid = 10")
+    if as_view:
+        c.execute("CREATE VIEW GPU_METRICS_V2 AS SELECT * FROM GPU_METRICS")
+    c.commit()
+    c.close()
+    want = q(p, "SELECT count(*), sum(value) FILTER (WHERE typeof(value) <> 'text'), "
+                "count(*) FILTER (WHERE typeof(value) = 'text') FROM GPU_METRICS")[0]
+    con = db.connect(tmp_path / "o.duckdb")
+    try:
+        ingest_file(con, str(p), run="o")
+        got = con.execute("SELECT count(*), sum(value), count(*) FILTER (WHERE value IS NULL) "
+                          "FROM gpu_metric_samples WHERE run = 'o'").fetchone()
+        assert got[0] == want[0] and got[1] == pytest.approx(want[1], rel=1e-12) and got[2] == want[2] == 1
+        (meta,), = con.execute("SELECT metadata FROM runs WHERE run = 'o'").fetchall()
+        assert json.loads(meta)["nsys_gpu_metric_samples"] == {("GPU_METRICS_V2" if as_view else "GPU_METRICS"): want[0]}
+    finally:
+        con.close()
