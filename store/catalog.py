@@ -26,8 +26,8 @@ from . import header
 # that, which keeps stamping 3 with its own views, makes this version replace them;
 # 5: op_iteration_totals, which a read-only open of a file stamped 4 stands in for;
 # 6: finding_iteration_totals, kernel_iteration_totals, copy_kernel_overlap, gpu_class_totals,
-# launch_queue_totals, top_kernel_totals and idle_totals, the same).
-SCHEMA_VERSION = "6"
+# launch_queue_totals, top_kernel_totals and idle_totals, the same; 7: gpu_metric_samples, the same).
+SCHEMA_VERSION = "7"
 # The storage format a new database is written in: DuckDB 2.0 writes a format by
 # default that DuckDB 1.x (the CLI and drivers most people have) cannot open. The
 # README states the versions this gives; tests/test_compat.py opens a file with 1.5.
