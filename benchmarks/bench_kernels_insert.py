@@ -72,7 +72,7 @@ def main(argv):
     def arrow(keep_order):
         def go():
             t = con.sql(select).to_arrow_table(ROW_GROUP_ROWS)
-            t = _aligned(t, ROW_GROUP_ROWS, int(con.execute("SELECT current_setting('threads')").fetchall()[0][0]))
+            t = _aligned(t, ROW_GROUP_ROWS)
             if not keep_order:
                 con.execute("SET preserve_insertion_order = false")
             con.from_arrow(t).query("_t", "INSERT INTO kernels SELECT * FROM _t")

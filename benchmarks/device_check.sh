@@ -6,6 +6,7 @@
 # importable as a package; each part about 5 minutes and 25 GB of /tmp on 16 cores: two commands
 # where one may run 10 minutes at most; neither: both)
 set -x
+: "${OUT:?OUT must name the folder for the results}"
 export PYTHONUNBUFFERED=1
 T=tests/data/torch/h100_resnet50_bs64_amp.json.gz
 PART=${1:-both}

@@ -5,6 +5,7 @@
 # BEFORE and AFTER: directories importable as `tracedb`, e.g. the shipped checkout and a copy of
 # a branch; python3 with duckdb, pyarrow importable; about 5 minutes and 12 GB of /tmp on 16 cores)
 set -x
+: "${OUT:?OUT must name the folder for the results}"
 export PYTHONUNBUFFERED=1
 T=tests/data/torch/h100_resnet50_bs64_amp.json.gz
 mkdir -p /tmp/pair/before /tmp/pair/after

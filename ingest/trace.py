@@ -451,9 +451,8 @@ def _insert_batches(con, tf, stages, mended):
         batches += 1
 
 
-def _aligned(table, rows, threads=1):
-    """table in chunks of exactly `rows` rows but the last (_realigned; threads: unused,
-    kept for benchmarks/bench_kernels_insert.py)."""
+def _aligned(table, rows):
+    """table in chunks of exactly `rows` rows but the last (_realigned)."""
     return _realigned([table], rows)
 
 

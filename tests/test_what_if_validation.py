@@ -178,16 +178,23 @@ def test_job_replay_dist_ddp(con):
     assert all(r["saving_ns"] == 0 for r in same if r["category"] is None)
 
 
-def test_findings_that_model_one_what_if_share_its_prediction(fresh_db):
+def test_findings_that_model_one_what_if_share_its_prediction(fresh_db, monkeypatch):
     """host_bound and tiny_kernels both model zero_launch_overhead: on the amp trace,
     where both fire in the steady iteration, advise replays it once and gives each the
     saving the what_if report computes for that iteration on its own."""
     from conftest import AMP_TRACE
-    from tracedb.analysis import advise
+    from tracedb.analysis import advise, critpath
     from tracedb.ingest import ingest_file
     ingest_file(fresh_db, AMP_TRACE, run="amp")
+    replays = []
+    real_replay = critpath.replay
+    monkeypatch.setattr(critpath, "replay", lambda g, change: replays.append(g) or real_replay(g, change))
     found = {f["rule"]: f for f in advise.evaluate(fresh_db, "amp") if "predicts" in f["evidence"]}
+    monkeypatch.undo()
     assert {"host_bound", "tiny_kernels"} <= set(found)
+    assert found["host_bound"]["iteration"] == found["tiny_kernels"]["iteration"]
+    predicted = {(f["iteration"], tuple(sorted(critpath.RULE_WHAT_IF[f["rule"]].items()))) for f in found.values()}
+    assert len(replays) == len(predicted) < len(found)      # one replay per iteration and what-if
     for rule in ("host_bound", "tiny_kernels"):
         f = found[rule]
         got = reports.run(fresh_db, "what_if", {"run": "amp", "iteration": str(f["iteration"]),
