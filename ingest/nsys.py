@@ -661,6 +661,20 @@ def _note_metric_devices(con, ex, run, table, loaded, devices):
                           "kernels ran on); the samples' GPU (typeId & 0xFF) may number the GPUs otherwise "
                           "(CUDA_VISIBLE_DEVICES per rank): no samples loaded")
         return
+    # TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid): nsys's GPU id and the CUDA device
+    # a process numbers it as (the kernels' deviceId). Not used to map the samples'
+    # GPU (whether typeId's low byte is the one or the other is unverified): where
+    # they differ for the run's processes, the ingest says so. (In every committed
+    # export that has the table they are equal.)
+    if "TARGET_INFO_CUDA_DEVICE" in ex.tables:
+        differ = sorted({(r["gpuId"], r["cudaId"]) for r in ex.rows("TARGET_INFO_CUDA_DEVICE", ["gpuId", "cudaId", "pid"])
+                         if None not in (r["gpuId"], r["cudaId"]) and r["gpuId"] != r["cudaId"]
+                         and ex.pid in (None, r["pid"])})
+        if differ:
+            warnings.warn(f"{ex.path}: TARGET_INFO_CUDA_DEVICE numbers GPU "
+                          f"{', '.join(f'{g} as CUDA device {c}' for g, c in differ)}: the sampled GPU metrics' GPU "
+                          "(typeId & 0xFF) is taken as the kernels' CUDA device, which is not verified; "
+                          "their GPUs may be misnamed")
     sampled = {r[0] for r in rows(con, "SELECT DISTINCT device FROM gpu_metric_samples WHERE run = ?", [run])}
     ran = {r[0] for r in rows(con, "SELECT DISTINCT device FROM kernels WHERE run = ? AND device IS NOT NULL", [run])}
     if sampled and ran and not sampled & ran:

@@ -306,6 +306,23 @@ def test_samples_of_gpus_no_kernel_ran_on_are_noted(made, mdb, tmp_path):
     assert logged and not [m for m in logged if "may number the GPUs" in m]
 
 
+@pytest.mark.parametrize("differ", [True, False])
+def test_cuda_devices_numbered_otherwise_than_nsys_gpus_are_noted(made, tmp_path, differ):
+    """TARGET_INFO_CUDA_DEVICE mapping nsys's GPUs 2, 3 to CUDA devices 0, 1: the
+    ingest says the samples' GPU may be misnamed; the table with equal ids says nothing."""
+    g = 2 if differ else 0
+    p = _copy(made, tmp_path, "cuda_dev.sqlite", "CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INTEGER, cudaId INTEGER, "
+              "pid INTEGER)", f"INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES ({g}, 0, 144), ({g + 1}, 1, 145)")
+    con = db.connect(tmp_path / "c.duckdb")
+    try:
+        said = [w for w in ingest_file(con, str(p), run="c").warnings if "TARGET_INFO_CUDA_DEVICE" in w]
+        assert said == (["TARGET_INFO_CUDA_DEVICE numbers GPU 2 as CUDA device 0, 3 as CUDA device 1: the "
+                         "sampled GPU metrics' GPU (typeId & 0xFF) is taken as the kernels' CUDA device, which is "
+                         "not verified; their GPUs may be misnamed"] if differ else [])
+    finally:
+        con.close()
+
+
 def test_two_names_of_one_level_use_one_by_preference(made, mdb, tmp_path):
     """`SM Active` (50) beside `SMs Active`, `Tensor Active / FP16 Active` (80) beside
     `Tensor Active`, on the same period: the levels are those of the file without
