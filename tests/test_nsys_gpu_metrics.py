@@ -306,6 +306,30 @@ def test_samples_of_gpus_no_kernel_ran_on_are_noted(made, mdb, tmp_path):
     assert logged and not [m for m in logged if "may number the GPUs" in m]
 
 
+def test_names_of_a_sample_s_own_type_id_before_those_without_one(made, mdb, tmp_path):
+    """A names table mixing typeIds and NULL ones (and a NULL metric id): a sample is
+    named once, by its own typeId's row where there is one (no duplicates), else by
+    the row without a typeId."""
+    p = _copy(made, tmp_path, "mixed.sqlite",
+              "CREATE TABLE TARGET_INFO_GPU_METRICS_V2 (typeId INTEGER, sourceId INTEGER, typeName TEXT, "
+              "metricId INTEGER, metricName TEXT)",
+              "INSERT INTO TARGET_INFO_GPU_METRICS_V2 SELECT * FROM TARGET_INFO_GPU_METRICS",
+              "INSERT INTO TARGET_INFO_GPU_METRICS_V2 VALUES (NULL, 0, 'GH100', 0, 'Not this [Throughput %]'), "
+              "(NULL, 0, 'GH100', 42, 'Untyped [MHz]'), (NULL, 0, 'GH100', NULL, 'No id')",
+              "INSERT INTO GPU_METRICS SELECT typeId, timestamp, 42, 7 FROM GPU_METRICS WHERE metricId = 3")
+    extra, = q(p, "SELECT count(*) FROM GPU_METRICS WHERE metricId = 42")[0]
+    con = db.connect(tmp_path / "x.duckdb")
+    try:
+        ingest_file(con, str(p), run="x")
+        got = _samples(con, "x")
+        untyped = {k: v for k, v in got.items() if k[1] == "Untyped [MHz]"}
+        assert {k: v for k, v in got.items() if k[1] != "Untyped [MHz]"} == _samples(mdb, "m")
+        assert sum(v[0] for v in untyped.values()) == extra > 0 and {v[1] for v in untyped.values()} == \
+            {7.0 * v[0] for v in untyped.values()}
+    finally:
+        con.close()
+
+
 @pytest.mark.parametrize("differ", [True, False])
 def test_cuda_devices_numbered_otherwise_than_nsys_gpus_are_noted(made, tmp_path, differ):
     """TARGET_INFO_CUDA_DEVICE mapping nsys's GPUs 2, 3 to CUDA devices 0, 1: the
