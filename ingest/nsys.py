@@ -104,8 +104,15 @@ def _version_key(name):
     return int(m.group(1)) if m else 0
 
 
+def qid(name):
+    """A table or column name of the export as an SQL identifier: double-quoted, its
+    double quotes doubled (a name is the file's, and may hold any character)."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
 class Export:
     """An open export: its tables and columns, and what they say about the file."""
+    qid = staticmethod(qid)
 
     def __init__(self, path, db_path):
         self.path = path
@@ -120,7 +127,7 @@ class Export:
 
     def cols(self, table):
         if table not in self.columns:
-            self.columns[table] = [r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')]
+            self.columns[table] = [r[1] for r in self.con.execute(f"PRAGMA table_info({qid(table)})")]
         return self.columns[table]
 
     def tables_like(self, pattern):
@@ -142,21 +149,21 @@ class Export:
             names = spec.lstrip("!").split("|")
             if spec.startswith("+"):
                 found = [have[n.lower()] for n in spec[1:].split("|") if n.lower() in have]
-                parts.append(f"coalesce({', '.join(f'CAST({chr(34)}{c}{chr(34)} AS TEXT)' for c in found)}, NULL) "
+                parts.append(f"coalesce({', '.join('CAST(' + qid(c) + ' AS TEXT)' for c in found)}, NULL) "
                              f"AS {alias}" if found else f"NULL AS {alias}")
                 continue
             found = next((have[n.lower()] for n in names if n.lower() in have), None)
             if found is None and required:
                 raise IngestError(self.path, f"table {table} has no {' or '.join(names)} column: "
                                              f"an Nsight Systems export tracedb cannot read ({self.version_text()})")
-            parts.append(f'"{found}" AS {alias}' if found else f"NULL AS {alias}")
+            parts.append(f"{qid(found)} AS {alias}" if found else f"NULL AS {alias}")
             if alias == "event_type":        # (NVTX: the event types asked for)
-                where = f' WHERE "{found}" IN ({", ".join(str(int(t)) for t in event_types)})'
+                where = f' WHERE {qid(found)} IN ({", ".join(str(int(t)) for t in event_types)})'
         if self.pid is not None:
             who = next((have[c.lower()] for c in ("globalPid", "globalTid") if c.lower() in have), None)
             if who:
-                where += (" AND" if where else " WHERE") + f' ("{who}" >> 24) & 16777215 = {int(self.pid)}'
-        return table, f'SELECT {", ".join(parts)} FROM "{table}"{where}'
+                where += (" AND" if where else " WHERE") + f" ({qid(who)} >> 24) & 16777215 = {int(self.pid)}"
+        return table, f'SELECT {", ".join(parts)} FROM {qid(table)}{where}'
 
     def cuda_processes(self):
         """The processes that ran GPU activity, as (pid, lowest device), in rank order:
@@ -165,7 +172,7 @@ class Export:
         for kind in ("kernel", "memcpy", "memset"):
             table = self.table_of(kind)
             if table and {"globalpid", "deviceid"} <= {c.lower() for c in self.cols(table)}:
-                for gpid, dev in self.con.execute(f'SELECT globalPid, min(deviceId) FROM "{table}" '
+                for gpid, dev in self.con.execute(f"SELECT globalPid, min(deviceId) FROM {qid(table)} "
                                                   "GROUP BY globalPid"):
                     if gpid is not None:
                         pid = (gpid >> 24) & 0xFFFFFF
@@ -192,7 +199,7 @@ class Export:
         out = {}
         for t in self.tables_like(r"(META_DATA_EXPORT|EXPORT_META_DATA)"):
             if {"name", "value"} <= {c.lower() for c in self.cols(t)}:
-                for k, v in self.con.execute(f'SELECT name, value FROM "{t}"'):
+                for k, v in self.con.execute(f"SELECT name, value FROM {qid(t)}"):
                     out.setdefault(k, v)
         return out
 
@@ -205,8 +212,8 @@ class Export:
     def rows(self, table, cols):
         """All rows of a small table as dicts of the named columns that exist."""
         have = {c.lower(): c for c in self.cols(table)}
-        sel = [f'"{have[c.lower()]}"' if c.lower() in have else "NULL" for c in cols]
-        return [dict(zip(cols, r)) for r in self.con.execute(f'SELECT {", ".join(sel)} FROM "{table}"')]
+        sel = [qid(have[c.lower()]) if c.lower() in have else "NULL" for c in cols]
+        return [dict(zip(cols, r)) for r in self.con.execute(f'SELECT {", ".join(sel)} FROM {qid(table)}')]
 
     def first_table(self, *names):
         return next((n for n in names if n in self.tables), None)
@@ -507,7 +514,7 @@ def _lookups(con, ex):
     and categories: _nvtx_lookups)."""
     strings = ex.first_table("StringIds", "StringTable")
     if strings:
-        cur = ex.con.execute(f'SELECT id, value FROM "{strings}"')
+        cur = ex.con.execute(f"SELECT id, value FROM {qid(strings)}")
         con.execute("CREATE OR REPLACE TEMP TABLE _nsys_strings (id BIGINT, value VARCHAR)")
         while batch := cur.fetchmany(BATCH_ROWS):
             tbl = _arrow(batch, ["id", "text"]).rename_columns(["pos", "id", "value"])
@@ -523,7 +530,7 @@ def _lookups(con, ex):
             src = ex.source(kind)
             if src and "globalPid" in ex.cols(src[0]):
                 pids |= {(r[0] >> 24) & 0xFFFFFF for r in
-                         ex.con.execute(f'SELECT DISTINCT globalPid FROM "{src[0]}"') if r[0] is not None}
+                         ex.con.execute(f"SELECT DISTINCT globalPid FROM {qid(src[0])}") if r[0] is not None}
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_procs (pid BIGINT, pidx BIGINT)")
     if pids:
         con.executemany("INSERT INTO _nsys_procs VALUES (?, ?)", [(p, i) for i, p in enumerate(sorted(pids))])
@@ -549,7 +556,7 @@ def _nvtx_names(path, db_path, pid):
         if nvtx:
             strings = ex.first_table("StringIds", "StringTable")
             src = ex.source("nvtx", event_types=(33, 75))[1]
-            text = (f"coalesce(text, (SELECT value FROM \"{strings}\" WHERE id = text_id))" if strings else "text")
+            text = (f"coalesce(text, (SELECT value FROM {qid(strings)} WHERE id = text_id))" if strings else "text")
             for etype, dom, cat, name in ex.con.execute(f"SELECT event_type, domain_id, category, {text} FROM ({src})"):
                 # (domain and category ids are a process's: the first name of an id is kept)
                 if etype == 75:
@@ -585,7 +592,7 @@ def _metadata_events(ex):
     strings = ex.first_table("StringIds", "StringTable")
     if "ThreadNames" in ex.tables and strings:
         for gtid, name in ex.con.execute(f'SELECT t.globalTid, s.value FROM ThreadNames t '
-                                         f'JOIN "{strings}" s ON s.id = t.nameId'):
+                                         f"JOIN {qid(strings)} s ON s.id = t.nameId"):
             if gtid is not None and ex.pid in (None, (gtid >> 24) & 0xFFFFFF):
                 out.append(("M", None, "thread_name", str((gtid >> 24) & 0xFFFFFF), str(gtid & 0xFFFFFF),
                             json.dumps({"name": name})))
@@ -642,11 +649,46 @@ def _device_properties(ex):
     return props
 
 
+def _note_metric_devices(con, ex, run, table, loaded, devices):
+    """Say where the sampled GPUs and the run's kernel GPUs do not meet: the GPU of a
+    sample (its typeId's low byte) is assumed, not verified on a real export, to be
+    the kernels' deviceId (schema/load/nsys_gpu_metrics.sql)."""
+    if devices is not None and not loaded:
+        n = nsys_metrics.file_rows(ex, table)
+        if n:
+            warnings.warn(f"{ex.path}: none of the file's {n} sampled GPU metric values ({table}) is of this "
+                          f"rank's GPUs ({', '.join(str(d) for d in sorted(devices)) or 'none'}, the devices its "
+                          "kernels ran on); the samples' GPU (typeId & 0xFF) may number the GPUs otherwise "
+                          "(CUDA_VISIBLE_DEVICES per rank): no samples loaded")
+        return
+    # TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid): nsys's GPU id and the CUDA device
+    # a process numbers it as (the kernels' deviceId). Not used to map the samples'
+    # GPU (whether typeId's low byte is the one or the other is unverified): where
+    # they differ for the run's processes, the ingest says so. (In every committed
+    # export that has the table they are equal.)
+    if "TARGET_INFO_CUDA_DEVICE" in ex.tables:
+        differ = sorted({(r["gpuId"], r["cudaId"]) for r in ex.rows("TARGET_INFO_CUDA_DEVICE", ["gpuId", "cudaId", "pid"])
+                         if None not in (r["gpuId"], r["cudaId"]) and r["gpuId"] != r["cudaId"]
+                         and ex.pid in (None, r["pid"])})
+        if differ:
+            warnings.warn(f"{ex.path}: TARGET_INFO_CUDA_DEVICE numbers GPU "
+                          f"{', '.join(f'{g} as CUDA device {c}' for g, c in differ)}: the sampled GPU metrics' GPU "
+                          "(typeId & 0xFF) is taken as the kernels' CUDA device, which is not verified; "
+                          "their GPUs may be misnamed")
+    sampled = {r[0] for r in rows(con, "SELECT DISTINCT device FROM gpu_metric_samples WHERE run = ?", [run])}
+    ran = {r[0] for r in rows(con, "SELECT DISTINCT device FROM kernels WHERE run = ? AND device IS NOT NULL", [run])}
+    if sampled and ran and not sampled & ran:
+        warnings.warn(f"{ex.path}: the sampled GPU metrics are of GPU {', '.join(str(d) for d in sorted(sampled))} "
+                      f"and the kernels ran on GPU {', '.join(str(d) for d in sorted(ran))}: the samples' GPU "
+                      "(typeId & 0xFF) may number the GPUs otherwise than the kernels' deviceId "
+                      "(CUDA_VISIBLE_DEVICES); gpu_metric_levels has no rows for them")
+
+
 def _base_ns(ex):
     """Epoch ns of the session start (TARGET_INFO_SESSION_START_TIME.utcEpochNs), else 0."""
     t = ex.first_table("TARGET_INFO_SESSION_START_TIME")
     if t and "utcEpochNs" in ex.cols(t):
-        v = ex.con.execute(f'SELECT utcEpochNs FROM "{t}"').fetchone()
+        v = ex.con.execute(f"SELECT utcEpochNs FROM {qid(t)}").fetchone()
         if v and isinstance(v[0], int) and 0 <= v[0] < 1 << 62:
             return v[0]
     return 0
@@ -774,21 +816,21 @@ def _rowid_ranges(ex, batch_rows=None):
         try:
             # (two statements: SQLite finds a lone min or max of rowid at the b-tree's end,
             # and scans the whole table for both in one: 0.9 s for the 1 GB export)
-            lo = ex.con.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()[0]
-            hi = ex.con.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
+            lo = ex.con.execute(f"SELECT min(rowid) FROM {qid(table)}").fetchone()[0]
+            hi = ex.con.execute(f"SELECT max(rowid) FROM {qid(table)}").fetchone()[0]
         except sqlite3.OperationalError:          # (a view: no rowid)
             out.append((kind, None, None, True))
             continue
         if lo is None:
-            if ex.con.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone():    # (a view whose rowids are NULL)
+            if ex.con.execute(f"SELECT 1 FROM {qid(table)} LIMIT 1").fetchone():    # (a view whose rowids are NULL)
                 out.append((kind, None, None, True))
             continue
         if hi - lo + 1 <= SPAN_RANGES * batch_rows or \
-                hi - lo + 1 <= 2 * ex.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]:
+                hi - lo + 1 <= 2 * ex.con.execute(f"SELECT count(*) FROM {qid(table)}").fetchone()[0]:
             out += [(kind, a, min(a + batch_rows - 1, hi), True) for a in range(lo, hi + 1, batch_rows)]
         else:
             starts = [r[0] for r in ex.con.execute(
-                f'SELECT rowid FROM (SELECT rowid, row_number() OVER (ORDER BY rowid) - 1 AS i FROM "{table}") '
+                f'SELECT rowid FROM (SELECT rowid, row_number() OVER (ORDER BY rowid) - 1 AS i FROM {qid(table)}) '
                 f"WHERE i % {batch_rows} = 0 ORDER BY rowid")]
             out += [(kind, a, b - 1, True) for a, b in zip(starts, starts[1:] + [hi + 1])]
     return out
@@ -1026,6 +1068,8 @@ def _load_run(con, ex, run, iteration_marker, work):
         devices = None if ex.pid is None else [
             r[0] for r in rows(con, "SELECT DISTINCT device FROM kernels WHERE run = ? AND device IS NOT NULL", [run])]
         metric_table, metric_rows = nsys_metrics.load(con, ex, devices)
+        if metric_table:
+            _note_metric_devices(con, ex, run, metric_table, metric_rows, devices)
     with status("linking kernels, launches, ops and iterations"):
         con.execute("DROP VIEW _run_events")
         con.execute("DROP TYPE IF EXISTS _nsys_gpu_name")       # (nsys_gpu.sql's; _gpu is dropped)

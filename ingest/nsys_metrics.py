@@ -18,6 +18,7 @@ import sqlite3
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
+from .errors import IngestError
 from ..store.catalog import sql_text
 from ..store.sql import run_script_over, scalar
 from . import nsys_csv
@@ -32,15 +33,13 @@ TABLES = {
 BATCH_ROWS = 1 << 18
 
 
-def _version_key(name):
-    m = re.search(r"_V(\d+)$", name)
-    return int(m.group(1)) if m else 0
-
-
 def table_of(ex, kind):
-    """The export's table of a kind (samples or names): by name, else by its columns; or None."""
+    """The export's table of a kind (samples or names): by name (the latest _Vn), else
+    by its columns; or None. A samples' table found by its columns alone must have
+    METRIC in its name, or metric ids all of which the names' table describes (so
+    that an unrelated table of an id, a time and a value is not read as samples)."""
     pattern, need, _ = TABLES[kind]
-    named = sorted((t for t in ex.tables if re.fullmatch(pattern, t)), key=_version_key, reverse=True)
+    named = ex.tables_like(pattern)
     if named:
         return named[0]
     for t in sorted(ex.tables):
@@ -50,8 +49,23 @@ def table_of(ex, kind):
         # (the samples' table holds no metric name; the names' table no value)
         if need <= cols and not (kind == "samples" and "metricname" in cols) \
                 and not (kind == "names" and "value" in cols):
-            return t
+            if kind == "names" or "METRIC" in t.upper() or _described(ex, t):
+                return t
     return None
+
+
+def _described(ex, table):
+    """Whether the names' table describes every metric id of table (and it has some)."""
+    names = table_of(ex, "names")
+    if names is None:
+        return False
+    q = ex.qid
+    mid = next(c for c in ex.cols(table) if c.lower() == "metricid")
+    nid = next(c for c in ex.cols(names) if c.lower() == "metricid")
+    have, missing = ex.con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE m NOT IN (SELECT {q(nid)} FROM {q(names)} "
+        f"WHERE {q(nid)} IS NOT NULL)) FROM (SELECT DISTINCT {q(mid)} AS m FROM {q(table)})").fetchone()
+    return have > 0 and missing == 0
 
 
 def _select(ex, table, kind):
@@ -63,8 +77,8 @@ def _select(ex, table, kind):
         found = next((have[n.lower()] for n in names.split("|") if n.lower() in have), None)
         if found is None and alias in ("ts", "metric_id", "value"):
             return None
-        parts.append(f'"{found}" AS {alias}' if found else f"NULL AS {alias}")
-    return f'SELECT {", ".join(parts)} FROM "{table}"'
+        parts.append(f"{ex.qid(found)} AS {alias}" if found else f"NULL AS {alias}")
+    return f'SELECT {", ".join(parts)} FROM {ex.qid(table)}'
 
 
 def unit(name):
@@ -79,7 +93,16 @@ def load(con, ex, run_devices=None):
     """The export's GPU metric samples into gpu_metric_samples for the run being loaded
     (DuckDB variables tracedb_run and tracedb_base_ns set); run_devices: only the
     samples of these GPUs (a run of one process of several). Returns (table read,
-    rows inserted), or (None, 0) when the export has no samples."""
+    rows inserted), or (None, 0) when the export has no samples. A table or value
+    SQLite cannot read: IngestError naming the file."""
+    try:
+        return _load(con, ex, run_devices)
+    except sqlite3.Error as e:
+        raise IngestError(ex.path, f"its GPU metric samples cannot be read by SQLite ({e}); "
+                                   "nothing was loaded") from None
+
+
+def _load(con, ex, run_devices):
     table = table_of(ex, "samples")
     sel = _select(ex, table, "samples") if table else None
     if sel is None:
@@ -89,10 +112,12 @@ def load(con, ex, run_devices=None):
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_metric_names (type_id BIGINT, metric_id BIGINT, "
                 "metric_name VARCHAR, unit VARCHAR)")
     if nsel:
-        found = sorted({(r[0], r[1]): r[2] for r in ex.con.execute(nsel)}.items(),
-                       key=lambda x: (x[0][0] is None, x[0]))
+        found = {}        # (type id or None, metric id) -> its first name
+        for t, m, n in ex.con.execute(nsel):
+            if n is not None:
+                found.setdefault((t, m), n)
         con.executemany("INSERT INTO _nsys_metric_names VALUES (?, ?, ?, ?)",
-                        [(t, m, str(n), unit(str(n))) for (t, m), n in found if n is not None])
+                        [(t, m, str(n), unit(str(n))) for (t, m), n in found.items()])
     con.execute("SET VARIABLE tracedb_metric_devices = ?",
                 [sorted(int(d) for d in run_devices) if run_devices is not None else None])
     script = sql_text("schema", "load/nsys_gpu_metrics.sql")
@@ -104,6 +129,14 @@ def load(con, ex, run_devices=None):
         con.execute("RESET VARIABLE tracedb_metric_devices")
         con.execute("DROP TABLE IF EXISTS _nsys_metric_names")
     return table, scalar(con, "SELECT count(*) FROM gpu_metric_samples") - before
+
+
+def file_rows(ex, table):
+    """The rows of the samples' table in the file (all GPUs)."""
+    try:
+        return ex.con.execute(f"SELECT count(*) FROM {ex.qid(table)}").fetchone()[0]
+    except sqlite3.Error as e:
+        raise IngestError(ex.path, f"its GPU metric samples cannot be read by SQLite ({e})") from None
 
 
 NAMES = ["type_id", "ts", "metric_id", "value"]
@@ -118,12 +151,12 @@ def _batches(ex, table, sel):
     row by row; a table without rowids (a view), or with rowids far sparser than its
     rows, streamed row by row."""
     try:
-        lo = ex.con.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()[0]
-        hi = ex.con.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
+        lo = ex.con.execute(f"SELECT min(rowid) FROM {ex.qid(table)}").fetchone()[0]
+        hi = ex.con.execute(f"SELECT max(rowid) FROM {ex.qid(table)}").fetchone()[0]
     except sqlite3.OperationalError:          # (a view)
         lo = hi = None
     if lo is None or (hi - lo + 1 > 1024 * BATCH_ROWS
-                      and hi - lo + 1 > 2 * ex.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]):
+                      and hi - lo + 1 > 2 * ex.con.execute(f"SELECT count(*) FROM {ex.qid(table)}").fetchone()[0]):
         yield from _row_batches(ex.con.execute(sel))
         return
     for a in range(lo, hi + 1, BATCH_ROWS):

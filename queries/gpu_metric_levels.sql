@@ -6,7 +6,14 @@
 --   the iteration of SM active, SM issue, tensor active and DRAM read and write
 --   bandwidth (each a % of its peak), a sample's value holding over the interval
 --   from the previous sample of its GPU and metric to its own timestamp and
---   weighted by the part of that interval inside the iteration; beside them the
+--   weighted by the part of that interval inside the iteration (an interval
+--   is at most 2 sampling periods of its GPU, the largest of its metrics'
+--   median intervals: after a gap in the samples the rest of the gap counts
+--   as not covered, which covered_pct shows). Where several names of a GPU's
+--   metrics match one level, one is used, by a fixed preference, then by
+--   name: `SMs Active` before `SM Active`; `Tensor Active` before `Tensor
+--   Active / FP16 Active` (any other `Tensor Active ...`) before `Tensor Pipe
+--   Active`; the note names those left out. Beside the levels, the
 --   trace's GPU utilization and ncu's levels scaled to the iteration
 --   (utilization_levels' *_iter columns) where an ncu run is matched. Each
 --   sampled level averages the whole GPU (every SM, every kernel and process
@@ -35,25 +42,55 @@
 --   ncu_smsp_active_pct_iter DOUBLE: ncu's SMSP active level scaled to the iteration (utilization_levels.smsp_active_pct_iter), %
 --   ncu_issue_slot_pct_iter DOUBLE: ncu's issue slot level scaled to the iteration, %
 --   ncu_tc_active_pct_iter DOUBLE: ncu's tensor core active level scaled to the iteration, %
---   note VARCHAR: what is missing (a level's metric not sampled, samples not covering the iteration)
+--   note VARCHAR: what is missing (a level's metric not sampled, samples not covering the iteration), metrics of a level left out
 -- requires:
 --   iterations: iterations (step markers: ProfilerStep#N, or --iterations-from NAME)
 --   gpu_metric_samples: sampled GPU metrics (an Nsight Systems export of nsys profile --gpu-metrics-devices=all)
 -- engines: duckdb
 WITH named AS (
-    SELECT run, device, ts_ns, value,
+    SELECT run, device, ts_ns, value, metric,
            CASE WHEN regexp_matches(metric, '^\s*SMs? Active\b', 'i') THEN 'sm_active'
                 WHEN regexp_matches(metric, '^\s*SM Issue\b', 'i') THEN 'sm_issue'
                 WHEN regexp_matches(metric, '^\s*Tensor (Pipe )?Active\b', 'i') THEN 'tensor_active'
                 WHEN regexp_matches(metric, '^\s*DRAM Read Bandwidth\b', 'i') THEN 'dram_read'
                 WHEN regexp_matches(metric, '^\s*DRAM Write Bandwidth\b', 'i') THEN 'dram_write' END AS level,
-           metric
+           -- the preference among names of one level (1 first; then by name)
+           CASE WHEN regexp_matches(metric, '^\s*SMs Active\b', 'i') THEN 1
+                WHEN regexp_matches(metric, '^\s*SM Active\b', 'i') THEN 2
+                WHEN regexp_matches(metric, '^\s*Tensor Active\s*(\[|$)', 'i') THEN 1
+                WHEN regexp_matches(metric, '^\s*Tensor Active\b', 'i') THEN 2
+                WHEN regexp_matches(metric, '^\s*Tensor Pipe Active\b', 'i') THEN 3
+                ELSE 1 END AS preference
     FROM gpu_metric_samples
     WHERE ($run IS NULL OR run = $run) AND unit = '%'
-), s AS (        -- each sample's interval: from the previous sample of its GPU and metric
-    SELECT run, device, level, value, ts_ns,
-           lag(ts_ns) OVER (PARTITION BY run, device, metric ORDER BY ts_ns) AS from_ns
-    FROM named WHERE level IS NOT NULL
+), metrics AS (  -- each GPU's metrics of a level, the first by preference chosen
+    SELECT run, device, level, metric,
+           row_number() OVER (PARTITION BY run, device, level ORDER BY min(preference), metric) = 1 AS chosen
+    FROM named WHERE level IS NOT NULL GROUP BY run, device, level, metric
+), left_out AS (
+    SELECT m.run, m.device,
+           string_agg(m.level || '_pct from `' || c.metric || '`, not `' || m.metric || '`', '; '
+                      ORDER BY m.level, m.metric) AS what
+    FROM metrics m JOIN metrics c ON c.run = m.run AND c.device = m.device AND c.level = m.level AND c.chosen
+    WHERE NOT m.chosen GROUP BY m.run, m.device
+), s0 AS (       -- each sample's interval: from the previous sample of its GPU and metric
+    SELECT n.run, n.device, n.level, n.metric, n.value, n.ts_ns,
+           lag(n.ts_ns) OVER (PARTITION BY n.run, n.device, n.metric ORDER BY n.ts_ns) AS prev_ns
+    FROM named n JOIN metrics m ON m.run = n.run AND m.device = n.device AND m.metric = n.metric AND m.chosen
+), gaps AS (
+    SELECT run, device, metric, ts_ns - lag(ts_ns) OVER (PARTITION BY run, device, metric ORDER BY ts_ns) AS gap_ns
+    FROM named
+), period AS (   -- the GPU's sampling period: the largest of its metrics' median intervals
+                 -- (nsys samples a GPU's metrics together; a metric sampled more often
+                 -- than the rest says less about the period than about its own extra samples)
+    SELECT run, device, max(m) AS period_ns
+    FROM (SELECT run, device, metric, median(gap_ns) AS m FROM gaps WHERE gap_ns IS NOT NULL
+          GROUP BY run, device, metric)
+    GROUP BY run, device
+), s AS (        -- an interval after a gap in the samples: its last 2 periods only
+    SELECT s0.run, s0.device, s0.level, s0.value, s0.ts_ns,
+           greatest(s0.prev_ns, s0.ts_ns - CAST(2 * p.period_ns AS BIGINT)) AS from_ns
+    FROM s0 JOIN period p USING (run, device)
 ), it AS (
     SELECT run, iteration, start_ns, end_ns, dur_ns FROM iterations
     WHERE ($run IS NULL OR run = $run) AND ($iteration IS NULL OR iteration = $iteration)
@@ -89,6 +126,7 @@ SELECT p.run, p.iteration, p.device, it.dur_ns AS total_ns,
            CASE WHEN p.sm_issue_pct IS NULL THEN 'no SM Issue samples' END,
            CASE WHEN p.tensor_active_pct IS NULL THEN 'no Tensor Active samples' END,
            CASE WHEN p.dram_read_pct IS NULL OR p.dram_write_pct IS NULL THEN 'no DRAM read and write bandwidth samples' END,
+           CASE WHEN lo.what IS NOT NULL THEN 'one metric per level: ' || lo.what END,
            CASE WHEN p.covered_ns < 0.99 * it.dur_ns
                 THEN 'samples cover ' || round(100.0 * p.covered_ns / nullif(it.dur_ns, 0), 1)
                      || '% of the iteration: the means are of that part' END,
@@ -98,4 +136,5 @@ SELECT p.run, p.iteration, p.device, it.dur_ns AS total_ns,
                 ELSE 'ncu levels: of the run''s kernels on all its GPUs (' || u.ncu_run || ')' END), '') AS note
 FROM p JOIN it USING (run, iteration)
 LEFT JOIN iteration_utilization u ON u.run = p.run AND u.iteration = p.iteration
+LEFT JOIN left_out lo ON lo.run = p.run AND lo.device = p.device
 ORDER BY p.run, p.iteration, p.device;

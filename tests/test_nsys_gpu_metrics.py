@@ -224,3 +224,198 @@ def test_values_of_another_type_and_a_view_read_as_sqlite_gives_them(made, tmp_p
         assert json.loads(meta)["nsys_gpu_metric_samples"] == {("GPU_METRICS_V2" if as_view else "GPU_METRICS"): want[0]}
     finally:
         con.close()
+
+
+def _copy(made, tmp_path, name, *statements):
+    p = tmp_path / name
+    p.write_bytes(Path(made).read_bytes())
+    c = sqlite3.connect(p)
+    for s in statements:
+        c.execute(s)
+    c.commit()
+    c.close()
+    return p
+
+
+def _samples(con, run):
+    return {(d, m): (n, s, lo, hi) for d, m, n, s, lo, hi in con.execute(
+        "SELECT device, metric, count(*), sum(value), min(ts_ns), max(ts_ns) FROM gpu_metric_samples "
+        "WHERE run = ? GROUP BY 1, 2", [run]).fetchall()}
+
+
+def test_table_and_column_names_holding_quotes_read_as_the_original(made, mdb, tmp_path):
+    """Tables and columns named with a double quote and `")--` (the samples' table
+    renamed so that it is found by its columns, its metric ids described; an unrelated
+    table of the same columns, whose metric ids are not, is not read): the samples and
+    events are those of the unchanged file."""
+    p = _copy(made, tmp_path, "quoted.sqlite",
+              'ALTER TABLE GPU_METRICS RENAME TO "zz""samples"")--"',
+              'ALTER TABLE "zz""samples"")--" ADD COLUMN "x""y" INTEGER',
+              'ALTER TABLE TARGET_INFO_GPU_METRICS RENAME TO "d""escriptions"")--"',
+              'CREATE TABLE "a""unrelated"")--" (typeId INTEGER, timestamp INTEGER, metricId INTEGER, '
+              'value INTEGER, "q""c" TEXT)',
+              'INSERT INTO "a""unrelated"")--" VALUES (4096, 5, 999, 7, \'x\')')
+    con = db.connect(tmp_path / "q.duckdb")
+    try:
+        assert ingest_file(con, str(p), run="q", options={"iterations_from": "FlashAttnFunc"}).status == "loaded"
+        assert _samples(con, "q") == _samples(mdb, "m") and len(_samples(con, "q")) == 12
+        (meta,), = con.execute("SELECT metadata FROM runs WHERE run = 'q'").fetchall()
+        n, = q(made, "SELECT count(*) FROM GPU_METRICS")[0]
+        assert json.loads(meta)["nsys_gpu_metric_samples"] == {'zz"samples")--': n}
+        digest = """SELECT count(*), sum(hash(event_id, ph, cat, name, pid, tid, ts_ns, dur_ns, correlation,
+                    CAST(args AS VARCHAR))) FROM events WHERE run = ?"""
+        assert con.execute(digest, ["q"]).fetchone() == mdb.execute(digest, ["m"]).fetchone()
+    finally:
+        con.close()
+
+
+def test_a_samples_table_sqlite_cannot_read_is_refused_in_one_line(made, tmp_path):
+    from tracedb.ingest.errors import IngestError
+    p = _copy(made, tmp_path, "broken.sqlite",
+              'CREATE TABLE "t""mp" (typeId INTEGER, timestamp INTEGER, metricId INTEGER, value INTEGER)',
+              'CREATE VIEW GPU_METRICS_V9 AS SELECT * FROM "t""mp"', 'DROP TABLE "t""mp"')
+    con = db.connect(tmp_path / "b.duckdb")
+    try:
+        with pytest.raises(IngestError) as e:
+            ingest_file(con, str(p), run="b")
+        assert str(p) in str(e.value) and "\n" not in str(e.value) and "no such table" in str(e.value)
+    finally:
+        con.close()
+
+
+def test_samples_of_gpus_no_kernel_ran_on_are_noted(made, mdb, tmp_path):
+    """typeIds naming GPUs 4 and 5 while the kernels ran on 0 and 1: the ingest says
+    so; for --rank 0, that none of the file's samples were kept. The unchanged file
+    (its GPUs those of the kernels) says nothing of it."""
+    p = _copy(made, tmp_path, "other_gpus.sqlite", "UPDATE GPU_METRICS SET typeId = typeId + 4",
+              "UPDATE TARGET_INFO_GPU_METRICS SET typeId = typeId + 4")
+    n, = q(made, "SELECT count(*) FROM GPU_METRICS")[0]
+    con = db.connect(tmp_path / "g.duckdb")
+    try:
+        r = ingest_file(con, str(p), run="g")
+        said = [w for w in r.warnings if "may number the GPUs otherwise" in w]
+        assert len(said) == 1 and "are of GPU 4, 5 and the kernels ran on GPU 0, 1" in said[0]
+        assert con.execute("SELECT count(*) FROM gpu_metric_samples WHERE run = 'g'").fetchone() == (n,)
+        r = ingest_file(con, str(p), run="g0", options={"rank": 0})
+        said = [w for w in r.warnings if "may number the GPUs otherwise" in w]
+        assert len(said) == 1 and f"none of the file's {n} sampled GPU metric values" in said[0]
+        assert con.execute("SELECT count(*) FROM gpu_metric_samples WHERE run = 'g0'").fetchone() == (0,)
+    finally:
+        con.close()
+    logged = [m for m, in mdb.execute("SELECT message FROM ingest_log WHERE run = 'm'").fetchall()]
+    assert logged and not [m for m in logged if "may number the GPUs" in m]
+
+
+def test_names_of_a_sample_s_own_type_id_before_those_without_one(made, mdb, tmp_path):
+    """A names table mixing typeIds and NULL ones (and a NULL metric id): a sample is
+    named once, by its own typeId's row where there is one (no duplicates), else by
+    the row without a typeId."""
+    p = _copy(made, tmp_path, "mixed.sqlite",
+              "CREATE TABLE TARGET_INFO_GPU_METRICS_V2 (typeId INTEGER, sourceId INTEGER, typeName TEXT, "
+              "metricId INTEGER, metricName TEXT)",
+              "INSERT INTO TARGET_INFO_GPU_METRICS_V2 SELECT * FROM TARGET_INFO_GPU_METRICS",
+              "INSERT INTO TARGET_INFO_GPU_METRICS_V2 VALUES (NULL, 0, 'GH100', 0, 'Not this [Throughput %]'), "
+              "(NULL, 0, 'GH100', 42, 'Untyped [MHz]'), (NULL, 0, 'GH100', NULL, 'No id')",
+              "INSERT INTO GPU_METRICS SELECT typeId, timestamp, 42, 7 FROM GPU_METRICS WHERE metricId = 3")
+    extra, = q(p, "SELECT count(*) FROM GPU_METRICS WHERE metricId = 42")[0]
+    con = db.connect(tmp_path / "x.duckdb")
+    try:
+        ingest_file(con, str(p), run="x")
+        got = _samples(con, "x")
+        untyped = {k: v for k, v in got.items() if k[1] == "Untyped [MHz]"}
+        assert {k: v for k, v in got.items() if k[1] != "Untyped [MHz]"} == _samples(mdb, "m")
+        assert sum(v[0] for v in untyped.values()) == extra > 0 and {v[1] for v in untyped.values()} == \
+            {7.0 * v[0] for v in untyped.values()}
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("differ", [True, False])
+def test_cuda_devices_numbered_otherwise_than_nsys_gpus_are_noted(made, tmp_path, differ):
+    """TARGET_INFO_CUDA_DEVICE mapping nsys's GPUs 2, 3 to CUDA devices 0, 1: the
+    ingest says the samples' GPU may be misnamed; the table with equal ids says nothing."""
+    g = 2 if differ else 0
+    p = _copy(made, tmp_path, "cuda_dev.sqlite", "CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INTEGER, cudaId INTEGER, "
+              "pid INTEGER)", f"INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES ({g}, 0, 144), ({g + 1}, 1, 145)")
+    con = db.connect(tmp_path / "c.duckdb")
+    try:
+        said = [w for w in ingest_file(con, str(p), run="c").warnings if "TARGET_INFO_CUDA_DEVICE" in w]
+        assert said == (["TARGET_INFO_CUDA_DEVICE numbers GPU 2 as CUDA device 0, 3 as CUDA device 1: the "
+                         "sampled GPU metrics' GPU (typeId & 0xFF) is taken as the kernels' CUDA device, which is "
+                         "not verified; their GPUs may be misnamed"] if differ else [])
+    finally:
+        con.close()
+
+
+def test_two_names_of_one_level_use_one_by_preference(made, mdb, tmp_path):
+    """`SM Active` (50) beside `SMs Active`, `Tensor Active / FP16 Active` (80) beside
+    `Tensor Active`, on the same period: the levels are those of the file without
+    them (the preferred names), not sums, and the note names what was left out."""
+    grid = "SELECT DISTINCT typeId, timestamp FROM GPU_METRICS WHERE metricId = 3"
+    p = _copy(made, tmp_path, "two_names.sqlite",
+              "INSERT INTO TARGET_INFO_GPU_METRICS SELECT DISTINCT typeId, sourceId, typeName, 10, "
+              "'SM Active [Throughput %]' FROM TARGET_INFO_GPU_METRICS",
+              "INSERT INTO TARGET_INFO_GPU_METRICS SELECT DISTINCT typeId, sourceId, typeName, 11, "
+              "'Tensor Active / FP16 Active [Throughput %]' FROM TARGET_INFO_GPU_METRICS",
+              f"INSERT INTO GPU_METRICS SELECT typeId, timestamp, 10, 50 FROM ({grid})",
+              f"INSERT INTO GPU_METRICS SELECT typeId, timestamp, 11, 80 FROM ({grid})")
+    con = db.connect(tmp_path / "t.duckdb")
+    cols = ["iteration", "device", "covered_pct", "sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_pct"]
+    try:
+        ingest_file(con, str(p), run="m", options={"iterations_from": "FlashAttnFunc"})
+        got = reports.run(con, "gpu_metric_levels", {"run": "m"}).to_pylist()
+        want = reports.run(mdb, "gpu_metric_levels", {"run": "m"}).to_pylist()
+        assert [[r[c] for c in cols] for r in got] == [[r[c] for c in cols] for r in want] and got
+        assert all(r["covered_pct"] == 100 for r in got)
+        assert all("sm_active_pct from `SMs Active [Throughput %]`, not `SM Active [Throughput %]`" in r["note"]
+                   and "tensor_active_pct from `Tensor Active [Throughput %]`, not "
+                       "`Tensor Active / FP16 Active [Throughput %]`" in r["note"] for r in got)
+        assert not [r for r in want if "one metric per level" in r["note"]]
+    finally:
+        con.close()
+
+
+def test_a_gap_in_the_samples_counts_as_not_covered(made, mdb, tmp_path):
+    """Samples of 2 ms removed: the sample after the gap covers at most 2 periods
+    (100 us, the DRAM series' median interval) before it; covered_pct equals the
+    iterations' overlap with the SMs Active intervals so capped, computed from the
+    file with sqlite3 (an iteration wholly inside the uncovered part would have no row)."""
+    base = q(made, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0]
+    (start, dur), = mdb.execute("SELECT start_ns, dur_ns FROM iterations WHERE run = 'm' "
+                                "ORDER BY iteration LIMIT 1 OFFSET 5").fetchall()
+    a = start - base + dur // 2          # (from the middle of an iteration on)
+    p = _copy(made, tmp_path, "gap.sqlite", f"DELETE FROM GPU_METRICS WHERE timestamp > {a} AND timestamp < {a + 2_000_000}")
+    dram = [t for t, in q(p, "SELECT timestamp FROM GPU_METRICS WHERE typeId = 4096 AND metricId = 3 ORDER BY 1")]
+    gaps = sorted(b - a_ for a_, b in zip(dram, dram[1:]))
+    period = gaps[len(gaps) // 2]
+    assert period == 100_000 and gaps[-1] > 1_900_000
+    con = db.connect(tmp_path / "gap.duckdb")
+    try:
+        ingest_file(con, str(p), run="m", options={"iterations_from": "FlashAttnFunc"})
+        its = {i: (s, e, d) for i, s, e, d in con.execute(
+            "SELECT iteration, start_ns, end_ns, dur_ns FROM iterations WHERE run = 'm'").fetchall()}
+        got = {(r["iteration"], r["device"]): r["covered_pct"]
+               for r in reports.run(con, "gpu_metric_levels", {"run": "m"}).to_pylist()}
+        want = {}
+        for dev in (0, 1):
+            ts = [t + base for t, in q(p, "SELECT timestamp FROM GPU_METRICS WHERE typeId = ? AND metricId = 0 "
+                                          "ORDER BY 1", (4096 + dev,))]
+            spans = [(max(prev, t - 2 * period), t) for prev, t in zip(ts, ts[1:])]
+            for i, (s, e, d) in its.items():
+                cov = sum(max(0, min(t, e) - max(f, s)) for f, t in spans)
+                if cov:
+                    want[(i, dev)] = round(100.0 * cov / d, 2)
+        assert got == want
+        assert [v for v in want.values() if 0 < v < 100] and [v for v in want.values() if v == 100]
+    finally:
+        con.close()
+
+
+def test_the_maker_refuses_to_write_over_its_source(tmp_path):
+    src = tmp_path / "src.sqlite"
+    src.write_bytes(b"SQLite format 3\x00 not touched")
+    (tmp_path / "sub").mkdir()
+    for out in (src, tmp_path / "sub" / ".." / "src.sqlite"):
+        with pytest.raises(ValueError, match="the output is the source export itself"):
+            _maker().make(str(out), str(src))
+    assert src.read_bytes() == b"SQLite format 3\x00 not touched"

@@ -317,7 +317,7 @@ CREATE TABLE IF NOT EXISTS power (
 -- one metric on one GPU, as nsys wrote it (ingest/nsys.py, docs/nsys.md).
 CREATE TABLE IF NOT EXISTS gpu_metric_samples (
     run        VARCHAR NOT NULL,
-    device     INTEGER,                      -- the GPU, as the run's kernels number it (kernels.device): nsys's typeId & 0xFF
+    device     INTEGER,                      -- the GPU: nsys's typeId & 0xFF, assumed (NVIDIA's docs, third-party readers; not verified on a real export) to be the kernels' device (kernels.device)
     ts_ns      BIGINT NOT NULL,              -- absolute epoch ns (the run's base time + nsys's timestamp): the end of the interval the value covers
     metric     VARCHAR NOT NULL,             -- nsys's metric name as written (`SMs Active [Throughput %]`, `DRAM Read Bandwidth [Throughput %]`)
     value      DOUBLE,                       -- the sample, in unit

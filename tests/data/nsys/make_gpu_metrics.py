@@ -55,6 +55,10 @@ def busy_intervals(con, device):
 
 def make(out, source=None):
     source = source or os.path.join(HERE, "mfu_2gpu_before.sqlite.gz")
+    if os.path.realpath(out) == os.path.realpath(source) or \
+            (os.path.exists(out) and os.path.samefile(out, source)):
+        # (out is opened for writing before the source is read: it would be emptied)
+        raise ValueError(f"{out}: the output is the source export itself; give another path")
     if source.endswith(".gz"):
         with gzip.open(source, "rb") as f, open(out, "wb") as g:
             shutil.copyfileobj(f, g)
@@ -91,4 +95,7 @@ def make(out, source=None):
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit("usage: make_gpu_metrics.py OUT.sqlite [SOURCE.sqlite[.gz]]")
-    make(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
+    try:
+        make(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
+    except ValueError as e:
+        sys.exit(str(e))
