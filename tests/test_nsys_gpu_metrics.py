@@ -19,6 +19,7 @@ from tracedb.ingest import ingest_file
 from tracedb.ingest.nsys import NsysReader
 from tracedb.query import reports
 from tracedb.store import db
+from test_nsys_ingest import q          # sqlite3 rows of the file, read independently
 
 NSYS = Path(__file__).parent / "data" / "nsys"
 
@@ -45,14 +46,6 @@ def mdb(made, tmp_path_factory):
     assert r.status == "loaded"
     yield con
     con.close()
-
-
-def q(path, sql, params=()):
-    c = sqlite3.connect(path)
-    try:
-        return c.execute(sql, params).fetchall()
-    finally:
-        c.close()
 
 
 def test_samples_equal_an_independent_read_of_the_file(made, mdb):
