@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from ..store.db import sql_text
 from ..store.sql import rows, run_script, run_script_over, scalar, sql_literal
-from ..store.tuning import cap_raised, memory_cap, trim_heap
+from ..store.tuning import cap_changed, memory_cap, trim_heap
 from . import trace_json
 from .errors import IngestError, database_error
 from .reader import Prepared, Reader, Reload
@@ -238,7 +238,8 @@ def _drop_source(con):
 def _exact_stages(con, tf, batch_rows):
     """The exact path: Arrow batches of the event array (numbers kept as text,
     ingest/trace_json.exact_batches) made into rows of _trace_rows, yielded as a
-    staged batch (_staged) every batch_rows rows and at the end."""
+    staged batch (_staged) ready for its insert (_Ready) every batch_rows rows and at
+    the end."""
     parts, staged, done = [], 0, False
     for batch in trace_json.exact_batches(tf):
         text = pa.Table.from_batches([batch])
@@ -248,15 +249,15 @@ def _exact_stages(con, tf, batch_rows):
         staged += batch.num_rows
         _drop_source(con)
         if staged >= batch_rows:
-            yield _staged(_joined(_drained(parts)))     # (the parts not held through the insert)
+            yield _ready(con, [_staged(_joined(_drained(parts)))])     # (the parts not held through the insert)
             staged, done = 0, True
     if staged:
-        yield _staged(_joined(_drained(parts)))
+        yield _ready(con, [_staged(_joined(_drained(parts)))])
     elif not done:             # no event at all: an empty batch
         empty = os.path.join(os.path.dirname(tf.pieces[0]), "empty.json")
         with open(empty, "w") as f:
             f.write("[]")
-        yield _stage_fast(con, tf, [empty])
+        yield _ready(con, [_stage_fast(con, tf, [empty])])
 
 
 def _drained(parts):
@@ -431,14 +432,12 @@ def _insert_batches(con, tf, stages, mended):
             with phase("insert (Arrow -> events)"):
                 con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
                 # The batch in whole row groups, a copy of nearly all of it (a row group
-                # spans pieces), made on the parse's thread (_fast_stages) or here.
-                box = [staged]
-                staged = None
-                ready = box.pop() if isinstance(box[0], _Ready) else _ready(con, box)
-                for problem, (count, first) in ready.mended.items():
+                # spans pieces), made where it was staged (_Ready: on the parse's thread
+                # for the fast path).
+                for problem, (count, first) in staged.mended.items():
                     mended.setdefault(problem, [0, first])[0] += count
-                rows_in, aligned = ready.rows, ready.aligned
-                ready = None
+                rows_in, aligned = staged.rows, staged.aligned
+                staged = None
                 # (this connection only; event_id, from pos, keeps the order)
                 con.execute("SET SESSION preserve_insertion_order = false")
                 try:
@@ -555,12 +554,12 @@ def load(con, tf, run):
 
 def _derive_cap(con, events):
     """DuckDB's limit lowered from LOAD_MEMORY_CAP to DERIVE_MEMORY_CAP for the
-    derivation of a trace of DERIVE_CAP_EVENTS events or more (store/tuning.cap_raised:
+    derivation of a trace of DERIVE_CAP_EVENTS events or more (store/tuning.cap_changed:
     left as it is where the limit is not the load's own, a folder's or the user's), then
     back for what follows (--op-totals raises it from LOAD_MEMORY_CAP)."""
     if events < DERIVE_CAP_EVENTS or DERIVE_MEMORY_CAP >= LOAD_MEMORY_CAP:
         return nullcontext()
-    return cap_raised(con, LOAD_MEMORY_CAP, DERIVE_MEMORY_CAP)
+    return cap_changed(con, LOAD_MEMORY_CAP, DERIVE_MEMORY_CAP)
 
 
 def store_op_totals(con, run):
@@ -568,7 +567,7 @@ def store_op_totals(con, run):
     (after its derivation, in its transaction), which ops, the FLOP reports, the kernel
     sweeps' reports and findings read for iteration=all instead of sweeping every event
     or kernel (docs/benchmarks.md)."""
-    with cap_raised(con, LOAD_MEMORY_CAP, TOTALS_MEMORY_CAP):
+    with cap_changed(con, LOAD_MEMORY_CAP, TOTALS_MEMORY_CAP):
         _store_op_totals(con, run)
 
 

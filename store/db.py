@@ -98,16 +98,20 @@ def _totals_current(con):
     return scalar(con, "SELECT value FROM schema_info WHERE key = 'totals'") == totals_digest()
 
 
+def _stored_totals(con):
+    """The tables of catalog.TOTALS_TABLES the database file holds."""
+    present = {r[0] for r in rows(con, "SELECT table_name FROM duckdb_tables() WHERE database_name = "
+                                       "current_database() AND schema_name = 'main'")}
+    return [t for t in catalog.TOTALS_TABLES if t in present]
+
+
 def _drop_stale_totals(con):
     """A write open: totals another tracedb stored are deleted (the reports sweep
     those runs again; an ingest with --op-totals stores them anew)."""
     if _totals_current(con):
         return
-    present = {r[0] for r in rows(con, "SELECT table_name FROM duckdb_tables() WHERE database_name = "
-                                       "current_database() AND schema_name = 'main'")}
-    for t in catalog.TOTALS_TABLES:
-        if t in present:
-            con.execute(f"DELETE FROM {t}")
+    for t in _stored_totals(con):
+        con.execute(f"DELETE FROM {t}")
     con.execute("INSERT OR REPLACE INTO schema_info VALUES ('totals', ?)", [totals_digest()])
 
 
@@ -116,12 +120,9 @@ def _hide_stale_totals(con):
     temporary tables of the same columns (found first), so the reports sweep."""
     if _totals_current(con):
         return
-    present = {r[0] for r in rows(con, "SELECT table_name FROM duckdb_tables() WHERE database_name = "
-                                       "current_database() AND schema_name = 'main'")}
     file = scalar(con, "SELECT current_database()")
-    for t in catalog.TOTALS_TABLES:
-        if t in present:
-            con.execute(f'CREATE OR REPLACE TEMP TABLE {t} AS SELECT * FROM "{file}".main.{t} LIMIT 0')
+    for t in _stored_totals(con):
+        con.execute(f'CREATE OR REPLACE TEMP TABLE {t} AS SELECT * FROM "{file}".main.{t} LIMIT 0')
 
 
 

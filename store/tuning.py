@@ -64,10 +64,10 @@ def memory_cap(con, cap=None):
 
 
 @contextmanager
-def cap_raised(con, cap, to):
-    """Inside memory_cap(con, cap): DuckDB's limit raised to `to` for the block (a step
-    whose hash tables and sorts cannot spill enough on many threads), or lowered (a step
-    whose sorts would fill the cap: ingest/trace._derive_cap), then back to cap;
+def cap_changed(con, cap, to):
+    """Inside memory_cap(con, cap): DuckDB's limit set to `to` for the block, raised (a
+    step whose hash tables and sorts cannot spill enough on many threads) or lowered (a
+    step whose sorts would fill the cap: ingest/trace._derive_cap), then back to cap;
     left as it is where the limit is not cap (the user's own). On an error the limit is
     left for memory_cap's exit, which comes after the rollback (no SET in an aborted
     transaction)."""
