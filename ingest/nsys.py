@@ -215,6 +215,31 @@ class Export:
         sel = [qid(have[c.lower()]) if c.lower() in have else "NULL" for c in cols]
         return [dict(zip(cols, r)) for r in self.con.execute(f'SELECT {", ".join(sel)} FROM {qid(table)}')]
 
+    def rowid_spans(self, table, batch_rows):
+        """(lo, hi) rowid ranges of the table, batch_rows rowids each, in rowid order
+        (_rowid_ranges). Rowids so far apart that their span would make more than
+        SPAN_RANGES ranges, and more than twice as many rowids as rows, are split by
+        rows counted (the count is a scan of the table: a span of fewer ranges is not
+        counted). None for a table without rowids (a view, or one whose rowids are
+        NULL) that holds rows: it is read row by row."""
+        q = qid(table)
+        try:
+            # (two statements: SQLite finds a lone min or max of rowid at the b-tree's end,
+            # and scans the whole table for both in one: 0.9 s for the 1 GB export)
+            lo = self.con.execute(f"SELECT min(rowid) FROM {q}").fetchone()[0]
+            hi = self.con.execute(f"SELECT max(rowid) FROM {q}").fetchone()[0]
+        except sqlite3.OperationalError:          # (a view: no rowid)
+            return None
+        if lo is None:
+            return None if self.con.execute(f"SELECT 1 FROM {q} LIMIT 1").fetchone() else []
+        if hi - lo + 1 <= SPAN_RANGES * batch_rows or \
+                hi - lo + 1 <= 2 * self.con.execute(f"SELECT count(*) FROM {q}").fetchone()[0]:
+            return [(a, min(a + batch_rows - 1, hi)) for a in range(lo, hi + 1, batch_rows)]
+        starts = [r[0] for r in self.con.execute(
+            f"SELECT rowid FROM (SELECT rowid, row_number() OVER (ORDER BY rowid) - 1 AS i FROM {q}) "
+            f"WHERE i % {batch_rows} = 0 ORDER BY rowid")]
+        return [(a, b - 1) for a, b in zip(starts, starts[1:] + [hi + 1])]
+
     def first_table(self, *names):
         return next((n for n in names if n in self.tables), None)
 
@@ -649,8 +674,8 @@ def _device_properties(ex):
     return props
 
 
-def _note_metric_devices(con, ex, run, table, loaded, devices):
-    """Say where the sampled GPUs and the run's kernel GPUs do not meet: the GPU of a
+def _note_metric_devices(con, ex, run, table, loaded, devices, ran):
+    """Say where the sampled GPUs and the run's kernel GPUs (ran) do not meet: the GPU of a
     sample (its typeId's low byte) is assumed, not verified on a real export, to be
     the kernels' deviceId (schema/load/nsys_gpu_metrics.sql)."""
     if devices is not None and not loaded:
@@ -676,7 +701,6 @@ def _note_metric_devices(con, ex, run, table, loaded, devices):
                           "(typeId & 0xFF) is taken as the kernels' CUDA device, which is not verified; "
                           "their GPUs may be misnamed")
     sampled = {r[0] for r in rows(con, "SELECT DISTINCT device FROM gpu_metric_samples WHERE run = ?", [run])}
-    ran = {r[0] for r in rows(con, "SELECT DISTINCT device FROM kernels WHERE run = ? AND device IS NOT NULL", [run])}
     if sampled and ran and not sampled & ran:
         warnings.warn(f"{ex.path}: the sampled GPU metrics are of GPU {', '.join(str(d) for d in sorted(sampled))} "
                       f"and the kernels ran on GPU {', '.join(str(d) for d in sorted(ran))}: the samples' GPU "
@@ -800,11 +824,9 @@ def _stage_range(path, db_path, pid, scratch, item, ex=None):
 
 def _rowid_ranges(ex, batch_rows=None):
     """(kind, lo, hi, True) of batch_rows rowids each, over every kind's table, in read
-    order, each kind's led by (kind, None, None, False), the mark that it begins.
-    Rowids so far apart that their span would make more than SPAN_RANGES ranges, and
-    more than twice as many rowids as rows, are split by rows counted (the count is a
-    scan of the table: a span of fewer ranges is not counted); a table without rowids
-    (a view) is (kind, None, None, True): the reading thread streams it row by row.
+    order (Export.rowid_spans), each kind's led by (kind, None, None, False), the mark
+    that it begins; a table without rowids (a view) is (kind, None, None, True): the
+    reading thread streams it row by row.
     batch_rows: rows per range (BATCH_ROWS unless given)."""
     batch_rows = batch_rows or BATCH_ROWS
     out = []
@@ -813,26 +835,11 @@ def _rowid_ranges(ex, batch_rows=None):
         if table is None:
             continue
         out.append((kind, None, None, False))
-        try:
-            # (two statements: SQLite finds a lone min or max of rowid at the b-tree's end,
-            # and scans the whole table for both in one: 0.9 s for the 1 GB export)
-            lo = ex.con.execute(f"SELECT min(rowid) FROM {qid(table)}").fetchone()[0]
-            hi = ex.con.execute(f"SELECT max(rowid) FROM {qid(table)}").fetchone()[0]
-        except sqlite3.OperationalError:          # (a view: no rowid)
+        spans = ex.rowid_spans(table, batch_rows)
+        if spans is None:
             out.append((kind, None, None, True))
-            continue
-        if lo is None:
-            if ex.con.execute(f"SELECT 1 FROM {qid(table)} LIMIT 1").fetchone():    # (a view whose rowids are NULL)
-                out.append((kind, None, None, True))
-            continue
-        if hi - lo + 1 <= SPAN_RANGES * batch_rows or \
-                hi - lo + 1 <= 2 * ex.con.execute(f"SELECT count(*) FROM {qid(table)}").fetchone()[0]:
-            out += [(kind, a, min(a + batch_rows - 1, hi), True) for a in range(lo, hi + 1, batch_rows)]
         else:
-            starts = [r[0] for r in ex.con.execute(
-                f'SELECT rowid FROM (SELECT rowid, row_number() OVER (ORDER BY rowid) - 1 AS i FROM {qid(table)}) '
-                f"WHERE i % {batch_rows} = 0 ORDER BY rowid")]
-            out += [(kind, a, b - 1, True) for a, b in zip(starts, starts[1:] + [hi + 1])]
+            out += [(kind, a, b, True) for a, b in spans]
     return out
 
 
@@ -1064,12 +1071,13 @@ def _load_run(con, ex, run, iteration_marker, work):
         run_script(con, sql_text("schema", "load/trace_system.sql"))
         run_script(con, sql_text("schema", "load/nsys_finish.sql"), {"run": run})
     with status("loading sampled GPU metrics"), phase("nsys: GPU metrics"):
+        ran = {r[0] for r in rows(con, "SELECT DISTINCT device FROM kernels WHERE run = ? AND device IS NOT NULL",
+                                  [run])}
         # (a run of one process of several: the samples of its kernels' GPUs)
-        devices = None if ex.pid is None else [
-            r[0] for r in rows(con, "SELECT DISTINCT device FROM kernels WHERE run = ? AND device IS NOT NULL", [run])]
+        devices = None if ex.pid is None else ran
         metric_table, metric_rows = nsys_metrics.load(con, ex, devices)
         if metric_table:
-            _note_metric_devices(con, ex, run, metric_table, metric_rows, devices)
+            _note_metric_devices(con, ex, run, metric_table, metric_rows, devices, ran)
     with status("linking kernels, launches, ops and iterations"):
         con.execute("DROP VIEW _run_events")
         con.execute("DROP TYPE IF EXISTS _nsys_gpu_name")       # (nsys_gpu.sql's; _gpu is dropped)

@@ -144,23 +144,18 @@ TYPES = {"type_id": pa.int64(), "ts": pa.int64(), "metric_id": pa.int64(), "valu
 
 
 def _batches(ex, table, sel):
-    """The rows of sel (over table) as Arrow tables of NAMES, BATCH_ROWS rowids at a
-    time: each range written by SQLite as one CSV text and parsed by Arrow (as
-    nsys_csv.py reads the other tables: 5 M samples read in 5.8 s against about 10.6 s
-    a tuple per row, on a shared 2-core machine), a range that does not parse (a value of another type than its column's)
-    row by row; a table without rowids (a view), or with rowids far sparser than its
-    rows, streamed row by row."""
-    try:
-        lo = ex.con.execute(f"SELECT min(rowid) FROM {ex.qid(table)}").fetchone()[0]
-        hi = ex.con.execute(f"SELECT max(rowid) FROM {ex.qid(table)}").fetchone()[0]
-    except sqlite3.OperationalError:          # (a view)
-        lo = hi = None
-    if lo is None or (hi - lo + 1 > 1024 * BATCH_ROWS
-                      and hi - lo + 1 > 2 * ex.con.execute(f"SELECT count(*) FROM {ex.qid(table)}").fetchone()[0]):
+    """The rows of sel (over table) as Arrow tables of NAMES, in the table's rowid ranges
+    (Export.rowid_spans, as the other tables are read): each range written by SQLite as
+    one CSV text and parsed by Arrow (as nsys_csv.py reads the other tables: 5 M samples
+    read in 5.8 s against about 10.6 s a tuple per row, on a shared 2-core machine), a
+    range that does not parse (a value of another type than its column's) row by row; a
+    table without rowids (a view) streamed row by row."""
+    spans = ex.rowid_spans(table, BATCH_ROWS)
+    if spans is None:
         yield from _row_batches(ex.con.execute(sel))
         return
-    for a in range(lo, hi + 1, BATCH_ROWS):
-        ranged = f"{sel} WHERE rowid BETWEEN {a} AND {a + BATCH_ROWS - 1}"
+    for a, b in spans:
+        ranged = f"{sel} WHERE rowid BETWEEN {a} AND {b}"
         data, n = ex.con.execute(nsys_csv.csv_select(ranged, NAMES, set())).fetchone()
         if not n:
             continue
