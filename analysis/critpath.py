@@ -278,10 +278,11 @@ def load(con, run=None, iteration=None, job=None, cache=None):
     runs = _runs_of(con, run, job)
     if cache is None:        # one iteration: read the views in its window only
         names = [r for r, _ in runs]
-        if _window_of(con, names, iteration) is not None:
+        win = _window_of(con, names, iteration)
+        if win is not None:
             # as a chunk of one (graphs()): the window's rows stay Arrow, and only the
             # iteration's are made Python rows (a tenth of them on a big trace)
-            return _load(con, g, runs, iteration, job, _chunk_tables(con, names, [iteration]))
+            return _load(con, g, runs, iteration, job, _chunk_tables(con, names, [iteration], win))
         cache = {}
     return _load(con, g, runs, iteration, job, cache)
 
@@ -343,11 +344,12 @@ def graphs(con, its):
                     yield run, job, it, _load(con, Graph(), runs, it, job, cache)
 
 
-def _chunk_tables(con, names, chunk):
-    """The runs' nodes and edges (Arrow) read in the window of a chunk of iterations,
-    only the chunk's: the iteration before it and the window's tail are left here,
-    before they are made Python rows (a third of the window's)."""
-    win = _window_of(con, names, chunk[0], max(chunk))
+def _chunk_tables(con, names, chunk, win=None):
+    """The runs' nodes and edges (Arrow) read in the window of a chunk of iterations
+    (win: _window_of's, where the caller has it), only the chunk's: the iteration before
+    it and the window's tail are left here, before they are made Python rows (a third
+    of the window's)."""
+    win = win or _window_of(con, names, chunk[0], max(chunk))
     out = {}
     with step_window(con, *win, names) if win is not None else contextlib.nullcontext():
         for r, (n, e) in chunk_rows(con, names, chunk).items():
