@@ -97,5 +97,5 @@ if __name__ == "__main__":
         sys.exit("usage: make_gpu_metrics.py OUT.sqlite [SOURCE.sqlite[.gz]]")
     try:
         make(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
-    except ValueError as e:
-        sys.exit(str(e))
+    except (ValueError, OSError) as e:       # (a source that is not there: one line, no traceback)
+        sys.exit(f"make_gpu_metrics.py: {e}")
