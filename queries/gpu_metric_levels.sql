@@ -5,11 +5,18 @@
 --   GPU (method.md section 3, "A fourth source"): the time-weighted means over
 --   the iteration of SM active, SM issue, tensor active and DRAM read and write
 --   bandwidth (each a % of its peak), a sample's value holding over the interval
---   from the previous sample of its GPU and metric to its own timestamp and
---   weighted by the part of that interval inside the iteration (an interval
---   is at most 2 sampling periods of its GPU, the largest of its metrics'
---   median intervals: after a gap in the samples the rest of the gap counts
---   as not covered, which covered_pct shows). Where several names of a GPU's
+--   from its own timestamp to the next sample of its GPU and metric, weighted
+--   by the part of that interval inside the iteration. That is the convention
+--   of NVIDIA's own recipe (nsys_recipe gpu_metric_util_map of Nsight Systems
+--   2023.3.1, as quoted in a public adaptation): a sample's timestamp begins
+--   the sampling period its value describes, which ends at the next sample. An
+--   interval is at most 2 sampling periods of its GPU (the largest of its
+--   metrics' median intervals): a sample before a gap holds its first 2
+--   periods and the rest of the gap counts as not covered, which covered_pct
+--   shows; the last sample of a GPU and metric holds one period. The GPU of a
+--   sample is its typeId's low byte, as in the same recipe (`typeId & 0xFF`),
+--   taken to be the kernels' CUDA device: not verified on a real export
+--   (docs/nsys.md). Where several names of a GPU's
 --   metrics match one level, one is used, by a fixed preference, then by
 --   name: `SMs Active` before `SM Active`; `Tensor Active` before `Tensor
 --   Active / FP16 Active` (any other `Tensor Active ...`) before `Tensor Pipe
@@ -73,9 +80,9 @@ WITH named AS (
                       ORDER BY m.level, m.metric) AS what
     FROM metrics m JOIN metrics c ON c.run = m.run AND c.device = m.device AND c.level = m.level AND c.chosen
     WHERE NOT m.chosen GROUP BY m.run, m.device
-), s0 AS (       -- each sample's interval: from the previous sample of its GPU and metric
+), s0 AS (       -- each sample's interval: from its own timestamp to the next sample of its GPU and metric
     SELECT n.run, n.device, n.level, n.metric, n.value, n.ts_ns,
-           lag(n.ts_ns) OVER (PARTITION BY n.run, n.device, n.metric ORDER BY n.ts_ns) AS prev_ns
+           lead(n.ts_ns) OVER (PARTITION BY n.run, n.device, n.metric ORDER BY n.ts_ns) AS next_ns
     FROM named n JOIN metrics m ON m.run = n.run AND m.device = n.device AND m.metric = n.metric AND m.chosen
 ), gaps AS (
     SELECT run, device, metric, ts_ns - lag(ts_ns) OVER (PARTITION BY run, device, metric ORDER BY ts_ns) AS gap_ns
@@ -87,9 +94,11 @@ WITH named AS (
     FROM (SELECT run, device, metric, median(gap_ns) AS m FROM gaps WHERE gap_ns IS NOT NULL
           GROUP BY run, device, metric)
     GROUP BY run, device
-), s AS (        -- an interval after a gap in the samples: its last 2 periods only
+), s AS (        -- an interval into a gap in the samples: its first 2 periods only;
+                 -- the last sample of a GPU and metric (no next): one period
     SELECT s0.run, s0.device, s0.level, s0.value, s0.ts_ns,
-           greatest(s0.prev_ns, s0.ts_ns - CAST(2 * p.period_ns AS BIGINT)) AS from_ns
+           least(coalesce(s0.next_ns, s0.ts_ns + CAST(p.period_ns AS BIGINT)),
+                 s0.ts_ns + CAST(2 * p.period_ns AS BIGINT)) AS to_ns
     FROM s0 JOIN period p USING (run, device)
 ), it AS (
     SELECT run, iteration, start_ns, end_ns, dur_ns FROM iterations
@@ -97,10 +106,10 @@ WITH named AS (
       AND run IN (SELECT DISTINCT run FROM gpu_metric_samples)
 ), w AS (
     SELECT it.run, it.iteration, s.device, s.level, count(*) AS samples,
-           sum(least(s.ts_ns, it.end_ns) - greatest(s.from_ns, it.start_ns)) AS covered_ns,
-           sum(s.value * (least(s.ts_ns, it.end_ns) - greatest(s.from_ns, it.start_ns))) AS weighted
-    FROM it JOIN s ON s.run = it.run AND s.ts_ns > it.start_ns AND s.from_ns < it.end_ns
-    WHERE s.from_ns IS NOT NULL AND s.value IS NOT NULL
+           sum(least(s.to_ns, it.end_ns) - greatest(s.ts_ns, it.start_ns)) AS covered_ns,
+           sum(s.value * (least(s.to_ns, it.end_ns) - greatest(s.ts_ns, it.start_ns))) AS weighted
+    FROM it JOIN s ON s.run = it.run AND s.to_ns > it.start_ns AND s.ts_ns < it.end_ns
+    WHERE s.to_ns IS NOT NULL AND s.value IS NOT NULL
     GROUP BY ALL
 ), p AS (
     SELECT run, iteration, device, sum(samples) AS samples,

@@ -369,14 +369,16 @@ def test_two_names_of_one_level_use_one_by_preference(made, mdb, tmp_path):
 
 
 def test_a_gap_in_the_samples_counts_as_not_covered(made, mdb, tmp_path):
-    """Samples of 2 ms removed: the sample after the gap covers at most 2 periods
-    (100 us, the DRAM series' median interval) before it; covered_pct equals the
-    iterations' overlap with the SMs Active intervals so capped, computed from the
-    file with sqlite3 (an iteration wholly inside the uncovered part would have no row)."""
+    """Samples of 2 ms removed: the sample before the gap covers at most 2 periods
+    (100 us, the DRAM series' median interval) after it; covered_pct equals the
+    iterations' overlap with the SMs Active intervals so capped (each from its
+    sample's timestamp to the next's, the last one period), computed from the file
+    with sqlite3 (an iteration wholly inside the uncovered part would have no row)."""
     base = q(made, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0]
     (start, dur), = mdb.execute("SELECT start_ns, dur_ns FROM iterations WHERE run = 'm' "
-                                "ORDER BY iteration LIMIT 1 OFFSET 5").fetchall()
-    a = start - base + dur // 2          # (from the middle of an iteration on)
+                                "ORDER BY dur_ns DESC, iteration LIMIT 1").fetchall()
+    assert dur > 4_000_000
+    a = start - base + dur // 2          # (from the middle of the longest iteration on: inside it)
     p = _copy(made, tmp_path, "gap.sqlite", f"DELETE FROM GPU_METRICS WHERE timestamp > {a} AND timestamp < {a + 2_000_000}")
     dram = [t for t, in q(p, "SELECT timestamp FROM GPU_METRICS WHERE typeId = 4096 AND metricId = 3 ORDER BY 1")]
     gaps = sorted(b - a_ for a_, b in zip(dram, dram[1:]))
@@ -393,7 +395,7 @@ def test_a_gap_in_the_samples_counts_as_not_covered(made, mdb, tmp_path):
         for dev in (0, 1):
             ts = [t + base for t, in q(p, "SELECT timestamp FROM GPU_METRICS WHERE typeId = ? AND metricId = 0 "
                                           "ORDER BY 1", (4096 + dev,))]
-            spans = [(max(prev, t - 2 * period), t) for prev, t in zip(ts, ts[1:])]
+            spans = [(t, min(nxt, t + 2 * period)) for t, nxt in zip(ts, ts[1:])] + [(ts[-1], ts[-1] + period)]
             for i, (s, e, d) in its.items():
                 cov = sum(max(0, min(t, e) - max(f, s)) for f, t in spans)
                 if cov:

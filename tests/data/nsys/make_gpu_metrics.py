@@ -17,8 +17,10 @@ are chosen so that the per-iteration means are known by construction:
   the typeId's low byte, as NVIDIA's readers take it);
 - a fixed period of 100 us (nsys's default 10 kHz) from before the first kernel to
   after the last, plus a sample at each start and end of the GPU's kernel-busy time
-  (the union of its kernels' intervals), so that each sample's interval, from the
-  previous sample to its own timestamp, is busy throughout or idle throughout;
+  (the union of its kernels' intervals), so that each sample's interval, from its
+  own timestamp to the next sample (a sample's timestamp begins the period its value
+  describes, as NVIDIA's gpu_metric_util_map recipe takes it), is busy throughout or
+  idle throughout (the last sample, after the last kernel: idle);
 - `SMs Active`: 100 over busy intervals, 0 over idle ones; `SM Issue`: 60 and 0;
   `Tensor Active`: 25 and 0. Their time-weighted mean over any window is therefore
   100, 60 and 25 x the GPU's kernel-busy share of the window;
@@ -80,10 +82,10 @@ def make(out, source=None):
         busy = busy_intervals(con, device)
         stamps = sorted(set(grid) | {t for iv in busy for t in iv})
         rows, k = [], 0
-        for prev, t in zip(stamps, stamps[1:]):
-            while k < len(busy) and busy[k][1] <= prev:
+        for t, nxt in zip(stamps, stamps[1:] + [None]):      # the value of [t, nxt): the sample at t
+            while k < len(busy) and busy[k][1] <= t:
                 k += 1
-            inside = k < len(busy) and busy[k][0] <= prev and t <= busy[k][1]
+            inside = nxt is not None and k < len(busy) and busy[k][0] <= t and nxt <= busy[k][1]
             rows += [(type_id, t, i, v if inside else 0) for i, v in enumerate(BUSY.values())]
         rows += [(type_id, t, len(BUSY) + i, v) for t in grid for i, v in enumerate(STEADY.values())]
         con.executemany("INSERT INTO GPU_METRICS VALUES (?, ?, ?, ?)", sorted(rows, key=lambda r: (r[1], r[2])))
