@@ -406,6 +406,108 @@ def test_a_gap_in_the_samples_counts_as_not_covered(made, mdb, tmp_path):
         con.close()
 
 
+def _held(samples, period):
+    """(from, to, value) of each (timestamp, value) of one GPU and metric, in time order,
+    by NVIDIA's convention (gpu_metric_util_map): a value holds from its own timestamp to
+    the next sample's, at most 2 periods; the last one holds one period."""
+    ends = [t for t, _ in samples[1:]] + [None]
+    return [(t, min(t + period if e is None else e, t + 2 * period), v) for (t, v), e in zip(samples, ends)]
+
+
+def _held_back(samples, period):
+    """The reading this replaced: a value held back to the previous sample, at most 2 periods."""
+    return [(max(p, t - 2 * period), t, v) for (p, _), (t, v) in zip(samples, samples[1:])]
+
+
+def _mean(spans, lo, hi):
+    """(ns of [lo, hi) the spans cover, their time-weighted mean value there)."""
+    parts = [(max(0, min(b, hi) - max(a, lo)), v) for a, b, v in spans]
+    cov = sum(n for n, _ in parts)
+    return cov, (sum(n * v for n, v in parts) / cov if cov else None)
+
+
+def test_a_sample_holds_from_its_own_timestamp_to_the_next(made, mdb, tmp_path):
+    """GPU 0's SMs Active made 0 before the first sample inside an iteration and 100
+    from it on (a step at the iteration's start): by NVIDIA's convention the sample
+    before the step describes the iteration's first part, so its level is 100 x the
+    share of it from the step on; every iteration ending before the step reads 0 and
+    every one starting after it 100. Expected from the file's samples in Python, in
+    closed form and with _held; holding a value back to the previous sample (the
+    reading this replaced) would give 100 for that iteration, which the test checks
+    it does not. GPU 1 and GPU 0's other levels are those of the unchanged file."""
+    base = q(made, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0]
+    its = {i: (s, e, d) for i, s, e, d in mdb.execute(
+        "SELECT iteration, start_ns, end_ns, dur_ns FROM iterations WHERE run = 'm'").fetchall()}
+    ts = [t + base for t, in q(made, "SELECT timestamp FROM GPU_METRICS WHERE typeId = 4096 AND metricId = 0 "
+                                     "ORDER BY 1")]
+    # the iteration whose first part before its first sample is the largest share of it
+    it, x = max(((i, min(t for t in ts if t > s)) for i, (s, e, d) in its.items()),
+                key=lambda c: (c[1] - its[c[0]][0]) / its[c[0]][2])
+    s_it, e_it, d_it = its[it]
+    p = _copy(made, tmp_path, "step.sqlite", f"UPDATE GPU_METRICS SET value = CASE WHEN timestamp >= {x - base} "
+              "THEN 100 ELSE 0 END WHERE typeId = 4096 AND metricId = 0")
+    samples = [(t + base, v) for t, v in q(p, "SELECT timestamp, value FROM GPU_METRICS WHERE typeId = 4096 "
+                                              "AND metricId = 0 ORDER BY 1")]
+    con = db.connect(tmp_path / "step.duckdb")
+    try:
+        ingest_file(con, str(p), run="m", options={"iterations_from": "FlashAttnFunc"})
+        got = {(r["iteration"], r["device"]): r for r in reports.run(con, "gpu_metric_levels", {"run": "m"}).to_pylist()}
+    finally:
+        con.close()
+    before = {(r["iteration"], r["device"]): r for r in reports.run(mdb, "gpu_metric_levels", {"run": "m"}).to_pylist()}
+    assert got.keys() == before.keys() == {(i, d) for i in its for d in (0, 1)}
+    for i, (s, e, d) in its.items():
+        want = 100.0 * max(0, e - max(s, x)) / d                  # closed form: the share of [s, e) from x on
+        cov, mean = _mean(_held(samples, 100_000), s, e)
+        assert cov == d and mean == pytest.approx(want, abs=1e-9)
+        assert got[(i, 0)]["sm_active_pct"] == pytest.approx(want, abs=1e-4), i
+        assert got[(i, 0)]["covered_pct"] == 100
+        for c in ("sm_issue_pct", "tensor_active_pct", "dram_pct"):
+            assert got[(i, 0)][c] == before[(i, 0)][c]
+        assert got[(i, 1)] == before[(i, 1)]
+    _, back = _mean(_held_back(samples, 100_000), s_it, e_it)
+    assert back == 100 and got[(it, 0)]["sm_active_pct"] < 95      # the two readings differ here
+    assert {round(got[(i, 0)]["sm_active_pct"]) for i in its} >= {0, 100}
+
+
+def test_the_last_sample_holds_one_sampling_period(made, mdb, tmp_path):
+    """GPU 1's samples cut in the middle of the longest iteration: the last sample of
+    each metric holds one period (100 us), so that iteration's covered_pct is its
+    share up to the last SMs Active sample + 100 us, and iterations starting later
+    have no row of GPU 1; expected from the cut file's samples with _held. GPU 0's rows
+    are those of the unchanged file."""
+    base = q(made, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0]
+    its = {i: (s, e, d) for i, s, e, d in mdb.execute(
+        "SELECT iteration, start_ns, end_ns, dur_ns FROM iterations WHERE run = 'm'").fetchall()}
+    it = max(its, key=lambda i: (its[i][2], -i))
+    s_it, e_it, d_it = its[it]
+    p = _copy(made, tmp_path, "cut.sqlite", f"DELETE FROM GPU_METRICS WHERE typeId = 4097 "
+                                            f"AND timestamp > {s_it - base + d_it // 2}")
+    samples = [(t + base, v) for t, v in q(p, "SELECT timestamp, value FROM GPU_METRICS WHERE typeId = 4097 "
+                                              "AND metricId = 0 ORDER BY 1")]
+    last = samples[-1][0]
+    assert s_it < last < last + 100_000 < e_it
+    spans = _held(samples, 100_000)
+    want = {}
+    for i, (s, e, d) in its.items():
+        cov, mean = _mean(spans, s, e)
+        if cov:
+            want[i] = (round(100.0 * cov / d, 2), round(mean, 4))
+    con = db.connect(tmp_path / "cut.duckdb")
+    try:
+        ingest_file(con, str(p), run="m", options={"iterations_from": "FlashAttnFunc"})
+        rows = reports.run(con, "gpu_metric_levels", {"run": "m"}).to_pylist()
+    finally:
+        con.close()
+    got = {r["iteration"]: (r["covered_pct"], r["sm_active_pct"]) for r in rows if r["device"] == 1}
+    assert got == want
+    assert want[it][0] == round(100.0 * (last + 100_000 - s_it) / d_it, 2) < 99
+    assert [i for i in its if i not in want]                      # iterations after the cut: no row
+    assert [r for r in rows if r["iteration"] == it and r["device"] == 1][0]["dram_pct"] == 42
+    before = [r for r in reports.run(mdb, "gpu_metric_levels", {"run": "m"}).to_pylist() if r["device"] == 0]
+    assert [r for r in rows if r["device"] == 0] == before
+
+
 def test_the_maker_refuses_to_write_over_its_source(tmp_path):
     src = tmp_path / "src.sqlite"
     src.write_bytes(b"SQLite format 3\x00 not touched")
