@@ -22,6 +22,7 @@ what_if reports with the report engine.
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import gc
 import heapq
 import itertools
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import critpath_workers
 from ..query import reports
 from ..query.reports import ReportError
 from ..store import db, tuning
@@ -327,21 +329,34 @@ def graphs(con, its):
             runs = _runs_of(con, run, job)
             names = [r for r, _ in runs]
             group = [it for _, _, it in group]
-            shared = {}             # the runs' iterations and the job's edges across ranks
-            for r in names:
-                _spans(con, r, shared)
-            _rank_edges(con, names, shared)
+            shared = shared_rows(con, names)
             chunks = [group[k:k + CHUNK_ITERATIONS] for k in range(0, len(group), CHUNK_ITERATIONS)]
             ahead = read(names, chunks[0])
             for k, chunk in enumerate(chunks):
                 tables = ahead.result()
                 if k + 1 < len(chunks):
                     ahead = read(names, chunks[k + 1])
-                cache = dict(shared)
-                cache.update(tables)
+                yield from chunk_graphs(con, runs, run, job, chunk, shared, tables)
                 del tables
-                for it in chunk:          # from the rows read (no SQL)
-                    yield run, job, it, _load(con, Graph(), runs, it, job, cache)
+
+
+def shared_rows(con, names):
+    """What every chunk of the runs' iterations reads: the runs' iterations and the
+    job's edges across ranks (_load's cache)."""
+    shared = {}
+    for r in names:
+        _spans(con, r, shared)
+    _rank_edges(con, names, shared)
+    return shared
+
+
+def chunk_graphs(con, runs, run, job, chunk, shared, tables):
+    """(run, job, iteration, graph or None) of each iteration of a chunk, from the
+    rows read (shared_rows, _chunk_tables: no SQL)."""
+    cache = dict(shared)
+    cache.update(tables)
+    for it in chunk:
+        yield run, job, it, _load(con, Graph(), runs, it, job, cache)
 
 
 def _chunk_tables(con, names, chunk, win=None):
@@ -994,7 +1009,11 @@ class PathColumns:
 
 def path_table(con, values):
     its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
-    return paths_of(graphs(con, its))
+    plan = critpath_workers.plan(con, its, CHUNK_ITERATIONS)
+    if plan is None:
+        return paths_of(graphs(con, its))
+    src, chunks, n = plan             # many iterations, cores for them: chunks in worker processes
+    return pa.concat_tables(critpath_workers.in_workers(functools.partial(_in_worker, src, None), chunks, n))
 
 
 def paths_of(gs):
@@ -1008,6 +1027,25 @@ def paths_of(gs):
             if k % 10 == 9:            # into Arrow: Python holds 10 iterations' segments
                 out.flush()
     return out.table()
+
+
+_WORKER_SHARED = {}
+
+
+def _in_worker(src, change, chunk):
+    """In a worker process (critpath_workers): the critical_path table of a chunk
+    (run, job, iterations) (change None), or what_if's two tables, from the database
+    of src (critpath_workers.plan) read-only, as graphs() reads the chunk."""
+    run, job, its = chunk
+    con = critpath_workers.connection(src)
+    runs = _runs_of(con, run, job)
+    names = [r for r, _ in runs]
+    key = (src[0], tuple(names))
+    if key not in _WORKER_SHARED:       # (this worker's next chunk of the same runs reuses it)
+        _WORKER_SHARED.clear()
+        _WORKER_SHARED[key] = shared_rows(con, names)
+    gs = chunk_graphs(con, runs, run, job, its, _WORKER_SHARED[key], _chunk_tables(con, names, list(its)))
+    return paths_of(gs) if change is None else what_ifs_of(gs, change)
 
 
 def change_of(values):
@@ -1029,7 +1067,12 @@ WHATIF_TYPES = {"run": pa.string(), "job": pa.string(), "iteration": pa.int32(),
 def what_if(con, values):
     """(rows of what_if, rows of the new critical path)."""
     its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
-    return what_ifs_of(graphs(con, its), change_of(values))
+    plan = critpath_workers.plan(con, its, CHUNK_ITERATIONS)
+    if plan is None:
+        return what_ifs_of(graphs(con, its), change_of(values))
+    src, chunks, n = plan
+    done = critpath_workers.in_workers(functools.partial(_in_worker, src, change_of(values)), chunks, n)
+    return pa.concat_tables([t for t, _ in done]), pa.concat_tables([p for _, p in done])
 
 
 def what_ifs_of(gs, change):

@@ -5,11 +5,17 @@ graphs are built). Its rows must be exactly the rows each iteration asked for al
 gives (its own window, read on this connection): on real single-rank traces and on
 real 2- and 4-rank jobs, for critical_path, critical_path_summary and what_if, with
 chunks smaller than the runs (so chunk boundaries fall inside them) and with the
-reading done here when no second connection can be made."""
+reading done here when no second connection can be made.
+
+In worker processes (analysis/critpath_workers.py, forced on with 2 workers whatever
+the machine's cores): the rows of iteration=all, of a run, a job and every run, are
+those of the one process, in its order; a write connection or an in-memory database
+stays in the one process."""
+import duckdb
 import pytest
 
 from conftest import DATA
-from tracedb.analysis import critpath
+from tracedb.analysis import critpath, critpath_workers
 from tracedb.cli import main
 from tracedb.query import reports
 from tracedb.store import db
@@ -23,7 +29,7 @@ def con(tmp_path_factory):
     path = tmp_path_factory.mktemp("cpall") / "cpall.duckdb"
     assert main(["ingest", str(WHATIF / "hostgap_a.json.gz"), str(WHATIF / "sync_a.json.gz"),
                  str(DIST / "ddp_straggler"), str(DIST / "tp2dp2"), "--db", str(path)]) == 0
-    c = db.connect(path)
+    c = db.connect(path, read_only=True)        # (as `tracedb query` opens it: the workers can too)
     yield c
     c.close()
 
@@ -95,3 +101,127 @@ def test_what_if_all_equals_each_iteration(con, chunked, target, change):
         assert paths[it] == p1.to_pylist()
         saved += rows[it][0]["saving_ns"]
     assert saved > 0             # the change does something in these runs: a comparison of substance
+
+
+# ---- in worker processes ---------------------------------------------------------
+
+@pytest.fixture
+def workers(monkeypatch, chunked):
+    """2 workers however many cores, for as few iterations as the fixtures have, in
+    chunks of 1 iteration (a job's 2 iterations: 2 chunks); the chunks given to the
+    workers are recorded."""
+    monkeypatch.setattr(critpath_workers, "MIN_ITERATIONS", 0)
+    monkeypatch.setattr(critpath, "CHUNK_ITERATIONS", 1)
+    given = []
+    real = critpath_workers.each_in_workers
+
+    def spy(fn, items, jobs, **kw):
+        given.append((jobs, list(items)))
+        return real(fn, items, jobs, **kw)
+    monkeypatch.setattr(critpath_workers, "each_in_workers", spy)
+    return given
+
+
+def _serial_and_parallel(monkeypatch, given, fn):
+    """fn() in this process (TRACEDB_CRITPATH_WORKERS=0), then in 2 workers, which
+    must have been given 2 chunks or more, each of other iterations (so that a chunk
+    dropped, repeated or out of place changes the rows)."""
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "0")
+    serial = fn()
+    assert not given
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "2")
+    parallel = fn()
+    assert len(given) == 1 and given[0][0] == 2 and len(given[0][1]) >= 2, given
+    chunks = [(run, job, its) for run, job, its in given[0][1]]
+    assert len(set(chunks)) == len(chunks)
+    given.clear()
+    return serial, parallel
+
+
+@pytest.mark.parametrize("target,reports_too", [
+    ({"run": "hostgap_a"}, ("critical_path", "critical_path_summary")), ({"job": "ddp_straggler"},
+     ("critical_path_summary",)), ({"job": "tp2dp2"}, ()), ({}, ()),
+], ids=["run", "job2", "job4", "every_run"])
+def test_workers_give_the_serial_rows(con, workers, monkeypatch, target, reports_too):
+    """The critical_path table as prepared (in its order: the reports' ORDER BY would
+    hide a chunk out of place), for a run, the 2- and 4-rank jobs and every run (the
+    chunks of 8 runs); for a run and a job also the reports' rows (each pool of
+    workers costs a second or two to start: not every report everywhere)."""
+    values = {**target, "iteration": "all"}
+    if not target:            # (chunks of 3: a run's 6 iterations in 2, each rank's 2 in 1)
+        monkeypatch.setattr(critpath, "CHUNK_ITERATIONS", 3)
+    serial, parallel = _serial_and_parallel(monkeypatch, workers, lambda: critpath.path_table(con, values))
+    assert serial.num_rows > 0
+    # each iteration's segments together, in the iterations' order
+    got = [(r["job"] or r["run"], r["iteration"]) for r in parallel.select(["run", "job", "iteration"]).to_pylist()]
+    assert list(dict.fromkeys(got)) == [(job or run, it) for run, job, it in critpath.iterations(
+        con, target.get("run"), target.get("job"), "all")]
+    assert parallel.schema == serial.schema
+    assert parallel.to_pylist() == serial.to_pylist()
+    for report in reports_too:
+        serial, parallel = _serial_and_parallel(monkeypatch, workers, lambda: reports.run(con, report, values))
+        assert parallel.to_pylist() == serial.to_pylist(), report
+
+
+@pytest.mark.parametrize("target,change", [
+    ({"run": "sync_a"}, {"remove_syncs": "true"}),
+    ({"job": "ddp_straggler"}, {"remove_rank_lateness": "1"}),
+], ids=["sync_a", "ddp_straggler"])
+def test_workers_give_the_serial_what_if(con, workers, monkeypatch, target, change):
+    """what_if's two tables as prepared (a row an iteration, the new paths), and for a
+    run the report's rows."""
+    values = {**target, **change, "iteration": "all"}
+    (t0, p0), (t1, p1) = _serial_and_parallel(monkeypatch, workers, lambda: critpath.what_if(con, values))
+    assert t0.num_rows == len(_iterations(con, target)) and sum(t0.column("saving_ns").to_pylist()) > 0
+    assert t1.to_pylist() == t0.to_pylist()
+    assert p1.to_pylist() == p0.to_pylist()
+    if "job" in target:
+        return
+    serial, parallel = _serial_and_parallel(monkeypatch, workers,
+                                            lambda: reports.run(con, "what_if", {**values, "path": "true"}))
+    assert parallel.to_pylist() == serial.to_pylist()
+
+
+def test_a_write_connection_stays_in_this_process(tmp_path, workers, monkeypatch):
+    """A write connection holds DuckDB's lock on the file (a worker could not open it),
+    and an in-memory database is this process's alone: the one process, the same rows
+    as each iteration alone."""
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "2")
+    path = tmp_path / "w.duckdb"
+    assert main(["ingest", str(WHATIF / "sync_a.json.gz"), "--db", str(path)]) == 0
+    w = db.connect(path)
+    try:
+        assert critpath_workers.source(w) is None
+        _same_as_alone(w, {"run": "sync_a"}, "critical_path")
+        assert not workers
+    finally:
+        w.close()
+    mem = duckdb.connect()
+    assert critpath_workers.source(mem) is None
+    mem.close()
+
+
+def test_the_default_number_of_workers(monkeypatch):
+    """None below 4 usable cores (the 2-core machine keeps the one process), one a core
+    but the parent's up to 8; the variable overrides it."""
+    monkeypatch.delenv("TRACEDB_CRITPATH_WORKERS", raising=False)
+    for cores, want in ((1, 0), (2, 0), (3, 0), (4, 3), (8, 7), (16, 8), (64, 8)):
+        monkeypatch.setattr(critpath_workers.os, "sched_getaffinity", lambda _, n=cores: set(range(n)))
+        assert critpath_workers.workers() == want, cores
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "0")
+    assert critpath_workers.workers() == 0
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "5")
+    assert critpath_workers.workers() == 5
+
+
+def test_no_workers_where_they_could_not_start(con, workers, monkeypatch):
+    """A script read from stdin (a __main__ file that does not exist, which a spawned
+    worker would load again and fail on): the one process, the same rows."""
+    import sys
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "2")
+    its = critpath.iterations(con, "hostgap_a", None, "all")
+    assert critpath_workers.plan(con, its, 1) is not None
+    monkeypatch.setattr(sys.modules["__main__"], "__file__", "/nonexistent/<stdin>", raising=False)
+    assert critpath_workers.plan(con, its, 1) is None
+    _same_as_alone(con, {"run": "hostgap_a"}, "critical_path")
+    assert not workers
