@@ -2,13 +2,20 @@
 in-process (the bar: one iteration's graph and path in under 10 s on the 2-core
 machine; docs/benchmarks.md).
 
-usage: python benchmarks/bench_critical_path.py DB [RUN] [--all | --all-only]
+usage: python benchmarks/bench_critical_path.py DB [RUN] [--all | --all-only] [--workers N]
+                      [--reports NAME,...] [--digest]
        python benchmarks/bench_critical_path.py --spark WORKDIR [RANKS]
 DB: e.g. the 1 GB trace (benchmarks/make_big_trace.py
 tests/data/torch/h100_resnet50_bs64_amp.json.gz 300 big.json; tracedb ingest big.json --db DB).
 --all: also every iteration at once (critical_path_summary iteration=all: the graph read
 a chunk of iterations at a time). --all-only: that alone, so the peak RSS printed is its
 own (run it with PYTHONPATH at another checkout to compare two versions in one run).
+With iteration=all the chunks run in worker processes where the machine has 4 cores or more
+(analysis/critpath_workers.py): --workers N sets their number (TRACEDB_CRITPATH_WORKERS; 0:
+the one process); --reports which reports run with iteration=all (critical_path_summary by
+default; what_if with zero_launch_overhead=true); the CPU printed is this process's and its
+workers', the peak RSS this process's and the largest worker's. --digest prints each
+result's row count and an order-sensitive hash of its rows, to compare two runs.
 --spark: a RANKS-rank job (64 by default) made from the real 2-rank straggler capture
 (tests/data/dist/ddp_straggler; rank k a copy of rank k % 2, world size RANKS, its clock k us
 later, as tests/test_distributed_spark.py makes it), ingested into WORKDIR/job.duckdb and
@@ -22,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from tracedb.analysis import critpath
+from tracedb.analysis import critpath, critpath_workers
 from tracedb.query import reports
 from tracedb.store import db, sql
 
@@ -35,7 +42,7 @@ def timed(label, fn):
     return out
 
 
-def main(path, run=None, every=False, only_all=False):
+def main(path, run=None, every=False, only_all=False, names=("critical_path_summary",), digest=False):
     if not os.path.isfile(path):
         sys.exit(f"no such database: {path}")
     con = db.connect(path, read_only=True)
@@ -44,7 +51,7 @@ def main(path, run=None, every=False, only_all=False):
     it = sql.scalar(con, "SELECT iteration FROM iteration_steadiness WHERE run = ? AND steady", [run])
     print(f"{path}: run {run}, {n:,} events, steady iteration {it}")
     if only_all:
-        return every_iteration(con, run)
+        return every_iteration(con, run, names, digest)
     g = timed("graph of the steady iteration (nodes, edges)", lambda: critpath.load(con, run, it))
     edges = sum(len(v) for v in g.preds.values())
     print(f"{'':<52} {len(g.nodes):,} nodes, {edges:,} edges")
@@ -58,16 +65,45 @@ def main(path, run=None, every=False, only_all=False):
     timed("the whole run's edges (SQL, no window)",
           lambda: con.execute("SELECT count(*) FROM step_graph_edges WHERE run = ?", [run]).fetchall())
     if every:
-        return every_iteration(con, run)
+        return every_iteration(con, run, names, digest)
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
-def every_iteration(con, run):
-    cpu = time.process_time()
-    r = timed("report critical_path_summary iteration=all",
-              lambda: reports.run(con, "critical_path_summary", {"run": run, "iteration": "all"}))
-    print(f"{'':<52} {r.num_rows:,} rows, {time.process_time() - cpu:.1f} CPU s (all threads)")
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+WHAT_IF = {"what_if": {"zero_launch_overhead": "true"}}
+
+
+def _cpu():
+    """CPU s of this process (all threads) and of its ended workers."""
+    me, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _digest(table):
+    """(rows, an order-sensitive hash of the rows): the same for the same rows in the
+    same order, however the table is cut in batches."""
+    import duckdb
+    import pyarrow as pa
+    t = table.append_column("_k", pa.array(range(table.num_rows), pa.int64()))
+    c = duckdb.connect()
+    c.register("t", t)
+    return c.execute("SELECT count(*), sum(hash(t)) FROM t").fetchone()
+
+
+def every_iteration(con, run, names=("critical_path_summary",), digest=False):
+    its = critpath.iterations(con, run, None, "all")
+    plan = critpath_workers.plan(con, its, critpath.CHUNK_ITERATIONS)
+    print(f"{len(os.sched_getaffinity(0))} cores usable, {len(its)} iterations: "
+          + ("in this process" if plan is None else
+             f"{plan[2]} workers ({len(plan[1])} chunks, {plan[0][2]} DuckDB threads each)"))
+    for name in names:
+        cpu = _cpu()
+        r = timed(f"report {name} iteration=all",
+                  lambda: reports.run(con, name, {"run": run, "iteration": "all", **WHAT_IF.get(name, {})}))
+        print(f"{'':<52} {r.num_rows:,} rows, {_cpu() - cpu:.1f} CPU s (all threads and workers)"
+              + (f", digest {_digest(r)}" if digest else ""))
+        del r
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
+          f"the largest worker's {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MB")
 
 
 STRAGGLER = Path(__file__).resolve().parent.parent / "tests/data/dist/ddp_straggler"
@@ -105,11 +141,27 @@ def spark_job(workdir, ranks=64):
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (driver)")
 
 
+def _option(name):
+    """The value after --name (removed from sys.argv), or None."""
+    if name not in sys.argv:
+        return None
+    k = sys.argv.index(name)
+    if k + 1 >= len(sys.argv):
+        sys.exit(f"{name} needs a value")
+    value = sys.argv[k + 1]
+    del sys.argv[k:k + 2]
+    return value
+
+
 if __name__ == "__main__":
+    workers = _option("--workers")
+    if workers is not None:
+        os.environ["TRACEDB_CRITPATH_WORKERS"] = workers
+    names = tuple((_option("--reports") or "critical_path_summary").split(","))
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if not args:
         sys.exit(__doc__)
     if "--spark" in sys.argv:
         sys.exit(spark_job(args[0], int(args[1]) if len(args) > 1 else 64))
     main(args[0], args[1] if len(args) > 1 else None, "--all" in sys.argv or "--all-only" in sys.argv,
-         "--all-only" in sys.argv)
+         "--all-only" in sys.argv, names, "--digest" in sys.argv)
