@@ -27,12 +27,27 @@ def _usable_cores():
         return os.cpu_count() or 1
 
 
+def _memory_bytes():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+# A worker's peak memory, at most: one holds a chunk's rows and graphs (the 1 GB trace
+# in chunks of 50 iterations: 1.1 GB; of 20: 0.65 GB; docs/benchmarks.md).
+WORKER_BYTES = 2 << 30
+
+
 def _default_workers():
     """None on a machine of few cores (graphs() already overlaps the next chunk's SQL
     with this chunk's graphs on 2 cores), else one a core but this process's, at most
-    8 (each holds a chunk's rows and graphs: see docs/benchmarks.md for their memory)."""
+    8, and one for each WORKER_BYTES of the machine's memory."""
     cores = _usable_cores()
-    return 0 if cores < 4 else min(8, cores - 1)
+    if cores < 4:
+        return 0
+    memory = _memory_bytes()
+    return min(8, cores - 1, 8 if memory is None else memory // WORKER_BYTES)
 
 
 def workers():

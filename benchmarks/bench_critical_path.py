@@ -14,7 +14,8 @@ With iteration=all the chunks run in worker processes where the machine has 4 co
 (analysis/critpath_workers.py): --workers N sets their number (TRACEDB_CRITPATH_WORKERS; 0:
 the one process); --reports which reports run with iteration=all (critical_path_summary by
 default; what_if with zero_launch_overhead=true); the CPU printed is this process's and its
-workers', the peak RSS this process's and the largest worker's. --digest prints each
+workers', the peak RSS this process's, and the workers' resident sets (sampled) are printed
+for each report. --digest prints each
 result's row count and an order-sensitive hash of its rows, to compare two runs.
 --spark: a RANKS-rank job (64 by default) made from the real 2-rank straggler capture
 (tests/data/dist/ddp_straggler; rank k a copy of rank k % 2, world size RANKS, its clock k us
@@ -89,6 +90,44 @@ def _digest(table):
     return c.execute("SELECT count(*), sum(hash(t)) FROM t").fetchone()
 
 
+class WorkerMemory:
+    """The workers' memory while a report runs, sampled every 0.1 s from /proc: the
+    largest sum of their resident sets at one time, and the largest of one
+    (RUSAGE_CHILDREN's ru_maxrss also counts what a spawned worker held before it
+    started Python: the parent's pages at the fork)."""
+
+    def __init__(self):
+        import threading
+        self.total = self.one = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self):
+        import glob
+        while not self._stop.wait(0.1):
+            total = 0
+            for f in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+                try:
+                    pids = open(f).read().split()
+                except OSError:
+                    continue
+                for pid in pids:
+                    try:
+                        kb = next(int(line.split()[1]) for line in open(f"/proc/{pid}/status")
+                                  if line.startswith("VmRSS:"))
+                    except (OSError, StopIteration):
+                        continue
+                    total += kb
+                    self.one = max(self.one, kb)
+            self.total = max(self.total, total)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return f"workers' RSS at most {self.total / 1024:,.0f} MB together, {self.one / 1024:,.0f} MB one"
+
+
 def every_iteration(con, run, names=("critical_path_summary",), digest=False):
     its = critpath.iterations(con, run, None, "all")
     plan = critpath_workers.plan(con, its, critpath.CHUNK_ITERATIONS)
@@ -96,14 +135,14 @@ def every_iteration(con, run, names=("critical_path_summary",), digest=False):
           + ("in this process" if plan is None else
              f"{plan[2]} workers ({len(plan[1])} chunks, {plan[0][2]} DuckDB threads each)"))
     for name in names:
-        cpu = _cpu()
+        cpu, memory = _cpu(), WorkerMemory()
         r = timed(f"report {name} iteration=all",
                   lambda: reports.run(con, name, {"run": run, "iteration": "all", **WHAT_IF.get(name, {})}))
         print(f"{'':<52} {r.num_rows:,} rows, {_cpu() - cpu:.1f} CPU s (all threads and workers)"
+              + (f", {memory.stop()}" if plan is not None else "")
               + (f", digest {_digest(r)}" if digest else ""))
         del r
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
-          f"the largest worker's {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MB")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
 STRAGGLER = Path(__file__).resolve().parent.parent / "tests/data/dist/ddp_straggler"

@@ -203,11 +203,14 @@ def test_a_write_connection_stays_in_this_process(tmp_path, workers, monkeypatch
 
 def test_the_default_number_of_workers(monkeypatch):
     """None below 4 usable cores (the 2-core machine keeps the one process), one a core
-    but the parent's up to 8; the variable overrides it."""
+    but the parent's up to 8, one for each 2 GiB of memory; the variable overrides it."""
     monkeypatch.delenv("TRACEDB_CRITPATH_WORKERS", raising=False)
-    for cores, want in ((1, 0), (2, 0), (3, 0), (4, 3), (8, 7), (16, 8), (64, 8)):
+    gib = 1 << 30
+    for cores, memory, want in ((1, 64, 0), (2, 64, 0), (3, 64, 0), (4, 64, 3), (8, 64, 7), (16, 64, 8),
+                                (64, 64, 8), (16, 8, 4), (16, 5, 2), (16, 3, 1), (2, 1, 0)):
         monkeypatch.setattr(critpath_workers.os, "sched_getaffinity", lambda _, n=cores: set(range(n)))
-        assert critpath_workers.workers() == want, cores
+        monkeypatch.setattr(critpath_workers, "_memory_bytes", lambda m=memory: m * gib)
+        assert critpath_workers.workers() == want, (cores, memory)
     monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "0")
     assert critpath_workers.workers() == 0
     monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "5")
