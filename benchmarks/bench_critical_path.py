@@ -135,7 +135,7 @@ def every_iteration(con, run, names=("critical_path_summary",), digest=False):
           + ("in this process" if plan is None else
              f"{plan[2]} workers ({len(plan[1])} chunks, {plan[0][2]} DuckDB threads each)"))
     for name in names:
-        cpu, memory = _cpu(), WorkerMemory()
+        cpu, memory = _cpu(), WorkerMemory() if plan is not None else None
         r = timed(f"report {name} iteration=all",
                   lambda: reports.run(con, name, {"run": run, "iteration": "all", **WHAT_IF.get(name, {})}))
         print(f"{'':<52} {r.num_rows:,} rows, {_cpu() - cpu:.1f} CPU s (all threads and workers)"

@@ -201,6 +201,22 @@ def test_a_write_connection_stays_in_this_process(tmp_path, workers, monkeypatch
     mem.close()
 
 
+def test_workers_of_a_sandboxed_connection(tmp_path, workers, monkeypatch):
+    """`tracedb query`'s connection (read-only, external access off, its configuration
+    locked): the workers open the database sandboxed too, and give the same rows."""
+    from tracedb.store import sandbox
+    path = tmp_path / "s.duckdb"
+    assert main(["ingest", str(WHATIF / "sync_a.json.gz"), "--db", str(path)]) == 0
+    c = sandbox.lock(db.connect(path, read_only=True))
+    try:
+        assert critpath_workers.source(c)[:2] == (str(path), True)
+        values = {"run": "sync_a", "iteration": "all"}
+        serial, parallel = _serial_and_parallel(monkeypatch, workers, lambda: critpath.path_table(c, values))
+        assert serial.num_rows > 0 and parallel.to_pylist() == serial.to_pylist()
+    finally:
+        c.close()
+
+
 def test_the_default_number_of_workers(monkeypatch):
     """None below 4 usable cores (the 2-core machine keeps the one process), one a core
     but the parent's up to 8, one for each 2 GiB of memory; the variable overrides it."""
