@@ -122,13 +122,14 @@ _CONNECTIONS = {}
 
 def connection(src):
     """A worker's read-only connection to the database of src (plan()), kept for its
-    next chunks: DuckDB's threads the parent's shared between the workers, sandboxed as
-    the parent's is."""
+    next chunks: DuckDB's threads the parent's shared between the workers, no progress
+    bar, sandboxed as the parent's is."""
     path, sandboxed, threads = src
     con = _CONNECTIONS.get(path)
     if con is None:
         con = db.connect(path, read_only=True)
         con.execute(f"SET threads = {int(threads)}")
+        con.execute("SET enable_progress_bar = false")     # (one bar a worker on one terminal)
         if sandboxed:
             sandbox.lock(con)
         _CONNECTIONS[path] = con
