@@ -18,7 +18,6 @@ from .query import adhoc, reports
 from .store.files import remove
 from .store.catalog import SCHEMA_VERSION
 from .store.sql import scalar
-from .store.tuning import pool_blocks
 
 
 class UsageError(TracedbError):
@@ -87,7 +86,6 @@ def cmd_ingest(args):
             raise UsageError(why)
     new = not os.path.exists(args.db)
     con = _open(args.db, write=True)
-    pool_blocks(con)        # the process ends with the ingest
     try:
         return _ingest_paths(con, args, options, groups)
     finally:

@@ -1,6 +1,5 @@
 """DuckDB settings of a connection: one for a block (then back to DuckDB's own), the
-memory cap of a load or an export, the ASOF join plan, the block pool of a
-short-lived process. A value its user set is left alone."""
+memory cap of a load or an export, the ASOF join plan. A value its user set is left alone."""
 import functools
 import re
 from contextlib import contextmanager
@@ -101,23 +100,6 @@ def asof_by_sort(con):
     estimate can be that low for a million ops: bwd_fwd_ratio with iteration=all on the
     10 GB database made 1.6 G rows in the loop (109 s; 50 s sorted)."""
     con.execute("SET asof_loop_join_threshold = 0")
-
-
-# DuckDB's buffer blocks pooled in a short-lived process of ours (the CLI, an ingest
-# worker) instead of handed back to the OS and faulted in again at the next block:
-# the 1 GB trace's ingest makes 0.5 s less system time and 4% less wall with it
-# (docs/benchmarks.md). DuckDB holds the pool until the database closes, so a
-# notebook's or an application's connection, open for long, does not get it.
-BLOCK_POOL = "1GiB"
-
-
-def pool_blocks(con):
-    """Keep DuckDB's freed buffer blocks (up to BLOCK_POOL) for reuse: for processes
-    that end with their work. A DuckDB without the setting (before 1.3) goes on without."""
-    try:
-        con.execute(f"SET block_allocator_memory = '{BLOCK_POOL}'")
-    except duckdb.Error:
-        pass
 
 
 # glibc's malloc, where the process has it (Linux): DuckDB allocates through its own

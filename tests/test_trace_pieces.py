@@ -18,7 +18,7 @@ import pytest
 
 from conftest import TRACES, run_name
 from tracedb.store import db
-from tracedb.store.sql import scalar
+from tracedb.store.sql import scalar, statements
 from tracedb.ingest import IngestError, ingest_file, trace, trace_json
 
 TABLES = {
@@ -810,7 +810,7 @@ def test_a_large_traces_derivation_runs_under_its_lower_cap_with_the_same_rows(f
                                                                                 large):
     """A trace of trace.DERIVE_CAP_EVENTS events or more is derived under DuckDB's
     DERIVE_MEMORY_CAP (here 16 MiB: its statements spill), a smaller one under the load's
-    LOAD_MEMORY_CAP; --op-totals' scripts after it are raised from the load's cap as
+    LOAD_MEMORY_CAP, and the kernels' insert under LOAD_MEMORY_CAP in both; --op-totals' scripts after it are raised from the load's cap as
     before (TOTALS_MEMORY_CAP, not left at the lower one), and the limit is DuckDB's own
     again after the ingest. The rows are those of the fixture ingested as landed."""
     from tracedb.store.db import sql_text
@@ -824,11 +824,16 @@ def test_a_large_traces_derivation_runs_under_its_lower_cap_with_the_same_rows(f
     monkeypatch.setattr(trace, "DERIVE_CAP_EVENTS", n if large else n + 1)
     monkeypatch.setattr(trace, "DERIVE_MEMORY_CAP", 16 << 20)
     scripts = {sql_text("schema", f"load/{s}.sql"): s for s in ("derive_trace", "trace_system", "iteration_aggregates")}
+    derive_statements = set(statements(sql_text("schema", "load/derive_trace.sql")))
     limits, real = {}, trace.run_script
 
     def recorded(con_, text, *a, **k):
-        if text in scripts:
-            limits[scripts[text]] = scalar(con_, "SELECT current_setting('memory_limit')")
+        # derive_trace.sql runs in three parts: before the kernels' insert, the insert, after
+        part = scripts.get(text) or ("kernels_insert" if text in derive_statements and
+                                     re.search(r"^INSERT INTO kernels\b", text, re.M) else
+                                     "derive_trace" if re.search(r"^INSERT INTO threads\b", text, re.M) else None)
+        if part:
+            limits[part] = scalar(con_, "SELECT current_setting('memory_limit')")
         return real(con_, text, *a, **k)
     monkeypatch.setattr(trace, "run_script", recorded)
     con = db.connect(tmp_path / "c.duckdb")
@@ -836,6 +841,7 @@ def test_a_large_traces_derivation_runs_under_its_lower_cap_with_the_same_rows(f
     ingest_file(con, path, options={"op_totals": True})
     derive = shown(16 << 20 if large else trace.LOAD_MEMORY_CAP)
     assert limits == {"derive_trace": derive, "trace_system": derive,
+                      "kernels_insert": shown(trace.LOAD_MEMORY_CAP),       # raised for its one statement
                       "iteration_aggregates": shown(trace.TOTALS_MEMORY_CAP)}
     assert scalar(con, "SELECT current_setting('memory_limit')") == default
     name = run_name(path)
