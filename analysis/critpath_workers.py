@@ -15,16 +15,9 @@ import sys
 
 import duckdb
 
-from ..ingest.workers import each_in_workers
+from ..ingest.workers import each_in_workers, usable_cores
 from ..store import db, sandbox
 from ..store.sql import rows
-
-
-def _usable_cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _memory_bytes():
@@ -43,7 +36,7 @@ def _default_workers():
     """None on a machine of few cores (graphs() already overlaps the next chunk's SQL
     with this chunk's graphs on 2 cores), else one a core but this process's, at most
     8, and one for each WORKER_BYTES of the machine's memory."""
-    cores = _usable_cores()
+    cores = usable_cores()
     if cores < 4:
         return 0
     memory = _memory_bytes()

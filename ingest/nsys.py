@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..store.catalog import sql_text
-from ..store.sql import rows, run_script, run_script_over, scalar, statements
+from ..store.sql import rows, run_script, run_script_over, scalar, split_at, statements
 from ..store.tuning import memory_cap
 from .errors import IngestError
 from . import nsys_csv, nsys_metrics
@@ -520,13 +520,11 @@ def _keep_fields(raw, fields, offset):
 def _derive(con, run):
     """derive_trace.sql with nsys_gpu.sql's _gpu in place of its own (the kernels'
     launch fields from the export's columns, not parsed back from their args)."""
-    script = statements(sql_text("schema", "load/derive_trace.sql"))
-    at = [i for i, st in enumerate(script) if re.search(r"^CREATE OR REPLACE TEMP TABLE _gpu AS", st, re.M)]
-    if len(at) != 1:
-        raise RuntimeError("derive_trace.sql: no one statement creating _gpu for nsys_gpu.sql to stand for")
-    run_script(con, ";\n".join(script[:at[0]]), {"run": run})
+    before, _, after = split_at(sql_text("schema", "load/derive_trace.sql"), r"^CREATE OR REPLACE TEMP TABLE _gpu AS",
+                                "of derive_trace.sql creating _gpu for nsys_gpu.sql to stand for")
+    run_script(con, before, {"run": run})
     run_script(con, sql_text("schema", "load/nsys_gpu.sql"), {"run": run})
-    run_script(con, ";\n".join(script[at[0] + 1:]), {"run": run})
+    run_script(con, after, {"run": run})
 
 
 def _insert(con, staged, offset):
@@ -744,10 +742,8 @@ def _default_readers():
     thread's read already overlaps DuckDB's load of the batch before, and DuckDB wants
     the cores), else half the cores this process may run on, at most 8 (each holds
     one range of up to 120 Ki rows (a row group) at a time)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+    from .workers import usable_cores
+    cores = usable_cores()
     return 0 if cores < 8 else min(8, cores // 2)
 
 

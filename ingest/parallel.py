@@ -37,6 +37,7 @@ from ..progress import file_bar, phase
 from ..store.sql import scalar
 from ..store.tuning import asof_by_sort, memory_cap
 from .errors import IngestError
+from .workers import usable_cores
 
 # JSON of the files parsing and inserting their events at once (a larger file alone):
 # at 16 cores one 1 GB trace holds two batches of 192 MB as Arrow at its peak beside
@@ -92,14 +93,6 @@ class _Held:
         with s.turn:
             s.held -= self.nbytes
             s.turn.notify_all()
-
-
-def _cores():
-    """The cores this process may run on (taskset, a cpuset), else the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _content_bytes(path):
@@ -168,7 +161,7 @@ def ingest_traces(con, items, jobs=None, options=None, report=print):
     from . import _args_in_zstd
     items = [(str(i), {}) if not isinstance(i, tuple) else (str(i[0]), i[1]) for i in items]
     sizes = {p: _size(p) for p, _ in items}          # (the progress bar's MB/s)
-    at_once = max(1, min(jobs or FILES_AT_ONCE or _cores(), len(items)))
+    at_once = max(1, min(jobs or FILES_AT_ONCE or usable_cores(), len(items)))
     staging = _Staging(STAGED_BYTES)
     todo = list(reversed(items))          # popped from the end: in the order given
     again, alone = [], False              # out of memory beside others: alone, after them

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..store.db import sql_text
-from ..store.sql import rows, run_script, run_script_over, scalar, sql_literal, statements
+from ..store.sql import rows, run_script, run_script_over, scalar, split_at, sql_literal
 from ..store.tuning import cap_changed, memory_cap, trim_heap
 from . import trace_json
 from .errors import IngestError, database_error
@@ -566,17 +566,15 @@ def _derive_trace(con, run):
     """derive_trace.sql, its kernels' insert (two hash joins and the sort of every
     kernel in one statement) under LOAD_MEMORY_CAP where _derive_cap lowered the limit
     (cap_changed: nothing where it did not): at DERIVE_MEMORY_CAP on 16 threads the 10 GB
-    trace's 2.5 M kernels ran out of it in 1 of 3 ingests on the 16-core host. Its
-    peak stays under the inserts' (docs/benchmarks.md)."""
-    script = statements(sql_text("schema", "load/derive_trace.sql"))
-    at = [i for i, st in enumerate(script) if re.search(r"^INSERT INTO kernels\b", st, re.M)]
-    if len(at) != 1:
-        raise RuntimeError("derive_trace.sql: no one statement inserting into kernels")
+    trace's 2.5 M kernels ran out of it in about 1 of 18 CLI ingests on the 16-core
+    host. Its peak stays under the inserts' (docs/benchmarks.md)."""
+    before, insert, after = split_at(sql_text("schema", "load/derive_trace.sql"), r"^INSERT INTO kernels\b",
+                                     "of derive_trace.sql inserting into kernels")
     params = {"run": run}
-    run_script(con, ";\n".join(script[:at[0]]), params)
+    run_script(con, before, params)
     with cap_changed(con, DERIVE_MEMORY_CAP, LOAD_MEMORY_CAP):
-        run_script(con, script[at[0]], params)
-    run_script(con, ";\n".join(script[at[0] + 1:]), params)
+        run_script(con, insert, params)
+    run_script(con, after, params)
 
 
 def store_op_totals(con, run):

@@ -1,7 +1,16 @@
 """Worker processes, one pool for the package: a lake's files (query/lake.py), an nsys
 export's rowid ranges (nsys.py). (A directory's traces load on threads of one process,
 into one database: parallel.py.)"""
+import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
+
+
+def usable_cores():
+    """The cores this process may run on (taskset, a cpuset), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def each_in_workers(fn, items, jobs, ordered=False, ahead=None):

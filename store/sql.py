@@ -68,6 +68,18 @@ def statements(text):
     return out
 
 
+def split_at(text, pattern, what):
+    """A script of ours split at its one statement matching pattern (a regular
+    expression, ^ at a line's start): (the statements before it as one script, the
+    statement, those after it as one script). what names the statement in the error
+    where not exactly one matches."""
+    script = statements(text)
+    at = [i for i, st in enumerate(script) if re.search(pattern, st, re.M)]
+    if len(at) != 1:
+        raise RuntimeError(f"no one statement {what}")
+    return ";\n".join(script[:at[0]]), script[at[0]], ";\n".join(script[at[0] + 1:])
+
+
 def params_of(sql):
     """The $names a SQL text uses (comments left out)."""
     return set(_PARAM.findall(re.sub(r"--[^\n]*", "", sql)))
