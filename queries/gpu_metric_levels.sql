@@ -44,7 +44,7 @@
 --   dram_read_pct DOUBLE: time-weighted mean of `DRAM Read Bandwidth`, % of peak DRAM bandwidth
 --   dram_write_pct DOUBLE: time-weighted mean of `DRAM Write Bandwidth`, % of peak DRAM bandwidth
 --   dram_pct DOUBLE: dram_read_pct + dram_write_pct: DRAM bandwidth used, % of peak
---   gpu_util_pct DOUBLE: the trace's GPU utilization of the iteration (kernel busy time / duration, all the run's GPUs), %
+--   gpu_util_pct DOUBLE: the trace's GPU utilization of the iteration (busy time of the kernels launched in it / its duration, all the run's GPUs: the samples see every kernel running in its time, also those launched before it), %
 --   ncu_run VARCHAR: ncu run matched to the trace run (NULL: none)
 --   ncu_smsp_active_pct_iter DOUBLE: ncu's SMSP active level scaled to the iteration (utilization_levels.smsp_active_pct_iter), %
 --   ncu_issue_slot_pct_iter DOUBLE: ncu's issue slot level scaled to the iteration, %
