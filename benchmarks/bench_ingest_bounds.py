@@ -1,6 +1,6 @@
 """The ingest's phases alone: how fast the parse and the insert go with nothing beside them.
 
-usage: python benchmarks/bench_ingest_bounds.py BIG.json [--cores 2,8,12,16]
+usage: python benchmarks/bench_ingest_bounds.py BIG.json [--cores 2,8,12,16] [--sql STATEMENT]
 
 For each core count (the process pinned to that many cores, DuckDB on as many threads),
 the trace is cut into pieces as the ingest cuts it (ingest/trace_json.split, the
@@ -16,7 +16,8 @@ What a whole ingest adds after these (the derivation, the checkpoint) is in its 
 profile: `bench_ingest.py BIG.json --profile`. The sum parse + derivation + checkpoint
 is the least an ingest that derives after its last insert (one DuckDB transaction:
 a second connection does not see its rows) can take, even with every insert hidden
-beside the parse (docs/benchmarks.md, "What bounds the ingest").
+beside the parse (docs/benchmarks.md, "Seventh round").
+--sql STATEMENT: run on the connection before the insert (a DuckDB setting to measure).
 """
 import hashlib
 import os
@@ -32,7 +33,7 @@ def _cpu():
     return r.ru_utime + r.ru_stime
 
 
-def one(path, cores):
+def one(path, cores, sql=None):
     from tracedb.ingest import trace, trace_json
     from tracedb.store import db
     from tracedb.store.db import sql_text
@@ -57,6 +58,8 @@ def one(path, cores):
         script = sql_text("schema", "load/trace_events.sql")
         con.execute("SET VARIABLE tracedb_run = 'bounds'")
         con.execute("SET VARIABLE tracedb_base_ns = 0")
+        if sql:
+            con.execute(sql)
         t, c = time.perf_counter(), _cpu()
         con.execute("BEGIN")
         n = 0
@@ -90,7 +93,7 @@ def main(argv):
         pid = os.fork()           # each count in a process of its own (affinity, DuckDB's threads, RSS)
         if pid == 0:
             try:
-                one(argv[0], c)
+                one(argv[0], c, argv[argv.index("--sql") + 1] if "--sql" in argv else None)
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
