@@ -1013,7 +1013,8 @@ def path_table(con, values):
     if plan is None:
         return paths_of(graphs(con, its))
     src, chunks, n = plan             # many iterations, cores for them: chunks in worker processes
-    return pa.concat_tables(critpath_workers.in_workers(functools.partial(_in_worker, src, None), chunks, n))
+    return pa.concat_tables(critpath_workers.in_workers(functools.partial(_in_worker, src, None), chunks, n,
+                                                        lambda: [paths_of(graphs(con, its))]))
 
 
 def paths_of(gs):
@@ -1071,7 +1072,8 @@ def what_if(con, values):
     if plan is None:
         return what_ifs_of(graphs(con, its), change_of(values))
     src, chunks, n = plan
-    done = critpath_workers.in_workers(functools.partial(_in_worker, src, change_of(values)), chunks, n)
+    done = critpath_workers.in_workers(functools.partial(_in_worker, src, change_of(values)), chunks, n,
+                                       lambda: [what_ifs_of(graphs(con, its), change_of(values))])
     return pa.concat_tables([t for t, _ in done]), pa.concat_tables([p for _, p in done])
 
 

@@ -11,11 +11,12 @@ read-only with store/db.py connect, sandboxed as the parent's connection is. The
 are those of the one process, in its order (tests/test_critical_path_all.py)."""
 import itertools
 import os
-import sys
+import warnings
+from concurrent.futures.process import BrokenProcessPool
 
 import duckdb
 
-from ..ingest.workers import each_in_workers, usable_cores
+from ..ingest.workers import each_in_workers, spawnable, usable_cores
 from ..store import db, sandbox
 from ..store.sql import rows
 
@@ -71,14 +72,6 @@ def source(con):
     return got[0][0], not external, threads
 
 
-def _spawnable():
-    """False where a spawned worker would fail to start: the main script is no file it
-    can load again (python - < script: '<stdin>')."""
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    return path is None or os.path.exists(path)
-
-
 def plan(con, its, chunk_iterations, n=None):
     """(source, chunks, workers) to compute its ((run, job, iteration) of
     critpath.iterations) in workers: chunks (run, job, iterations) in its order, each
@@ -86,7 +79,7 @@ def plan(con, its, chunk_iterations, n=None):
     this process (too few workers, iterations or chunks, or a database a worker
     cannot open)."""
     n = workers() if n is None else n
-    if n < 2 or len(its) < MIN_ITERATIONS or not _spawnable():
+    if n < 2 or len(its) < MIN_ITERATIONS or not spawnable():
         return None
     src = source(con)
     if src is None:
@@ -103,9 +96,16 @@ def plan(con, its, chunk_iterations, n=None):
     return (path, sandboxed, max(1, threads // n)), chunks, n
 
 
-def in_workers(fn, chunks, n):
-    """[fn(chunk) for chunk in chunks], in n workers, a few chunks at a time (AHEAD)."""
-    return list(each_in_workers(fn, chunks, n, ahead=AHEAD))
+def in_workers(fn, chunks, n, here):
+    """[fn(chunk) for chunk in chunks], in n workers, a few chunks at a time (AHEAD);
+    here() instead, in this process, where a worker ended abruptly (killed for its
+    memory: the pool is then broken), with a warning."""
+    try:
+        return list(each_in_workers(fn, chunks, n, ahead=AHEAD))
+    except BrokenProcessPool:
+        warnings.warn("a worker process of the critical path ended abruptly (out of memory?); "
+                      "computed again in this process (TRACEDB_CRITPATH_WORKERS=0 skips the workers)")
+        return here()
 
 
 # ---- in a worker ---------------------------------------------------------------

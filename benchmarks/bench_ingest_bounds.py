@@ -18,6 +18,9 @@ is the least an ingest that derives after its last insert (one DuckDB transactio
 a second connection does not see its rows) can take, even with every insert hidden
 beside the parse (docs/benchmarks.md, "Seventh round").
 --sql STATEMENT: run on the connection before the insert (a DuckDB setting to measure).
+--one-insert: every batch inserted in one statement (the row groups of the whole trace,
+not of one batch, for DuckDB's threads to share: what batches as big as the trace would
+give, whatever their memory).
 """
 import hashlib
 import os
@@ -27,13 +30,16 @@ import sys
 import tempfile
 import time
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 
 def _cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 
-def one(path, cores, sql=None):
+def one(path, cores, sql=None, together=False):
     from tracedb.ingest import trace, trace_json
     from tracedb.store import db
     from tracedb.store.db import sql_text
@@ -64,6 +70,20 @@ def one(path, cores, sql=None):
         con.execute("BEGIN")
         n = 0
         con.execute("SET SESSION preserve_insertion_order = false")
+        if together:
+            batches = [b for r in ready for b in r.aligned.to_batches()]
+            schema = ready[0].aligned.schema
+            ready.clear()
+            con.execute("SET VARIABLE tracedb_event_offset = 0")
+            whole = pa.Table.from_batches(batches, schema=schema)
+            batches = None
+            # (pos restarts in each batch: numbered again over the whole)
+            whole = whole.set_column(whole.schema.get_field_index("pos"), "pos",
+                                     pc.subtract(pc.cumulative_sum(pa.repeat(1, whole.num_rows)), 1).cast(pa.int64()))
+            t, c = time.perf_counter(), _cpu()       # (the table's making not counted)
+            run_script_over(con, script, "_trace_staged", whole)
+            n = whole.num_rows
+            whole = None
         while ready:
             r = ready.pop(0)
             con.execute("SET VARIABLE tracedb_event_offset = ?", [n])
@@ -93,7 +113,7 @@ def main(argv):
         pid = os.fork()           # each count in a process of its own (affinity, DuckDB's threads, RSS)
         if pid == 0:
             try:
-                one(argv[0], c, argv[argv.index("--sql") + 1] if "--sql" in argv else None)
+                one(argv[0], c, argv[argv.index("--sql") + 1] if "--sql" in argv else None, "--one-insert" in argv)
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)

@@ -964,9 +964,11 @@ class _Background:
 def _in_processes(ranges):
     """Whether worker processes read the export of these ranges: at least
     PROCESS_MIN_ROWS rowids in its tables, and rowids in all of them (a view is
-    streamed by the thread)."""
+    streamed by the thread), and workers that can start (not from a script read from
+    stdin: workers.spawnable)."""
+    from .workers import spawnable
     return (sum(hi - lo + 1 for _, lo, hi, r in ranges if r and lo is not None) >= PROCESS_MIN_ROWS
-            and all(lo is not None for _, lo, _, r in ranges if r))
+            and all(lo is not None for _, lo, _, r in ranges if r) and spawnable())
 
 
 def _process_batch_rows():

@@ -2,6 +2,7 @@
 export's rowid ranges (nsys.py). (A directory's traces load on threads of one process,
 into one database: parallel.py.)"""
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 
@@ -11,6 +12,14 @@ def usable_cores():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def spawnable():
+    """False where a spawned worker would fail to start: the main script is no file it
+    can load again (python - < script: '<stdin>'). Callers then work in this process."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return path is None or os.path.exists(path)
 
 
 def each_in_workers(fn, items, jobs, ordered=False, ahead=None):

@@ -244,3 +244,29 @@ def test_no_workers_where_they_could_not_start(con, workers, monkeypatch):
     assert critpath_workers.plan(con, its, 1) is None
     _same_as_alone(con, {"run": "hostgap_a"}, "critical_path")
     assert not workers
+
+
+def _dies(chunk):
+    """A worker that ends abruptly, as one the kernel killed for its memory."""
+    import os
+    os._exit(9)
+
+
+@pytest.mark.parametrize("report", ["critical_path", "what_if"])
+def test_a_worker_that_dies_leaves_the_rows_to_this_process(con, workers, monkeypatch, report):
+    """A worker process that ends abruptly breaks the pool: the report's rows are
+    made again in this process, with a warning, the same as the one process's (before,
+    the report failed with BrokenProcessPool)."""
+    values = {"run": "hostgap_a", "iteration": "all"}
+    make = (lambda: critpath.path_table(con, values)) if report == "critical_path" else \
+        (lambda: critpath.what_if(con, {**values, "zero_launch_overhead": "true"})[0])
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "0")
+    alone = make()
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "2")
+    real = critpath_workers.in_workers
+    monkeypatch.setattr(critpath_workers, "in_workers",
+                        lambda fn, chunks, n, here: real(_dies, chunks, n, here))
+    with pytest.warns(UserWarning, match="ended abruptly"):
+        got = make()
+    assert len(workers) == 1 and len(workers[0][1]) >= 2       # (the pool was started, and broke)
+    assert alone.num_rows > 0 and got.to_pylist() == alone.to_pylist()

@@ -671,6 +671,36 @@ def test_kernels_get_the_innermost_emit_nvtx_op_around_their_launch(nsys_db, pla
     assert got == raw and sum(1 for (_, op) in raw if op) > 1000
 
 
+def test_worker_readers_from_a_script_read_on_stdin(nsys_db, tmp_path):
+    """`python - < script` (a main module no spawned worker can load again): the export
+    is read by the reading thread instead of worker processes, and loads the same
+    events and kernels (before, every worker died starting and the ingest failed)."""
+    script = f"""
+import sys
+from tracedb.ingest import nsys, ingest_file
+from tracedb.store import db
+nsys.PROCESS_READERS, nsys.PROCESS_MIN_ROWS, nsys.BATCH_ROWS = 2, 0, 4096
+calls = []
+real = nsys._in_processes
+nsys._in_processes = lambda ranges: calls.append(real(ranges)) or calls[-1]
+con = db.connect({str(tmp_path / "stdin.duckdb")!r})
+r = ingest_file(con, {str(gz("mfu_2gpu_before"))!r})
+print(r.status, calls)
+"""
+    out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[0] == "loaded" and "[False]" in out.stdout
+    con = db.connect(tmp_path / "stdin.duckdb", read_only=True)
+    try:
+        for q in ("SELECT count(*), sum(hash(event_id, name, ts_ns, dur_ns, correlation)) FROM events "
+                  "WHERE run = 'mfu_2gpu_before'",
+                  "SELECT count(*), sum(hash(kernel_id, name, ts_ns, launch_event_id, op_event_id, seq)) FROM kernels "
+                  "WHERE run = 'mfu_2gpu_before'"):
+            assert con.execute(q).fetchone() == nsys_db.execute(q).fetchone()
+    finally:
+        con.close()
+
+
 @pytest.mark.parametrize("readers", [2, 0])
 def test_reading_in_parts_loads_the_same_run(nsys_db, tmp_path, monkeypatch, readers):
     """The export read in rowid ranges of 4096 rows, by 2 worker processes (what a
