@@ -1033,7 +1033,7 @@ def paths_of(gs):
 _WORKER_SHARED = {}
 
 
-def _in_worker(src, change, chunk):
+def _in_worker(src, change, chunk, path=True):
     """In a worker process (critpath_workers): the critical_path table of a chunk
     (run, job, iterations) (change None), or what_if's two tables, from the database
     of src (critpath_workers.plan) read-only, as graphs() reads the chunk."""
@@ -1046,12 +1046,15 @@ def _in_worker(src, change, chunk):
         _WORKER_SHARED.clear()
         _WORKER_SHARED[key] = shared_rows(con, names)
     gs = chunk_graphs(con, runs, run, job, its, _WORKER_SHARED[key], _chunk_tables(con, names, list(its)))
-    return paths_of(gs) if change is None else what_ifs_of(gs, change)
+    return paths_of(gs) if change is None else what_ifs_of(gs, change, path)
+
+
+def _flag(v):
+    return str(v).strip().lower() in ("true", "1") if v is not None else False
 
 
 def change_of(values):
-    def flag(v):
-        return str(v).strip().lower() in ("true", "1") if v is not None else False
+    flag = _flag
     scale = values.get("scale")
     return Change(scale=1.0 if scale is None else float(scale), kernel_layer=values.get("kernel_layer"),
                   kernel_like=values.get("kernel_like"), op_like=values.get("op_like"),
@@ -1068,33 +1071,37 @@ WHATIF_TYPES = {"run": pa.string(), "job": pa.string(), "iteration": pa.int32(),
 def what_if(con, values):
     """(rows of what_if, rows of the new critical path)."""
     its = iterations(con, values.get("run"), values.get("job"), values.get("iteration"))
+    path = _flag(values.get("path"))      # (the new critical path made only for path=true)
     plan = critpath_workers.plan(con, its, CHUNK_ITERATIONS)
     if plan is None:
-        return what_ifs_of(graphs(con, its), change_of(values))
+        return what_ifs_of(graphs(con, its), change_of(values), path)
     src, chunks, n = plan
-    done = critpath_workers.in_workers(functools.partial(_in_worker, src, change_of(values)), chunks, n,
-                                       lambda: [what_ifs_of(graphs(con, its), change_of(values))])
+    done = critpath_workers.in_workers(functools.partial(_in_worker, src, change_of(values), path=path), chunks, n,
+                                       lambda: [what_ifs_of(graphs(con, its), change_of(values), path)])
     return pa.concat_tables([t for t, _ in done]), pa.concat_tables([p for _, p in done])
 
 
-def what_ifs_of(gs, change):
-    """(rows of what_if, rows of the new critical path) of the graphs gs (paths_of)."""
+def what_ifs_of(gs, change, path=True):
+    """(rows of what_if, rows of the new critical path) of the graphs gs (paths_of);
+    without path, no new path is made (its rows empty: the report shows them only
+    with path=true, and making them took 40% of a replay's time)."""
     recs, paths = [], PathColumns()
     with _gc_paused():
         for k, (run, job, it, g) in enumerate(gs):
             if g is not None:
-                recs.append(_what_if_one(g, change, run, job, it, paths))
+                recs.append(_what_if_one(g, change, run, job, it, paths if path else None))
             if k % 10 == 9:
                 paths.flush()
     return _table(recs, WHATIF_TYPES), paths.table()
 
 
 def _what_if_one(g, change, run, job, it, paths):
-    """One iteration's what_if row; its new critical path added to paths."""
+    """One iteration's what_if row; its new critical path added to paths (None: not made)."""
     pred, new = replay(g, change)
     changed = sum(1 for n in g.nodes if change.selected(n))
-    h = replayed_graph(g, new)
-    paths.add(h, critical_path(h, per_rank_waits=job is None), run, job, it)
+    if paths is not None:
+        h = replayed_graph(g, new)
+        paths.add(h, critical_path(h, per_rank_waits=job is None), run, job, it)
     return {"run": run, "job": job, "iteration": it, "step_ns": g.dur_ns, "predicted_step_ns": pred,
             "saving_ns": g.dur_ns - pred, "saving_pct": round(100.0 * (g.dur_ns - pred) / g.dur_ns, 3)
             if g.dur_ns else None, "changed_nodes": changed}

@@ -90,13 +90,13 @@ def _same_as_alone(con, target, report):
     ({"job": "ddp_straggler"}, {"remove_rank_lateness": "1"}),
 ], ids=["sync_a", "hostgap_a", "ddp_straggler"])
 def test_what_if_all_equals_each_iteration(con, chunked, target, change):
-    t, p = critpath.what_if(con, {**target, **change, "iteration": "all"})
+    t, p = critpath.what_if(con, {**target, **change, "iteration": "all", "path": "true"})
     rows, paths = _by_iteration(t.to_pylist()), _by_iteration(p.to_pylist())
     its = _iterations(con, target)
     assert sorted(rows) == its
     saved = 0
     for it in its:
-        t1, p1 = critpath.what_if(con, {**target, **change, "iteration": str(it)})
+        t1, p1 = critpath.what_if(con, {**target, **change, "iteration": str(it), "path": "true"})
         assert rows[it] == t1.to_pylist()
         assert paths[it] == p1.to_pylist()
         saved += rows[it][0]["saving_ns"]
@@ -170,11 +170,11 @@ def test_workers_give_the_serial_rows(con, workers, monkeypatch, target, reports
 def test_workers_give_the_serial_what_if(con, workers, monkeypatch, target, change):
     """what_if's two tables as prepared (a row an iteration, the new paths), and for a
     run the report's rows."""
-    values = {**target, **change, "iteration": "all"}
+    values = {**target, **change, "iteration": "all", "path": "true"}
     (t0, p0), (t1, p1) = _serial_and_parallel(monkeypatch, workers, lambda: critpath.what_if(con, values))
     assert t0.num_rows == len(_iterations(con, target)) and sum(t0.column("saving_ns").to_pylist()) > 0
     assert t1.to_pylist() == t0.to_pylist()
-    assert p1.to_pylist() == p0.to_pylist()
+    assert p0.num_rows > 0 and p1.to_pylist() == p0.to_pylist()
     if "job" in target:
         return
     serial, parallel = _serial_and_parallel(monkeypatch, workers,
@@ -270,3 +270,23 @@ def test_a_worker_that_dies_leaves_the_rows_to_this_process(con, workers, monkey
         got = make()
     assert len(workers) == 1 and len(workers[0][1]) >= 2       # (the pool was started, and broke)
     assert alone.num_rows > 0 and got.to_pylist() == alone.to_pylist()
+
+
+def test_what_if_makes_the_new_path_only_when_asked(con, workers, monkeypatch):
+    """what_if without path=true makes no new critical path (its rows are shown only
+    with path=true; making them took 40% of the replay's time): the step rows are those
+    made with the path, in the one process and in workers, and the report's rows are
+    those of path=true without its category rows."""
+    values = {"run": "hostgap_a", "iteration": "all", "zero_launch_overhead": "true"}
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "0")
+    steps, none = critpath.what_if(con, values)
+    with_steps, path = critpath.what_if(con, {**values, "path": "true"})
+    assert none.num_rows == 0 and path.num_rows > 0
+    assert steps.num_rows > 1 and steps.to_pylist() == with_steps.to_pylist()
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "2")
+    in_workers, none = critpath.what_if(con, values)
+    assert len(workers) == 1 and none.num_rows == 0 and in_workers.to_pylist() == steps.to_pylist()
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "0")
+    plain = reports.run(con, "what_if", values).to_pylist()
+    full = reports.run(con, "what_if", {**values, "path": "true"}).to_pylist()
+    assert len(full) > len(plain) and plain == [r for r in full if r["category"] is None]
