@@ -313,3 +313,18 @@ def test_a_file_of_schema_version_7_walks_read_only(path, tmp_path, monkeypatch,
         assert w.execute("SELECT count(*) FROM path_iteration_totals").fetchone()[0] == 0
     finally:
         w.close()
+
+
+def test_an_nsight_systems_export(tmp_path, monkeypatch, walks):
+    """An Nsight Systems export (its iterations from an op name, --iterations-from) stores
+    its sums as a Kineto trace does: 67 iterations, read back as the walk gives them."""
+    p = tmp_path / "n.duckdb"
+    assert main(["ingest", str(DATA / "nsys" / "mfu_2gpu_before.sqlite.gz"), "--iterations-from", "FlashAttnFunc",
+                 "--db", str(p), "--path-totals"]) == 0
+    r = db.connect(p, read_only=True)
+    try:
+        got = summary(r)
+        assert walks[0] == 0 and len({x["iteration"] for x in got}) == 67
+        assert got == walked(r, monkeypatch)
+    finally:
+        r.close()
