@@ -452,7 +452,7 @@ def parser():
                     help="trace: also walk the critical path of every iteration once, after the load, and store "
                          "its sums per iteration, category and layer type, so that critical_path_summary with "
                          "iteration=all reads them instead of walking (no job, no power log paired; a 1 GB trace: "
-                         "0.07 s instead of 26 s), at about 41 CPU s a GB of trace, 2.7x a plain ingest's CPU")
+                         "0.07 s instead of 26 s), at about 40 CPU s a GB of trace, 2-3x a plain ingest's CPU")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")
