@@ -165,7 +165,7 @@ class TraceDB:
             if path_totals:
                 import warnings
                 from .analysis import path_totals as pt
-                pt.store_runs(con, pt.loaded_trace_runs(outcomes), warnings.warn)
+                pt.store_runs(con, pt.loaded_trace_runs(con, outcomes), warnings.warn)
         failed = next((o for o in outcomes if o.failed), None)
         if failed is not None:
             raise IngestError(failed.path, next(t for level, t in failed.lines if level == "error")

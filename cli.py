@@ -119,7 +119,7 @@ def _ingest_paths(con, args, options, groups):
                                   options=options, on_outcome=show)
     if args.path_totals:          # after the commits (and the jobs settled): the walk reads committed rows
         from .analysis import path_totals
-        path_totals.store_runs(con, path_totals.loaded_trace_runs(outcomes),
+        path_totals.store_runs(con, path_totals.loaded_trace_runs(con, outcomes),
                                lambda line: print(f"tracedb: warning: {line}", file=sys.stderr))
     return 1 if any(o.failed for o in outcomes) else 0
 
@@ -452,7 +452,8 @@ def parser():
                     help="trace: also walk the critical path of every iteration once, after the load, and store "
                          "its sums per iteration, category and layer type, so that critical_path_summary with "
                          "iteration=all reads them instead of walking (no job, no power log paired; a 1 GB trace: "
-                         "0.07 s instead of 26 s), at about 40 CPU s a GB of trace, 2-3x a plain ingest's CPU")
+                         "0.07 s instead of 26 s), at about 40 CPU s a GB of trace, 2-3x a plain ingest's CPU; a "
+                         "trace loaded before gets them when ingested again with it")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")

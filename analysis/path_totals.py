@@ -135,10 +135,27 @@ def store_runs(con, runs, warn):
                  "critical_path_summary walks its path")
 
 
-def loaded_trace_runs(outcomes):
-    """The trace runs a command's ingest loaded (ingest/batch.py Outcome list), in order."""
-    return [o.result.run for o in outcomes
-            if o.result is not None and o.result.kind == "trace" and o.result.status == "loaded"]
+def loaded_trace_runs(con, outcomes):
+    """The trace runs of a command's ingest (ingest/batch.py Outcome list), in order: those
+    it loaded, and those whose content it skipped as a run's already (ingested before
+    without --path-totals, or before a change the sums depend on) without current sums."""
+    out = []
+    for o in outcomes:
+        r = o.result
+        if r is None or r.kind != "trace" or r.run in out:
+            continue
+        if r.status == "loaded" or (r.status == "skipped" and not _current(con, [r.run])):
+            out.append(r.run)
+    return out
+
+
+def _current(con, runs):
+    """Each of runs has sums stored under the digests its walk would have now."""
+    stored = {r: (a, b, c) for r, a, b, c in rows(
+        con, f"SELECT DISTINCT run, rules, ranks, code FROM {TABLE} WHERE run IN (SELECT unnest($runs))",
+        {"runs": list(runs)})}
+    now = _digests(con, runs)
+    return all(stored.get(r) == now[r] for r in runs)
 
 
 # ---- the report reading them -----------------------------------------------------
@@ -158,11 +175,7 @@ def stored_sums(con, values):
         return None
     if rows(con, "SELECT 1 FROM trace_power_pairs WHERE run IN (SELECT unnest($runs)) LIMIT 1", {"runs": runs}):
         return None
-    stored = {r: (a, b, c) for r, a, b, c in rows(
-        con, f"SELECT DISTINCT run, rules, ranks, code FROM {TABLE} WHERE run IN (SELECT unnest($runs))",
-        {"runs": runs})}
-    now = _digests(con, runs)
-    if any(stored.get(r) != now[r] for r in runs):
+    if not _current(con, runs):
         return None
     t = con.sql(f"SELECT {', '.join(SUM_TYPES)} FROM {TABLE} "
                 "WHERE run IN (SELECT unnest($runs)) AND iteration IS NOT NULL",

@@ -328,3 +328,28 @@ def test_an_nsight_systems_export(tmp_path, monkeypatch, walks):
         assert got == walked(r, monkeypatch)
     finally:
         r.close()
+
+
+def test_a_trace_ingested_again_with_the_flag_gets_its_sums(tmp_path, monkeypatch, walks, capsys):
+    """A trace loaded without --path-totals, ingested again with it: its content is
+    skipped (already a run) and its sums are stored; a third time, with sums current,
+    nothing is walked."""
+    p = tmp_path / "again.duckdb"
+    assert main(["ingest", str(TRACES[1]), "--db", str(p)]) == 0
+    assert main(["ingest", str(TRACES[1]), "--db", str(p), "--path-totals"]) == 0
+    assert "skipped" in capsys.readouterr().out
+    r = db.connect(p, read_only=True)
+    try:
+        got = summary(r)
+        assert walks[0] == 0 and got == walked(r, monkeypatch)
+    finally:
+        r.close()
+    n = [0]
+    real = path_totals.sums
+
+    def counted(con, its, progress=None):
+        n[0] += 1
+        return real(con, its, progress)
+    monkeypatch.setattr(path_totals, "sums", counted)
+    assert main(["ingest", str(TRACES[1]), "--db", str(p), "--path-totals"]) == 0
+    assert n[0] == 0
