@@ -147,12 +147,14 @@ class TraceDB:
     # -- writing --
     def ingest(self, path, run=None, pair_with=None, offset_ns=None, tz=None, columns=None,
                start_ns=None, interval_ms=None, job=None, rank=None, iterations_from=None, jobs=None,
-               op_totals=False):
+               op_totals=False, path_totals=False):
         """Load a file as `tracedb ingest` does (ingest/batch.py: the same pairing of
         ncu reports and logs): one IngestResult; or a directory's files (a job's rank
         traces, a capture folder's trace and logs): a list. The first file that fails
         raises its IngestError, after the others are loaded. op_totals: as
-        `--op-totals`, each trace's per-iteration op and FLOP totals stored too."""
+        `--op-totals`, each trace's per-iteration op and FLOP totals stored too.
+        path_totals: as `--path-totals`, each trace run's critical path sums per
+        iteration stored after its load (a failure there: a warning, the run stays)."""
         from .ingest.batch import ingest_groups_into
         from .ingest.jobs import ingest_groups
         options = {"offset_ns": offset_ns, "tz": tz, "columns": columns, "start_ns": start_ns,
@@ -160,6 +162,10 @@ class TraceDB:
         groups = ingest_groups([path], job=job, rank=rank)
         with self._con(write=True) as con:
             outcomes = ingest_groups_into(con, groups, run=run, pair_with=pair_with, jobs=jobs, options=options)
+            if path_totals:
+                import warnings
+                from .analysis import path_totals as pt
+                pt.store_runs(con, pt.loaded_trace_runs(con, outcomes), warnings.warn)
         failed = next((o for o in outcomes if o.failed), None)
         if failed is not None:
             raise IngestError(failed.path, next(t for level, t in failed.lines if level == "error")

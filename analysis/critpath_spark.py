@@ -34,7 +34,7 @@ from ..query.reports import ReportError
 from ..store import db
 from ..store.sql import bind, sql_literal
 from ..suggest import did_you_mean
-from . import critpath
+from . import critpath, path_totals
 
 # The lake's datasets a task loads into its scratch database: what the step graph's
 # views (and critpath._NODES) read for one rank.
@@ -285,8 +285,8 @@ def run_spark(name, params, lake_dir, master=None):
     if report.prepared_by == "what_if":
         t, p = critpath.what_ifs_of(gs, critpath.change_of(values))
         tables = {"_what_if": t, "_critical_path": p}
-    else:
-        tables = {"_critical_path": critpath.paths_of(gs)}
+    else:       # (critical_path_summary on Spark walks: no stored sums)
+        tables = {"_critical_path": critpath.paths_of(gs), "_critical_path_sums": path_totals.empty_sums()}
     with tempfile.TemporaryDirectory(prefix="tracedb-critpath-") as d:
         con = db.connect(os.path.join(d, "report.duckdb"))
         try:
@@ -300,3 +300,4 @@ def run_spark(name, params, lake_dir, master=None):
 run_spark.reads = READS
 reports.register_spark_form("critical_path", run_spark)
 reports.register_spark_form("what_if", run_spark)
+reports.register_spark_form("critical_path_sums", run_spark)

@@ -1,4 +1,5 @@
-"""What storing critical_path_summary's sums per iteration at ingest would cost.
+"""What storing critical_path_summary's sums per iteration at ingest costs (now stored by
+`tracedb ingest --path-totals`, analysis/path_totals.py, with these sums).
 
     python benchmarks/bench_path_totals.py DB [--threads N] [--check]
 
@@ -9,6 +10,8 @@ and sums it as critical_path_summary does (run, iteration, category, layer type:
 segments, dur_ns, step_ns). Prints the wall and CPU seconds (all threads) and the
 rows. --check also runs the report with iteration=all and compares the rows
 (segments, dur_ns, step_ns; energy_j is not a sum: it needs the segments' times).
+On a database ingested with --path-totals the report reads the stored sums: --check then
+compares with those.
 Compare the CPU with the ingest's (`/usr/bin/time -v tracedb ingest ... --op-totals`).
 """
 import argparse
@@ -20,26 +23,12 @@ import time
 import duckdb
 
 from tracedb.query import reports
-from tracedb.analysis import critpath
+from tracedb.analysis import critpath, path_totals
 
 
 def sums(con, its):
     """{(run, iteration, category, layer_type): [segments, dur_ns, step_ns]}"""
-    out = {}
-    with critpath._gc_paused():
-        for run, job, it, g in critpath.graphs(con, its):
-            if g is None:
-                continue
-            for s in critpath.critical_path(g, per_rank_waits=job is None):
-                layer = g.nodes[s.node].layer if s.node is not None and s.category in critpath.GPU_CATEGORIES else None
-                k = (run, it, s.category, layer)
-                v = out.get(k)
-                if v is None:
-                    out[k] = [1, s.dur, g.dur_ns]
-                else:
-                    v[0] += 1
-                    v[1] += s.dur
-    return out
+    return path_totals.sums(con, its)
 
 
 def cpu():

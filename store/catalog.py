@@ -26,8 +26,9 @@ from . import header
 # that, which keeps stamping 3 with its own views, makes this version replace them;
 # 5: op_iteration_totals, which a read-only open of a file stamped 4 stands in for;
 # 6: finding_iteration_totals, kernel_iteration_totals, copy_kernel_overlap, gpu_class_totals,
-# launch_queue_totals, top_kernel_totals and idle_totals, the same; 7: gpu_metric_samples, the same).
-SCHEMA_VERSION = "7"
+# launch_queue_totals, top_kernel_totals and idle_totals, the same; 7: gpu_metric_samples, the same;
+# 8: path_iteration_totals, the same).
+SCHEMA_VERSION = "8"
 # The storage format a new database is written in: DuckDB 2.0 writes a format by
 # default that DuckDB 1.x (the CLI and drivers most people have) cannot open. The
 # README states the versions this gives; tests/test_compat.py opens a file with 1.5.
@@ -91,12 +92,13 @@ def includes(name):
 
 
 # The tables of totals an ingest with --op-totals stores (ingest/trace.py store_op_totals),
+# and with --path-totals (analysis/path_totals.py: path_iteration_totals),
 # which the reports read instead of sweeping: made by the views, load scripts and reports
 # of the tracedb that stored them (db.totals_digest, schema_info 'totals'). Another
 # version's are deleted by a write open and hidden by a read-only one: the reports sweep.
 TOTALS_TABLES = ("op_iteration_totals", "op_flop_totals", "kernel_iteration_totals", "copy_kernel_overlap",
                  "gpu_class_totals", "launch_queue_totals", "top_kernel_totals", "idle_totals",
-                 "finding_iteration_totals")
+                 "finding_iteration_totals", "path_iteration_totals")
 
 
 @cache

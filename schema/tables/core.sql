@@ -287,6 +287,26 @@ CREATE TABLE IF NOT EXISTS launch_queue_totals (
     empty_gpu_idle_pct DOUBLE
 );
 
+-- critical_path_summary's sums with iteration=all of a trace run (each iteration,
+-- category and layer type of its critical path), stored by an ingest with --path-totals
+-- (analysis/path_totals.py walks every iteration's path once, after the run's commit)
+-- under digests of what the walk reads besides the run's own rows: the report reads
+-- them while all three are as they were, no job is asked for and no power log applies
+-- (energy_j needs each segment's time); else it walks. A run whose path gives no row
+-- keeps one with iteration NULL.
+CREATE TABLE IF NOT EXISTS path_iteration_totals (
+    run        VARCHAR NOT NULL,
+    iteration  INTEGER,                       -- NULL: the run's marker row (no row to report)
+    category   VARCHAR,                       -- critical_path_summary.category
+    layer_type VARCHAR,                       -- kernels: layer type; else NULL
+    segments   BIGINT,                        -- segments of the path in the row
+    dur_ns     BIGINT,                        -- time on the path, ns
+    step_ns    BIGINT,                        -- the iteration's duration, ns
+    rules      VARCHAR NOT NULL,              -- layer_rules_digest() when stored
+    ranks      VARCHAR NOT NULL,              -- digest of the run's job as stored (its runs, ranks and contents: the collectives' last arrivals)
+    code       VARCHAR NOT NULL               -- digest of the walk's code (analysis/critpath.py) that stored them
+);
+
 -- Hardware counters (ncu): one row per kernel and metric, in base units.
 CREATE TABLE IF NOT EXISTS counters (
     run       VARCHAR NOT NULL,              -- the ncu run
