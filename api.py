@@ -160,12 +160,19 @@ class TraceDB:
         options = {"offset_ns": offset_ns, "tz": tz, "columns": columns, "start_ns": start_ns,
                    "interval_ms": interval_ms, "iterations_from": iterations_from, "op_totals": op_totals}
         groups = ingest_groups([path], job=job, rank=rank)
+        sums_of = []
         with self._con(write=True) as con:
             outcomes = ingest_groups_into(con, groups, run=run, pair_with=pair_with, jobs=jobs, options=options)
             if path_totals:
                 import warnings
                 from .analysis import path_totals as pt
-                pt.store_runs(con, pt.loaded_trace_runs(con, outcomes), warnings.warn)
+                sums_of = pt.loaded_trace_runs(con, outcomes)
+                if self._held is not None:      # (a held connection: walked on it, in this process)
+                    pt.store_runs(con, sums_of, warnings.warn)
+                    sums_of = []
+        if sums_of:          # the file closed: the critical path's workers can open it
+            pt.store_in_file(lambda: db.connect(self.path, read_only=True), lambda: db.connect(self.path),
+                             sums_of, warnings.warn)
         failed = next((o for o in outcomes if o.failed), None)
         if failed is not None:
             raise IngestError(failed.path, next(t for level, t in failed.lines if level == "error")

@@ -91,12 +91,17 @@ def cmd_ingest(args):
     new = not os.path.exists(args.db)
     con = _open(args.db, write=True)
     try:
-        return _ingest_paths(con, args, options, groups)
+        rc, sums_of = _ingest_paths(con, args, options, groups)
     finally:
         empty = new and _holds_no_run(con)
         con.close()         # checkpointed, also when interrupted
         if empty:           # nothing loaded: the database this command made goes too
             remove(args.db)
+    if sums_of:             # --path-totals: the file closed, so that the critical path's workers can open it
+        from .analysis import path_totals
+        path_totals.store_in_file(lambda: _open(args.db), lambda: _open(args.db, write=True), sums_of,
+                                  lambda line: print(f"tracedb: warning: {line}", file=sys.stderr))
+    return rc
 
 
 def _holds_no_run(con):
@@ -117,11 +122,11 @@ def _ingest_paths(con, args, options, groups):
                 print(text)
     outcomes = ingest_groups_into(con, groups, run=args.run, pair_with=args.pair_with, jobs=args.jobs,
                                   options=options, on_outcome=show)
+    sums_of = []
     if args.path_totals:          # after the commits (and the jobs settled): the walk reads committed rows
         from .analysis import path_totals
-        path_totals.store_runs(con, path_totals.loaded_trace_runs(con, outcomes),
-                               lambda line: print(f"tracedb: warning: {line}", file=sys.stderr))
-    return 1 if any(o.failed for o in outcomes) else 0
+        sums_of = path_totals.loaded_trace_runs(con, outcomes)
+    return (1 if any(o.failed for o in outcomes) else 0), sums_of
 
 
 def _lake_line(line, level):

@@ -1035,8 +1035,14 @@ _WORKER_SHARED = {}
 
 def _in_worker(src, change, chunk, path=True):
     """In a worker process (critpath_workers): the critical_path table of a chunk
-    (run, job, iterations) (change None), or what_if's two tables, from the database
-    of src (critpath_workers.plan) read-only, as graphs() reads the chunk."""
+    (run, job, iterations) (change None), or what_if's two tables."""
+    gs = worker_graphs(src, chunk)
+    return paths_of(gs) if change is None else what_ifs_of(gs, change, path)
+
+
+def worker_graphs(src, chunk):
+    """In a worker process: the graphs of a chunk (run, job, iterations), from the
+    database of src (critpath_workers.plan) read-only, as graphs() reads the chunk."""
     run, job, its = chunk
     con = critpath_workers.connection(src)
     runs = _runs_of(con, run, job)
@@ -1045,8 +1051,7 @@ def _in_worker(src, change, chunk, path=True):
     if key not in _WORKER_SHARED:       # (this worker's next chunk of the same runs reuses it)
         _WORKER_SHARED.clear()
         _WORKER_SHARED[key] = shared_rows(con, names)
-    gs = chunk_graphs(con, runs, run, job, its, _WORKER_SHARED[key], _chunk_tables(con, names, list(its)))
-    return paths_of(gs) if change is None else what_ifs_of(gs, change, path)
+    return chunk_graphs(con, runs, run, job, its, _WORKER_SHARED[key], _chunk_tables(con, names, list(its)))
 
 
 def _flag(v):

@@ -353,3 +353,29 @@ def test_a_trace_ingested_again_with_the_flag_gets_its_sums(tmp_path, monkeypatc
     monkeypatch.setattr(path_totals, "sums", counted)
     assert main(["ingest", str(TRACES[1]), "--db", str(p), "--path-totals"]) == 0
     assert n[0] == 0
+
+
+def test_sums_walked_in_worker_processes(path, tmp_path, monkeypatch):
+    """With cores for them (forced here: 2 workers, chunks of 1 iteration), the ingest
+    closes its write connection, walks on a read-only one whose chunks the critical
+    path's worker processes walk, and stores the same rows as the one process."""
+    from tracedb.analysis import critpath_workers
+    monkeypatch.setenv("TRACEDB_CRITPATH_WORKERS", "2")
+    monkeypatch.setattr(critpath_workers, "MIN_ITERATIONS", 0)
+    monkeypatch.setattr(critpath, "CHUNK_ITERATIONS", 1)
+    given = []
+    real = critpath_workers.each_in_workers
+    monkeypatch.setattr(critpath_workers, "each_in_workers",
+                        lambda fn, items, jobs, **kw: given.append(list(items)) or real(fn, items, jobs, **kw))
+    p = tmp_path / "w.duckdb"
+    assert main(["ingest", str(TRACES[1]), str(TRACES[2]), "--db", str(p), "--path-totals"]) == 0
+    assert len(given) == 2 and all(len(g) >= 2 for g in given)       # each run in chunks, in workers
+    cols = "run, iteration, category, layer_type, segments, dur_ns, step_ns, rules, ranks, code"
+    q = f"SELECT {cols} FROM path_iteration_totals WHERE run IN ('hostgap_a', 'sync_a') ORDER BY ALL"
+    w, one = db.connect(p, read_only=True), db.connect(path, read_only=True)
+    try:
+        got, want = w.execute(q).fetchall(), one.execute(q).fetchall()
+        assert len(got) > 20 and got == want
+    finally:
+        w.close()
+        one.close()
