@@ -456,8 +456,9 @@ def parser():
     sp.add_argument("--path-totals", action="store_true",
                     help="trace: also walk the critical path of every iteration once, after the load, and store "
                          "its sums per iteration, category and layer type, so that critical_path_summary with "
-                         "iteration=all reads them instead of walking (no job, no power log paired; a 1 GB trace: "
-                         "0.07 s instead of 26 s), at about 40 CPU s a GB of trace, 2-3x a plain ingest's CPU; a "
+                         "iteration=all reads them instead of walking (no job, no power log paired: "
+                         "0.08 s for a 10 GB trace), at about 40 CPU s a GB of trace, 2-3x a plain ingest's CPU (in worker "
+                         "processes where there are 4 cores or more); a "
                          "trace loaded before gets them when ingested again with it")
     sp.set_defaults(func=cmd_ingest)
 
