@@ -278,34 +278,29 @@ def test_another_tracedbs_sums_are_not_read(path, tmp_path, monkeypatch, walks):
     """Sums stored by a tracedb whose views, load scripts or reports differ (schema_info
     'totals' another digest): a read-only open hides them and the report walks; a write
     open deletes them (catalog.TOTALS_TABLES)."""
-    c = copy_of(path, tmp_path)
-    w = db.connect(c)
-    w.execute("UPDATE schema_info SET value = 'older' WHERE key = 'totals'")
-    w.close()
-    r = db.connect(c, read_only=True)
-    try:
-        assert summary(r, run="hostgap_a") == walked(r, monkeypatch, run="hostgap_a") and walks[0] == 2
-    finally:
-        r.close()
-    w = db.connect(c)
-    try:
-        assert w.execute("SELECT count(*) FROM path_iteration_totals").fetchone()[0] == 0
-    finally:
-        w.close()
+    _walked_read_only_then_empty(copy_of(path, tmp_path), monkeypatch, walks, "hostgap_a",
+                                 "UPDATE schema_info SET value = 'older' WHERE key = 'totals'")
 
 
 def test_a_file_of_schema_version_7_walks_read_only(path, tmp_path, monkeypatch, walks):
     """A file stamped 7 has no path_iteration_totals: a read-only open stands in an
     empty one (readold.py, as for earlier totals tables), and the report walks; a write
     open adds the table."""
-    c = copy_of(path, tmp_path)
+    _walked_read_only_then_empty(copy_of(path, tmp_path), monkeypatch, walks, "sync_a",
+                                 "DROP TABLE path_iteration_totals",
+                                 "UPDATE schema_info SET value = '7' WHERE key = 'version'")
+
+
+def _walked_read_only_then_empty(c, monkeypatch, walks, run, *changes):
+    """The file c changed by the statements: read-only, the report walks run (the same
+    rows as the walk); then a write open leaves path_iteration_totals empty."""
     w = db.connect(c)
-    w.execute("DROP TABLE path_iteration_totals")
-    w.execute("UPDATE schema_info SET value = '7' WHERE key = 'version'")
+    for sql in changes:
+        w.execute(sql)
     w.close()
     r = db.connect(c, read_only=True)
     try:
-        assert summary(r, run="sync_a") == walked(r, monkeypatch, run="sync_a") and walks[0] == 2
+        assert summary(r, run=run) == walked(r, monkeypatch, run=run) and walks[0] == 2
     finally:
         r.close()
     w = db.connect(c)
