@@ -171,8 +171,8 @@ class TraceDB:
                     pt.store_runs(con, sums_of, warnings.warn)
                     sums_of = []
         if sums_of:          # the file closed: the critical path's workers can open it
-            pt.store_in_file(lambda: db.connect(self.path, read_only=True), lambda: db.connect(self.path),
-                             sums_of, warnings.warn)
+            pt.store_in_file(lambda: db.connect(self.path, read_only=True, wait_s=30.0),
+                             lambda: db.connect(self.path, wait_s=30.0), sums_of, warnings.warn)
         failed = next((o for o in outcomes if o.failed), None)
         if failed is not None:
             raise IngestError(failed.path, next(t for level, t in failed.lines if level == "error")

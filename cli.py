@@ -27,11 +27,17 @@ class UsageError(TracedbError):
 _WAIT_S = 0.0       # --wait: how long to wait for a database another process holds
 
 
-def _open(path, write=False, sandboxed=None):
+def _open(path, write=False, sandboxed=None, wait_s=None):
     """A connection to the database; a read-only one (unless sandboxed=False: an
     export writes files) with other files out of reach (store/sandbox.py)."""
     from .store.lock import say_on_stderr
-    return open_database(path, write=write, wait_s=_WAIT_S, say=say_on_stderr, sandboxed=sandboxed)
+    return open_database(path, write=write, wait_s=_WAIT_S if wait_s is None else wait_s, say=say_on_stderr,
+                         sandboxed=sandboxed)
+
+
+# --path-totals opens the database again after the ingest's connection: how long it waits
+# for another process that took it meanwhile (a report's read is short), at least --wait.
+_REOPEN_WAIT_S = 30.0
 
 
 def _params(pairs, run=None):
@@ -99,7 +105,9 @@ def cmd_ingest(args):
             remove(args.db)
     if sums_of:             # --path-totals: the file closed, so that the critical path's workers can open it
         from .analysis import path_totals
-        path_totals.store_in_file(lambda: _open(args.db), lambda: _open(args.db, write=True), sums_of,
+        wait = max(_WAIT_S, _REOPEN_WAIT_S)
+        path_totals.store_in_file(lambda: _open(args.db, sandboxed=False, wait_s=wait),
+                                  lambda: _open(args.db, write=True, wait_s=wait), sums_of,
                                   lambda line: print(f"tracedb: warning: {line}", file=sys.stderr))
     return rc
 
@@ -125,7 +133,7 @@ def _ingest_paths(con, args, options, groups):
     sums_of = []
     if args.path_totals:          # after the commits (and the jobs settled): the walk reads committed rows
         from .analysis import path_totals
-        sums_of = path_totals.loaded_trace_runs(con, outcomes)
+        sums_of = path_totals.loaded_trace_runs(con, outcomes, lambda line: print(f"note: {line}"))
     return (1 if any(o.failed for o in outcomes) else 0), sums_of
 
 
@@ -457,9 +465,9 @@ def parser():
                     help="trace: also walk the critical path of every iteration once, after the load, and store "
                          "its sums per iteration, category and layer type, so that critical_path_summary with "
                          "iteration=all reads them instead of walking (no job, no power log paired: "
-                         "0.08 s for a 10 GB trace), at about 40 CPU s a GB of trace, 2-3x a plain ingest's CPU (in worker "
-                         "processes where there are 4 cores or more); a "
-                         "trace loaded before gets them when ingested again with it")
+                         "0.08 s for a 10 GB trace), for about 40 CPU s more a GB of trace, 2-3x a plain "
+                         "ingest's CPU added (in worker processes where there are 4 cores or more); a trace "
+                         "loaded before gets them when ingested again with it")
     sp.set_defaults(func=cmd_ingest)
 
     sp = sub.add_parser("match", help="pair the kernels of an ncu run with those of a trace run")

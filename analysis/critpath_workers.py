@@ -103,8 +103,8 @@ def in_workers(fn, chunks, n, here):
     try:
         return list(each_in_workers(fn, chunks, n, ahead=AHEAD))
     except BrokenProcessPool:
-        warnings.warn("a worker process of the critical path ended abruptly (out of memory?); "
-                      "computed again in this process (TRACEDB_CRITPATH_WORKERS=0 skips the workers)")
+        warnings.warn(f"a worker process of the critical path ended abruptly (out of memory?): its {len(chunks)} "
+                      "chunks computed again in this process (TRACEDB_CRITPATH_WORKERS=0 skips the workers)")
         return here()
 
 

@@ -135,11 +135,15 @@ def walk(con, run):
 
 def write(con, run, table, digests):
     """The run's sums (walk()) stored in place of its earlier ones, in a transaction of
-    their own; a run without a row keeps a marker row (walked: nothing to report)."""
+    their own; a run without a row keeps a marker row (walked: nothing to report).
+    Refused where the run, its job or the layer rules changed since the walk (another
+    process between store_in_file's connections: `tracedb rm`, a rank added)."""
     rules, ranks, code = digests
     with phase("path totals (insert)"):
         con.begin()
         try:
+            if not rows(con, "SELECT 1 FROM runs WHERE run = ?", [run]) or _digests(con, [run])[run] != digests:
+                raise ValueError("the run, its job or the layer rules changed while its path was walked")
             con.execute(f"DELETE FROM {TABLE} WHERE run = ?", [run])
             con.register("_path_sums", table)
             try:
@@ -187,7 +191,12 @@ def store_in_file(open_read, open_write, runs, warn):
     if not runs:
         return
     walked = {}
-    con = open_read()
+    try:
+        con = open_read()
+    except Exception as e:      # (another process holds the file: the runs stay loaded)
+        for run in runs:
+            warn(_not_stored(run, e))
+        return
     try:
         for run in runs:
             try:
@@ -198,7 +207,12 @@ def store_in_file(open_read, open_write, runs, warn):
         con.close()
     if not walked:
         return
-    con = open_write()
+    try:
+        con = open_write()
+    except Exception as e:
+        for run in walked:
+            warn(_not_stored(run, e))
+        return
     try:
         for run, (table, digests) in walked.items():
             try:
@@ -209,10 +223,14 @@ def store_in_file(open_read, open_write, runs, warn):
         con.close()
 
 
-def loaded_trace_runs(con, outcomes):
-    """The trace runs of a command's ingest (ingest/batch.py Outcome list), in order: those
-    it loaded, and those whose content it skipped as a run's already (ingested before
-    without --path-totals, or before a change the sums depend on) without current sums."""
+def loaded_trace_runs(con, outcomes, note=None):
+    """The trace runs of a command's ingest (ingest/batch.py Outcome list) whose sums to
+    store, in order: those it loaded, and those whose content it skipped as a run's
+    already (ingested before without --path-totals, or before a change the sums depend
+    on) without current sums; then the runs of their jobs whose sums a new rank made
+    stale. Not a run with a power log paired: critical_path_summary integrates the GPU
+    energy over each segment of its path, so it walks whatever is stored (note(line)
+    says so)."""
     out = []
     for o in outcomes:
         r = o.result
@@ -220,7 +238,19 @@ def loaded_trace_runs(con, outcomes):
             continue
         if r.status == "loaded" or (r.status == "skipped" and not _current(con, [r.run])):
             out.append(r.run)
-    return out
+    if out:
+        mates = [m for (m,) in rows(con, f"""
+            SELECT DISTINCT o.run FROM job_runs j JOIN job_runs o ON o.job = j.job
+            WHERE j.run IN (SELECT unnest($runs)) AND o.run NOT IN (SELECT unnest($runs))
+              AND o.run IN (SELECT run FROM {TABLE}) ORDER BY o.run""", {"runs": out})]
+        out += [m for m in mates if not _current(con, [m])]
+    powered = {r for (r,) in rows(con, "SELECT DISTINCT run FROM trace_power_pairs WHERE run IN (SELECT unnest($runs))",
+                                  {"runs": out})} if out else set()
+    for run in sorted(powered):
+        if note is not None:
+            note(f"{run}: a power log is paired with it, so critical_path_summary integrates the GPU energy over "
+                 "each segment of its path and walks it: no critical path sums stored")
+    return [r for r in out if r not in powered]
 
 
 def _current(con, runs):

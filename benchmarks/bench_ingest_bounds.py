@@ -1,6 +1,6 @@
 """The ingest's phases alone: how fast the parse and the insert go with nothing beside them.
 
-usage: python benchmarks/bench_ingest_bounds.py BIG.json [--cores 2,8,12,16] [--sql STATEMENT]
+usage: python benchmarks/bench_ingest_bounds.py BIG.json [--cores 2,8,12,16] [--sql STATEMENT] [--one-insert]
 
 For each core count (the process pinned to that many cores, DuckDB on as many threads),
 the trace is cut into pieces as the ingest cuts it (ingest/trace_json.split, the

@@ -11,6 +11,8 @@ In worker processes (analysis/critpath_workers.py, forced on with 2 workers what
 the machine's cores): the rows of iteration=all, of a run, a job and every run, are
 those of the one process, in its order; a write connection or an in-memory database
 stays in the one process."""
+import warnings
+
 import duckdb
 import pytest
 
@@ -119,7 +121,9 @@ def workers(monkeypatch, chunked):
         given.append((jobs, list(items)))
         return real(fn, items, jobs, **kw)
     monkeypatch.setattr(critpath_workers, "each_in_workers", spy)
-    return given
+    with warnings.catch_warnings():     # a worker that died (the rows then made here) fails the test
+        warnings.filterwarnings("error", message="a worker process of the critical path ended abruptly")
+        yield given
 
 
 def _serial_and_parallel(monkeypatch, given, fn):

@@ -10,6 +10,7 @@ stored rows are read while what the walk reads is as it was, and the report walk
 job's ranks, the walk's code), where a power log applies, for a job, and where a run
 asked for has no sums. A failed walk at ingest leaves the run loaded with one warning."""
 import shutil
+import warnings
 
 import pytest
 
@@ -363,7 +364,9 @@ def test_sums_walked_in_worker_processes(path, tmp_path, monkeypatch):
     monkeypatch.setattr(critpath_workers, "each_in_workers",
                         lambda fn, items, jobs, **kw: given.append(list(items)) or real(fn, items, jobs, **kw))
     p = tmp_path / "w.duckdb"
-    assert main(["ingest", str(TRACES[1]), str(TRACES[2]), "--db", str(p), "--path-totals"]) == 0
+    with warnings.catch_warnings():     # a worker that died (the sums then walked here) fails the test
+        warnings.filterwarnings("error", message="a worker process of the critical path ended abruptly")
+        assert main(["ingest", str(TRACES[1]), str(TRACES[2]), "--db", str(p), "--path-totals"]) == 0
     assert len(given) == 2 and all(len(g) >= 2 for g in given)       # each run in chunks, in workers
     cols = "run, iteration, category, layer_type, segments, dur_ns, step_ns, rules, ranks, code"
     q = f"SELECT {cols} FROM path_iteration_totals WHERE run IN ('hostgap_a', 'sync_a') ORDER BY ALL"
@@ -374,3 +377,79 @@ def test_sums_walked_in_worker_processes(path, tmp_path, monkeypatch):
     finally:
         w.close()
         one.close()
+
+
+def test_another_process_holding_the_file_leaves_the_runs_loaded(tmp_path, monkeypatch, capsys):
+    """A process that opens the file between the ingest's connections (a report read
+    while the path is walked) holds it against the write that stores the sums: past
+    the wait (here none) the ingest still exits 0, its run loaded, with one warning that
+    names the run (before, the lock failed the command after its run had loaded)."""
+    import subprocess
+    import sys
+    from tracedb import cli
+    monkeypatch.setattr(cli, "_REOPEN_WAIT_S", 0.0)
+    p = tmp_path / "held.duckdb"
+    holder = []
+    real = path_totals.walk
+
+    def walk_then_held(con, run):
+        out = real(con, run)
+        holder.append(subprocess.Popen(
+            [sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(p)!r}, read_only=True); "
+                                   "print('held', flush=True); sys.stdin.read()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+        assert holder[-1].stdout.readline().strip() == "held"
+        return out
+    monkeypatch.setattr(path_totals, "walk", walk_then_held)
+    try:
+        assert main(["ingest", str(TRACES[1]), "--db", str(p), "--path-totals"]) == 0
+    finally:
+        for h in holder:
+            h.communicate("")
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tracedb: warning:")]
+    assert len(holder) == 1 and len(err) == 1
+    assert err[0].startswith("tracedb: warning: hostgap_a: the critical path sums were not stored (")
+    con = db.connect(p, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM runs WHERE run = 'hostgap_a'").fetchone()[0] == 1
+        assert con.execute("SELECT count(*) FROM path_iteration_totals").fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def test_a_run_with_a_power_log_gets_no_sums(tmp_path, monkeypatch, capsys):
+    """A power log paired with the trace: the report integrates the energy over each
+    segment, so it walks whatever is stored; the ingest says so and walks nothing."""
+    p = tmp_path / "pw.duckdb"
+    assert main(["ingest", str(TRACES[0]), "--db", str(p)]) == 0
+    assert main(["ingest", str(POWER), "--db", str(p), "--pair-with", AMP]) == 0
+    n = [0]
+    real = path_totals.sums
+    monkeypatch.setattr(path_totals, "sums", lambda *a, **k: n.__setitem__(0, n[0] + 1) or real(*a, **k))
+    capsys.readouterr()
+    assert main(["ingest", str(TRACES[0]), "--db", str(p), "--path-totals"]) == 0
+    out = capsys.readouterr().out
+    assert f"note: {AMP}: a power log is paired with it" in out and n[0] == 0
+    con = db.connect(p, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM path_iteration_totals").fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def test_a_rank_added_walks_the_job_again(tmp_path, monkeypatch):
+    """Rank 0 ingested with --path-totals alone, then rank 1: rank 0's path now waits
+    for rank 1 (its stored sums went stale), so the second ingest walks and stores both,
+    and the report reads rank 0's sums again, equal to its walk."""
+    p = tmp_path / "job.duckdb"
+    for rank in (0, 1):
+        assert main(["ingest", str(DDP / f"rank{rank}.json.gz"), "--db", str(p), "--job", "ddp", "--rank",
+                     str(rank), "--path-totals"]) == 0
+    con = db.connect(p, read_only=True)
+    try:
+        runs = [r for (r,) in con.execute("SELECT run FROM runs WHERE job = 'ddp' ORDER BY rank").fetchall()]
+        assert len(runs) == 2 and path_totals._current(con, runs)
+        assert path_totals.stored_sums(con, {"iteration": "all", "run": runs[0]}) is not None
+        assert summary(con, run=runs[0]) == walked(con, monkeypatch, run=runs[0])
+    finally:
+        con.close()

@@ -304,7 +304,7 @@ CREATE TABLE IF NOT EXISTS path_iteration_totals (
     step_ns    BIGINT,                        -- the iteration's duration, ns
     rules      VARCHAR NOT NULL,              -- layer_rules_digest() when stored
     ranks      VARCHAR NOT NULL,              -- digest of the run's job as stored (its runs, ranks and contents: the collectives' last arrivals)
-    code       VARCHAR NOT NULL               -- digest of the walk's code (analysis/critpath.py) that stored them
+    code       VARCHAR NOT NULL               -- digest of the walk's code (analysis/critpath.py, path_totals.py) that stored them
 );
 
 -- Hardware counters (ncu): one row per kernel and metric, in base units.
