@@ -562,18 +562,35 @@ def _derive_cap(con, events):
     return cap_changed(con, LOAD_MEMORY_CAP, DERIVE_MEMORY_CAP)
 
 
+# A trace of more kernels than this inserts them in ranges of launch order of this many
+# (whole row groups each), each range its own sort. In one statement (two hash joins
+# and the sort of every kernel) the 10 GB trace's 2.5 M kernels ran out of
+# DERIVE_MEMORY_CAP in about 1 of 18 CLI ingests on the 16-core host, and under
+# LOAD_MEMORY_CAP they took the ingest's peak RSS to 1,548-1,600 MB (DuckDB 939 MB, the
+# sort 673 MB of it; docs/benchmarks.md).
+KERNEL_INSERT_ROWS = 8 * ROW_GROUP_ROWS
+
+
 def _derive_trace(con, run):
-    """derive_trace.sql, its kernels' insert (two hash joins and the sort of every
-    kernel in one statement) under LOAD_MEMORY_CAP where _derive_cap lowered the limit
-    (cap_changed: nothing where it did not): at DERIVE_MEMORY_CAP on 16 threads the 10 GB
-    trace's 2.5 M kernels ran out of it in about 1 of 18 CLI ingests on the 16-core
-    host. Its peak stays under the inserts' (docs/benchmarks.md)."""
+    """derive_trace.sql, its kernels' insert in ranges of launch order where the run has
+    more than KERNEL_INSERT_ROWS kernels (each range in order after the one before: the
+    table keeps launch order)."""
     before, insert, after = split_at(sql_text("schema", "load/derive_trace.sql"), r"^INSERT INTO kernels\b",
                                      "of derive_trace.sql inserting into kernels")
     params = {"run": run}
     run_script(con, before, params)
-    with cap_changed(con, DERIVE_MEMORY_CAP, LOAD_MEMORY_CAP):
+    kernels = scalar(con, "SELECT count(*) FROM _seq")
+    if kernels <= KERNEL_INSERT_ROWS:
         run_script(con, insert, params)
+    else:
+        try:
+            for lo in range(0, kernels, KERNEL_INSERT_ROWS):
+                con.execute("SET VARIABLE tracedb_seq_from = ?", [lo])
+                con.execute("SET VARIABLE tracedb_seq_to = ?", [lo + KERNEL_INSERT_ROWS])
+                run_script(con, insert, params)
+        finally:
+            con.execute("RESET VARIABLE tracedb_seq_from")
+            con.execute("RESET VARIABLE tracedb_seq_to")
     run_script(con, after, params)
 
 

@@ -810,7 +810,7 @@ def test_a_large_traces_derivation_runs_under_its_lower_cap_with_the_same_rows(f
                                                                                 large):
     """A trace of trace.DERIVE_CAP_EVENTS events or more is derived under DuckDB's
     DERIVE_MEMORY_CAP (here 16 MiB: its statements spill), a smaller one under the load's
-    LOAD_MEMORY_CAP, and the kernels' insert under LOAD_MEMORY_CAP in both; --op-totals' scripts after it are raised from the load's cap as
+    LOAD_MEMORY_CAP, the kernels' insert with the rest; --op-totals' scripts after it are raised from the load's cap as
     before (TOTALS_MEMORY_CAP, not left at the lower one), and the limit is DuckDB's own
     again after the ingest. The rows are those of the fixture ingested as landed."""
     from tracedb.store.db import sql_text
@@ -841,9 +841,36 @@ def test_a_large_traces_derivation_runs_under_its_lower_cap_with_the_same_rows(f
     ingest_file(con, path, options={"op_totals": True})
     derive = shown(16 << 20 if large else trace.LOAD_MEMORY_CAP)
     assert limits == {"derive_trace": derive, "trace_system": derive,
-                      "kernels_insert": shown(trace.LOAD_MEMORY_CAP),       # raised for its one statement
+                      "kernels_insert": derive,
                       "iteration_aggregates": shown(trace.TOTALS_MEMORY_CAP)}
     assert scalar(con, "SELECT current_setting('memory_limit')") == default
     name = run_name(path)
+    assert tables(con, name) == tables(fixture_db, name)
+    con.close()
+
+
+def test_many_kernels_are_inserted_in_ranges_of_launch_order(fixture_db, tmp_path, monkeypatch):
+    """More kernels than trace.KERNEL_INSERT_ROWS (here 100) are inserted in ranges of
+    launch order, one statement a range (each its own sort, a part of the memory): the
+    same rows as the fixture ingested in one statement, and the table in launch order."""
+    path = TRACES[0]
+    monkeypatch.setattr(trace, "KERNEL_INSERT_ROWS", 100)
+    from tracedb.store.db import sql_text
+    derive_statements = set(statements(sql_text("schema", "load/derive_trace.sql")))
+    inserts, real = [], trace.run_script
+
+    def counted(con_, text, *a, **k):
+        if text in derive_statements and re.search(r"^INSERT INTO kernels\b", text, re.M):
+            inserts.append(scalar(con_, "SELECT getvariable('tracedb_seq_from')"))
+        return real(con_, text, *a, **k)
+    monkeypatch.setattr(trace, "run_script", counted)
+    con = db.connect(tmp_path / "r.duckdb")
+    ingest_file(con, path)
+    name = run_name(path)
+    n = scalar(con, "SELECT count(*) FROM kernels WHERE run = ?", [name])
+    assert n > 300 and inserts == list(range(0, n, 100))
+    assert scalar(con, "SELECT getvariable('tracedb_seq_from')") is None      # (reset after)
+    seqs = [r[0] for r in con.execute("SELECT seq FROM kernels WHERE run = ?", [name]).fetchall()]
+    assert seqs == list(range(n))            # the table's own order: launch order
     assert tables(con, name) == tables(fixture_db, name)
     con.close()

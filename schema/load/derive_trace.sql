@@ -2,7 +2,7 @@
 -- Parameter: $run VARCHAR. (Each event's iteration is the view event_iterations.)
 -- Reads the run's events through the temp view _run_events (trace_events.sql);
 -- writes threads, kernels and iterations; creates and drops its own temp tables.
--- reads: _run_events
+-- reads: _run_events; variables tracedb_seq_from, tracedb_seq_to (the kernels' insert: a range of launch order, all when unset)
 -- creates: _xprof_streams, _gpu_rows, _launch, _thread_key, _op, _depth, _launch_op, _launch_with_op, _seq, _marker, _gpu (and
 --          the table macro _gpu_fields; _gpu_rows is a view; all dropped at its end but _gpu:
 --          collectives.sql and trace_system.sql read it, the latter drops it)
@@ -262,6 +262,10 @@ SELECT
 FROM _gpu g
 JOIN _seq s ON s.event_id = g.event_id
 LEFT JOIN _launch_with_op l ON l.correlation = g.correlation
+-- (ingest/trace.py inserts a large trace's kernels in ranges of launch order, each its
+-- own sort: these variables, unset here for all of them at once)
+WHERE s.seq >= coalesce(getvariable('tracedb_seq_from'), 0)
+  AND s.seq < coalesce(getvariable('tracedb_seq_to'), 9223372036854775807)
 ORDER BY s.seq;
 
 INSERT INTO iterations
