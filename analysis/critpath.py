@@ -1059,12 +1059,11 @@ def _flag(v):
 
 
 def change_of(values):
-    flag = _flag
     scale = values.get("scale")
     return Change(scale=1.0 if scale is None else float(scale), kernel_layer=values.get("kernel_layer"),
                   kernel_like=values.get("kernel_like"), op_like=values.get("op_like"),
-                  remove_cpu_like=values.get("remove_cpu_like"), remove_syncs=flag(values.get("remove_syncs")),
-                  zero_launch_overhead=flag(values.get("zero_launch_overhead")),
+                  remove_cpu_like=values.get("remove_cpu_like"), remove_syncs=_flag(values.get("remove_syncs")),
+                  zero_launch_overhead=_flag(values.get("zero_launch_overhead")),
                   remove_rank_lateness=values.get("remove_rank_lateness"), overlap_comm=values.get("overlap_comm"))
 
 

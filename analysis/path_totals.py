@@ -244,13 +244,19 @@ def loaded_trace_runs(con, outcomes, note=None):
             WHERE j.run IN (SELECT unnest($runs)) AND o.run NOT IN (SELECT unnest($runs))
               AND o.run IN (SELECT run FROM {TABLE}) ORDER BY o.run""", {"runs": out})]
         out += [m for m in mates if not _current(con, [m])]
-    powered = {r for (r,) in rows(con, "SELECT DISTINCT run FROM trace_power_pairs WHERE run IN (SELECT unnest($runs))",
-                                  {"runs": out})} if out else set()
+    powered = _powered(con, out) if out else set()
     for run in sorted(powered):
         if note is not None:
             note(f"{run}: a power log is paired with it, so critical_path_summary integrates the GPU energy over "
                  "each segment of its path and walks it: no critical path sums stored")
     return [r for r in out if r not in powered]
+
+
+def _powered(con, runs):
+    """The runs of runs with a power log paired (critical_path_summary integrates its
+    energy over each segment: it walks them)."""
+    return {r for (r,) in rows(con, "SELECT DISTINCT run FROM trace_power_pairs WHERE run IN (SELECT unnest($runs))",
+                               {"runs": list(runs)})}
 
 
 def _current(con, runs):
@@ -277,7 +283,7 @@ def stored_sums(con, values):
                                     "ORDER BY run", {"run": values.get("run")})]
     if not runs:
         return None
-    if rows(con, "SELECT 1 FROM trace_power_pairs WHERE run IN (SELECT unnest($runs)) LIMIT 1", {"runs": runs}):
+    if _powered(con, runs):
         return None
     if not _current(con, runs):
         return None
@@ -288,7 +294,7 @@ def stored_sums(con, values):
 
 
 def empty_sums():
-    return pa.table({c: pa.array([], t) for c, t in SUM_TYPES.items()})
+    return critpath._table([], SUM_TYPES)
 
 
 def prepared_summary(con, values):

@@ -32,12 +32,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..store.catalog import sql_text
-from ..store.sql import rows, run_script, run_script_over, scalar, split_at, statements
+from ..store.sql import rows, run_script, run_script_over, scalar, statements
 from ..store.tuning import memory_cap
 from .errors import IngestError
 from . import nsys_csv, nsys_metrics
 from .reader import Prepared, Reader
-from .trace import TraceReader, store_op_totals
+from .trace import TraceReader, derive, store_op_totals
 from ..progress import phase, status
 from .source import compression, hash_file, head, plain_copy
 from .trace_json import KeptThread, started
@@ -520,11 +520,7 @@ def _keep_fields(raw, fields, offset):
 def _derive(con, run):
     """derive_trace.sql with nsys_gpu.sql's _gpu in place of its own (the kernels'
     launch fields from the export's columns, not parsed back from their args)."""
-    before, _, after = split_at(sql_text("schema", "load/derive_trace.sql"), r"^CREATE OR REPLACE TEMP TABLE _gpu AS",
-                                "of derive_trace.sql creating _gpu for nsys_gpu.sql to stand for")
-    run_script(con, before, {"run": run})
-    run_script(con, sql_text("schema", "load/nsys_gpu.sql"), {"run": run})
-    run_script(con, after, {"run": run})
+    derive(con, run, gpu=sql_text("schema", "load/nsys_gpu.sql"))
 
 
 def _insert(con, staged, offset):

@@ -533,7 +533,7 @@ def load(con, tf, run):
                     "SELECT * FROM events WHERE run = getvariable('tracedb_run')")
         with _derive_cap(con, n[0]):
             _ac2g_links(con, path, run)
-            _derive_trace(con, run)
+            derive(con, run)
             _load_cupti_ranges(con, path, run)
             dist = tf.members.get("distributedInfo")
             world = dist.get("world_size") if isinstance(dist, dict) else None
@@ -571,14 +571,22 @@ def _derive_cap(con, events):
 KERNEL_INSERT_ROWS = 8 * ROW_GROUP_ROWS
 
 
-def _derive_trace(con, run):
-    """derive_trace.sql, its kernels' insert in ranges of launch order where the run has
-    more than KERNEL_INSERT_ROWS kernels (each range in order after the one before: the
-    table keeps launch order)."""
-    before, insert, after = split_at(sql_text("schema", "load/derive_trace.sql"), r"^INSERT INTO kernels\b",
-                                     "of derive_trace.sql inserting into kernels")
+def derive(con, run, gpu=None):
+    """derive_trace.sql over the run's events (_run_events); gpu: a script making _gpu
+    in place of its own statement (nsys.py: nsys_gpu.sql). Its kernels' insert runs in
+    ranges of launch order where the run has more than KERNEL_INSERT_ROWS kernels (each
+    range in order after the one before: the table keeps launch order)."""
+    script = sql_text("schema", "load/derive_trace.sql")
+    before, insert, after = split_at(script, r"^INSERT INTO kernels\b", "of derive_trace.sql inserting into kernels")
     params = {"run": run}
-    run_script(con, before, params)
+    if gpu is not None:
+        first, _, middle = split_at(before, r"^CREATE OR REPLACE TEMP TABLE _gpu AS",
+                                    "of derive_trace.sql creating _gpu for another script to stand for")
+        run_script(con, first, params)
+        run_script(con, gpu, params)
+        run_script(con, middle, params)
+    else:
+        run_script(con, before, params)
     kernels = scalar(con, "SELECT count(*) FROM _seq")
     if kernels <= KERNEL_INSERT_ROWS:
         run_script(con, insert, params)

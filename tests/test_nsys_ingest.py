@@ -671,6 +671,33 @@ def test_kernels_get_the_innermost_emit_nvtx_op_around_their_launch(nsys_db, pla
     assert got == raw and sum(1 for (_, op) in raw if op) > 1000
 
 
+def test_kernels_inserted_in_ranges_of_launch_order(nsys_db, tmp_path, monkeypatch):
+    """An export's derivation is the trace's (ingest/trace.derive): more kernels than
+    KERNEL_INSERT_ROWS (here 500) are inserted a range of launch order at a time, and give
+    the same kernels as in one statement, the table in launch order."""
+    from tracedb.ingest import trace
+    monkeypatch.setattr(trace, "KERNEL_INSERT_ROWS", 500)
+    ranges, real = [], trace.run_script
+
+    def counted(con_, text, *a, **k):
+        if text.lstrip().startswith("INSERT INTO kernels") and "tracedb_seq_from" in text:
+            ranges.append(con_.execute("SELECT getvariable('tracedb_seq_from')").fetchone()[0])
+        return real(con_, text, *a, **k)
+    monkeypatch.setattr(trace, "run_script", counted)
+    con = db.connect(tmp_path / "r.duckdb")
+    try:
+        ingest_file(con, str(gz("mfu_2gpu_before")))
+        n = con.execute("SELECT count(*) FROM kernels WHERE run = 'mfu_2gpu_before'").fetchone()[0]
+        assert n > 1500 and ranges == list(range(0, n, 500))
+        seqs = [r for (r,) in con.execute("SELECT seq FROM kernels WHERE run = 'mfu_2gpu_before'").fetchall()]
+        assert seqs == list(range(n))
+        q = """SELECT count(*), sum(hash(kernel_id, kind, name, ts_ns, dur_ns, grid_x, launch_event_id, op_event_id,
+               iteration, seq)) FROM kernels WHERE run = 'mfu_2gpu_before'"""
+        assert con.execute(q).fetchone() == nsys_db.execute(q).fetchone()
+    finally:
+        con.close()
+
+
 def test_worker_readers_from_a_script_read_on_stdin(nsys_db, tmp_path):
     """`python - < script` (a main module no spawned worker can load again): the export
     is read by the reading thread instead of worker processes, and loads the same
